@@ -1,0 +1,28 @@
+# One command sets up and runs the main job; one sets up and runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DATA ?= data/fixture
+
+.PHONY: run test setup lint bench clean
+
+$(BIN)/shopsimrl: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(BIN)/shopsimrl
+
+setup: $(BIN)/shopsimrl
+
+run: setup
+	$(BIN)/shopsimrl demo --out $(DATA)
+
+test: setup
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) data build *.egg-info

@@ -1,0 +1,40 @@
+"""Typed errors shared across the package; every user-facing failure is one of these."""
+
+
+class ShopSimError(Exception):
+    """Base class of every error ShopSimRL raises on purpose."""
+
+
+class ArchiveError(ShopSimError, ValueError):
+    """An archive cannot be read or fails validation (names record index, ASIN and field)."""
+
+
+class DatasetBuildError(ShopSimError):
+    """The data-preparation pipeline cannot complete (bad inputs, refusing to overwrite, ...)."""
+
+
+class SplitError(ShopSimError, ValueError):
+    """A split cannot be built or read (e.g. the catalog is too small for the requested sizes)."""
+
+
+class SearchIndexError(ShopSimError):
+    """The search index is missing, corrupt or does not match the catalog it is opened for."""
+
+
+class UnknownTaskError(ShopSimError, KeyError):
+    """A task id that is not an active task of the loaded catalog."""
+
+    def __init__(self, task_id: object) -> None:
+        super().__init__(f"unknown or inactive task_id {task_id}")
+        self.task_id = task_id
+
+    def __str__(self) -> str:  # KeyError would otherwise repr() the message
+        return str(self.args[0])
+
+
+class EpisodeTerminatedError(ShopSimError, RuntimeError):
+    """A step or terminate call on an episode that has already ended."""
+
+
+class ObservationError(ShopSimError, ValueError):
+    """A structured observation that the renderer refuses (wrong version, hidden keys, ...)."""
