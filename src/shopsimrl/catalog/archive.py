@@ -1,0 +1,310 @@
+"""Reading, validating and writing ShopSimulator archives (``.json`` / ``.json.gz``, a top-level array).
+
+Both the raw source archive and an already cleaned archive are accepted: ``task_id``, ``task_uid``,
+``price_upper`` and ``source_product_index`` are kept as given when present. Validation collects every
+problem and names the record index, the ASIN and the field, so a broken archive can be fixed in one pass.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import ArchiveError
+from .records import Instruction, Product
+
+MAX_REPORTED_PROBLEMS = 20
+
+
+def read_archive_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The decompressed JSON bytes of an archive (gzip is detected by its magic number)."""
+    file = Path(path)
+    if not file.is_file():
+        raise ArchiveError(f"archive not found: {file}")
+    data = file.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise ArchiveError(f"corrupt gzip archive {file}: {exc}") from exc
+    return data
+
+
+def parse_archive_json(data: bytes, *, source: str = "archive") -> list[dict[str, Any]]:
+    """Decode archive bytes into the list of product records, with a clear error on bad JSON."""
+    try:
+        records = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ArchiveError(f"{source} is not UTF-8: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ArchiveError(f"{source} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    if not isinstance(records, list):
+        raise ArchiveError(f"{source} must be a top-level JSON array of product records, got {type(records).__name__}")
+    return records
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class _Problems:
+    """Collects validation problems; raises one ArchiveError that lists them."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.items: list[str] = []
+
+    def add(self, index: int, asin: object, field: str, message: str) -> None:
+        self.items.append(f"record {index} (asin {asin!r}) field {field!r}: {message}")
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        shown = self.items[:MAX_REPORTED_PROBLEMS]
+        more = len(self.items) - len(shown)
+        tail = f"\n  ... and {more} more" if more else ""
+        raise ArchiveError(
+            f"{self.source}: {len(self.items)} validation problem(s):\n  " + "\n  ".join(shown) + tail
+        )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def _is_str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _check_options(index: int, asin: object, options: object, problems: _Problems) -> None:
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        problems.add(index, asin, "customization_options", "must be an object mapping axis → list of entries")
+        return
+    for axis, entries in options.items():
+        if entries is None:
+            continue
+        field = f"customization_options.{axis}"
+        if not isinstance(entries, list):
+            problems.add(index, asin, field, "must be a list of option entries")
+            continue
+        for position, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                problems.add(index, asin, f"{field}[{position}]", "must be an object with a 'value'")
+            elif not isinstance(entry.get("value"), str):
+                problems.add(index, asin, f"{field}[{position}].value", "missing or not a string")
+            elif entry.get("price") is not None and not _is_number(entry["price"]):
+                problems.add(index, asin, f"{field}[{position}].price", "must be a finite number or null")
+
+
+def _instruction(
+    index: int, asin: object, position: int, raw: object, has_persona: bool, problems: _Problems
+) -> Instruction | None:
+    field = f"instructions[{position}]"
+    if not isinstance(raw, Mapping):
+        problems.add(index, asin, field, "must be an object")
+        return None
+    ok = True
+    text = raw.get("instruction")
+    if not isinstance(text, str) or not text.strip():
+        problems.add(index, asin, f"{field}.instruction", "missing or not a non-empty string")
+        ok = False
+    simple = raw.get("instruction_simple")
+    if simple is not None and not isinstance(simple, str):
+        problems.add(index, asin, f"{field}.instruction_simple", "must be a string or null")
+        ok = False
+    elif bool(simple) != has_persona:
+        detail = "present without a user_persona" if simple else "missing although the product has a user_persona"
+        problems.add(index, asin, f"{field}.instruction_simple", detail)
+        ok = False
+    attributes = raw.get("attributes", [])
+    if not _is_str_list(attributes):
+        problems.add(index, asin, f"{field}.attributes", "must be a list of strings")
+        ok = False
+    options = raw.get("instruction_options", [])
+    if options is None:
+        options = []
+    if not _is_str_list(options):
+        problems.add(index, asin, f"{field}.instruction_options", "must be a list of strings")
+        ok = False
+    price_upper = raw.get("price_upper")
+    if price_upper == "":
+        price_upper = None
+    if price_upper is not None and (not _is_number(price_upper) or float(price_upper) < 0):
+        problems.add(index, asin, f"{field}.price_upper", "must be a finite number ≥ 0 or null")
+        ok = False
+    task_id = raw.get("task_id")
+    if task_id is not None and (not isinstance(task_id, int) or isinstance(task_id, bool) or task_id < 0):
+        problems.add(index, asin, f"{field}.task_id", "must be a non-negative integer")
+        ok = False
+    task_uid = raw.get("task_uid")
+    if task_uid is not None and not isinstance(task_uid, str):
+        problems.add(index, asin, f"{field}.task_uid", "must be a string")
+        ok = False
+    instruction_index = raw.get("instruction_index", position)
+    if not isinstance(instruction_index, int) or isinstance(instruction_index, bool):
+        problems.add(index, asin, f"{field}.instruction_index", "must be an integer")
+        ok = False
+    if not ok:
+        return None
+    return Instruction(
+        instruction=text,  # type: ignore[arg-type]
+        instruction_simple=simple or None,
+        attributes=tuple(attributes),
+        instruction_options=tuple(options),
+        price_upper=None if price_upper is None else float(price_upper),
+        task_id=task_id,
+        task_uid=task_uid,
+        instruction_index=instruction_index,
+    )
+
+
+def validate_records(records: Sequence[object], *, source: str = "archive") -> list[Product]:
+    """Validate archive records and return typed products; raises ArchiveError listing every problem."""
+    problems = _Problems(source)
+    products: list[Product] = []
+    seen_asins: dict[str, int] = {}
+    seen_task_ids: dict[int, int] = {}
+    for index, record in enumerate(records):
+        if not isinstance(record, Mapping):
+            problems.add(index, None, "<record>", f"must be an object, got {type(record).__name__}")
+            continue
+        asin = record.get("asin")
+        ok = True
+        if not isinstance(asin, str) or not asin.strip():
+            problems.add(index, asin, "asin", "missing or not a non-empty string")
+            ok = False
+        elif asin in seen_asins:
+            problems.add(index, asin, "asin", f"duplicate ASIN (first seen at record {seen_asins[asin]})")
+            ok = False
+        else:
+            seen_asins[asin] = index
+        for field in ("title", "shop_name", "category"):
+            if not isinstance(record.get(field), str):
+                problems.add(index, asin, field, "missing or not a string")
+                ok = False
+        if not _is_str_list(record.get("attribute")):
+            problems.add(index, asin, "attribute", "missing or not a list of strings")
+            ok = False
+        images = record.get("images")
+        if not isinstance(images, list) or not images or not all(isinstance(item, str) for item in images):
+            problems.add(index, asin, "images", "missing or not a non-empty list of strings")
+            ok = False
+        pricing = record.get("pricing")
+        if pricing is not None and (not isinstance(pricing, list) or not all(_is_number(p) for p in pricing)):
+            problems.add(index, asin, "pricing", "must be a list of finite numbers")
+            ok = False
+        product_category = record.get("product_category", "")
+        if product_category is not None and not isinstance(product_category, str):
+            problems.add(index, asin, "product_category", "must be a string")
+            ok = False
+        for field in ("full_description",):
+            if record.get(field) is not None and not isinstance(record.get(field), str):
+                problems.add(index, asin, field, "must be a string")
+                ok = False
+        bullets = record.get("small_description")
+        if bullets is not None and not isinstance(bullets, str) and not _is_str_list(bullets):
+            problems.add(index, asin, "small_description", "must be a string or a list of strings")
+            ok = False
+        _check_options(index, asin, record.get("customization_options"), problems)
+        persona = record.get("user_persona")
+        if persona is not None and not isinstance(persona, Mapping):
+            problems.add(index, asin, "user_persona", "must be an object or null")
+            ok = False
+        spi = record.get("source_product_index")
+        if spi is not None and (not isinstance(spi, int) or isinstance(spi, bool) or spi < 0):
+            problems.add(index, asin, "source_product_index", "must be a non-negative integer")
+            ok = False
+        raw_instructions = record.get("instructions")
+        instructions: list[Instruction] = []
+        if not isinstance(raw_instructions, list) or not raw_instructions:
+            problems.add(index, asin, "instructions", "missing or not a non-empty list")
+            ok = False
+        else:
+            for position, raw in enumerate(raw_instructions):
+                item = _instruction(index, asin, position, raw, bool(persona), problems)
+                if item is None:
+                    ok = False
+                    continue
+                if item.task_id is not None:
+                    if item.task_id in seen_task_ids:
+                        problems.add(
+                            index,
+                            asin,
+                            f"instructions[{position}].task_id",
+                            f"duplicate task_id {item.task_id} (first seen at record {seen_task_ids[item.task_id]})",
+                        )
+                        ok = False
+                    else:
+                        seen_task_ids[item.task_id] = index
+                instructions.append(item)
+        if not ok:
+            continue
+        products.append(
+            Product(
+                index=index,
+                asin=asin,  # type: ignore[arg-type]
+                title=record["title"],
+                shop_name=record["shop_name"],
+                category=record["category"],
+                product_category=product_category or "",
+                pricing=tuple(float(p) for p in (pricing or [])),
+                attributes=tuple(record["attribute"]),
+                user_persona=persona or None,
+                instructions=tuple(instructions),
+                source_product_index=spi,
+                raw=record,
+            )
+        )
+    problems.raise_if_any()
+    return products
+
+
+def load_archive(path: str | os.PathLike[str]) -> tuple[list[Product], bytes]:
+    """Read and validate an archive; returns the products and the decompressed bytes (for hashing)."""
+    data = read_archive_bytes(path)
+    records = parse_archive_json(data, source=str(path))
+    return validate_records(records, source=str(path)), data
+
+
+def dump_archive_json(records: Iterable[Mapping[str, Any]]) -> bytes:
+    """Canonical archive bytes: sorted keys, compact separators, UTF-8, trailing newline (env_spec §2.1)."""
+    text = json.dumps(list(records), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return (text + "\n").encode("utf-8")
+
+
+def gzip_deterministic(data: bytes) -> bytes:
+    """Gzip with mtime 0 and an empty file name, so equal data gives equal bytes."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def dump_json_file_bytes(payload: object) -> bytes:
+    """Canonical bytes of a side file (manifest, exclusions): indent 2, sorted keys, trailing newline."""
+    return (json.dumps(payload, sort_keys=True, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write to ``<path>.building`` then rename over ``path``: readers never see a partial file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".building")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)
