@@ -15,7 +15,7 @@ $(BIN)/shopsimrl: pyproject.toml
 setup: $(BIN)/shopsimrl
 
 run: setup
-	$(BIN)/shopsimrl demo --out $(DATA)
+	$(BIN)/shopsimrl demo --archive tests/data/fixture_catalog.json --out $(DATA)
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks

@@ -96,6 +96,13 @@ def cmd_data_eval_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    result = run_demo(args.archive, args.out)
+    return 0 if result.get("done") else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopsimrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -131,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--top-k", type=int, default=150)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_data_eval_search)
+
+    demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")
+    demo.add_argument("--archive", default="tests/data/fixture_catalog.json")
+    demo.add_argument("--out", default="data/fixture")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 
