@@ -42,12 +42,9 @@ def build_goals(products: Iterable[Product]) -> tuple[dict[int, dict[str, Any]],
             task_id = instruction.task_id if instruction.task_id is not None else len(goals)
             if task_id in goals:
                 raise DatasetBuildError(f"duplicate task_id in product corpus: {task_id}")
-            try:
-                price_upper = resolve_price_upper(
-                    instruction.price_upper, instruction.instruction_simple, instruction.instruction
-                )
-            except ValueError as exc:
-                raise DatasetBuildError(f"invalid precomputed price_upper for ASIN {product.asin}: {exc}") from exc
+            price_upper = resolve_price_upper(
+                instruction.price_upper, instruction.instruction_simple, instruction.instruction, asin=product.asin
+            )
             goals[task_id] = {
                 "task_id": task_id,
                 "task_uid": instruction.task_uid,

@@ -4,7 +4,7 @@ For every record with non-empty evidence, ``parse_budget(evidence)`` is compared
 ``price_upper`` (None == null; floats after ``round(., 8)``). Prints the agreement figure, the counts per
 annotated and parsed kind, and the disagreement classes with examples.
 
-Usage: ``python benchmarks/budget_agreement.py [ANNOTATIONS.json] [--examples N]``
+Usage: ``python benchmarks/bench_budget_agreement.py [ANNOTATIONS.json] [--examples N]``
 """
 
 from __future__ import annotations
