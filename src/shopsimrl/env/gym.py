@@ -1,0 +1,117 @@
+"""Gymnasium wrapper: the same episode as ``ShopEnv`` behind ``gymnasium.Env``.
+
+Observations are the rendered ``shopping-observation-v7`` text and actions are canonical action strings;
+``reset(options={"task_id": …, "persona": …})`` chooses the task (else a seeded choice from the split).
+A purchase ends the episode as ``terminated``; the action limit ends it as ``truncated``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+import gymnasium
+
+from .shop_env import ShopEnv, ShopWorld
+
+MAX_TEXT_LENGTH = 65536
+_SAMPLE_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789[] "
+
+
+class UnicodeText(gymnasium.spaces.Space[str]):
+    """Any Unicode string up to ``max_length`` characters (Gymnasium's Text space needs a fixed charset)."""
+
+    def __init__(self, max_length: int = MAX_TEXT_LENGTH, seed: int | None = None) -> None:
+        self.max_length = max_length
+        super().__init__(shape=None, dtype=None, seed=seed)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        length = int(self.np_random.integers(1, 24))
+        return "".join(self.np_random.choice(list(_SAMPLE_ALPHABET), size=length))
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"UnicodeText(max_length={self.max_length})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnicodeText) and other.max_length == self.max_length
+
+
+class ShopGymEnv(gymnasium.Env[str, str]):
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        world: ShopWorld | None = None,
+        split: str = "test",
+        persona: bool = True,
+        interaction_mode: str = "single_turn",
+        render_mode: str | None = None,
+    ) -> None:
+        if world is None:
+            if data_dir is None:
+                raise ValueError("ShopGymEnv needs a data_dir or a ShopWorld")
+            world = ShopWorld.shared(data_dir)
+        self.world = world
+        self.env = ShopEnv(world)
+        self.task_ids = world.catalog.split(split)
+        self.persona = persona
+        self.interaction_mode = interaction_mode
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText()
+        self.action_space = UnicodeText(max_length=4096)
+        self._last_observation = ""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = dict(options or {})
+        task_id = options.get("task_id")
+        if task_id is None:
+            task_id = int(self.task_ids[int(self.np_random.integers(len(self.task_ids)))])
+        payload = self.env.reset(
+            int(task_id),
+            persona=bool(options.get("persona", self.persona)),
+            interaction_mode=options.get("interaction_mode", self.interaction_mode),
+        )
+        self._last_observation = payload["observation"]
+        info = {
+            "task_id": task_id,
+            "task_instruction": payload["task_instruction"],
+            "user_persona": payload["user_persona"],
+            "observation_state": payload["observation_state"],
+            "tools": self.env.tools(),
+        }
+        return payload["observation"], info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        result = self.env.step(action)
+        self._last_observation = result["observation"]
+        reason = result.get("termination_reason")
+        terminated = bool(result["done"]) and reason == "purchase"
+        truncated = bool(result["done"]) and not terminated
+        info = {
+            "action_feedback": result["action_feedback"],
+            "observation_state": result["observation_state"],
+            "reward_detail": result["reward_detail"],
+            "termination_reason": reason,
+        }
+        if not result["done"]:
+            info["tools"] = self.env.tools()
+        return result["observation"], float(result["reward"]), terminated, truncated, info
+
+    def render(self) -> str | None:
+        return self._last_observation if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        self.env.close()
+
+
+__all__ = ["ShopGymEnv", "UnicodeText"]

@@ -1,0 +1,83 @@
+"""Per-product page data computed once per process and shared by every session.
+
+The catalog is read-only, so everything a product page needs (display options, click labels, the summary
+shown in result lists) is derived once and reused; a step then only assembles small dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog.options import display_option_value
+from ..catalog.records import Product
+from .observation import product_summary
+
+MAX_VALUES_PER_AXIS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class OptionLabel:
+    label: str
+    axis: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProductView:
+    asin: str
+    product: Product
+    summary: Mapping[str, Any]
+    axes: tuple[str, ...]
+    values: Mapping[str, tuple[str, ...]]
+    labels: tuple[OptionLabel, ...]
+
+    @classmethod
+    def of(cls, product: Product) -> ProductView:
+        values: dict[str, tuple[str, ...]] = {}
+        for axis, entries in product.customization_options.items():
+            if entries is None:
+                continue
+            values[str(axis)] = tuple(
+                display_option_value(entry["value"]) for entry in entries if isinstance(entry, Mapping)
+            )
+        labels: list[OptionLabel] = []
+        seen: set[str] = set()
+        for axis, axis_values in values.items():
+            for value in axis_values:
+                label = f"{axis}={value}"
+                if label not in seen:
+                    seen.add(label)
+                    labels.append(OptionLabel(label, axis, value))
+        return cls(
+            asin=product.asin,
+            product=product,
+            summary=product_summary(product.raw),
+            axes=tuple(values),
+            values=values,
+            labels=tuple(labels),
+        )
+
+    def available_options(self) -> dict[str, list[str]]:
+        return {axis: list(values[:MAX_VALUES_PER_AXIS]) for axis, values in self.values.items()}
+
+    def label_of(self, label: str) -> OptionLabel | None:
+        for option in self.labels:
+            if option.label == label:
+                return option
+        return None
+
+    def check_selection(self, selected: Mapping[str, str]) -> tuple[dict[str, str], list[dict[str, str]], list[str]]:
+        """(valid selections, invalid selections with reasons, missing axes in product order) — env_spec §4.6."""
+        valid: dict[str, str] = {}
+        invalid: list[dict[str, str]] = []
+        for axis, value in selected.items():
+            if axis not in self.values:
+                invalid.append({"axis": axis, "value": value, "reason": "unknown_axis"})
+            elif value not in self.values[axis]:
+                invalid.append({"axis": axis, "value": value, "reason": "unknown_value"})
+            else:
+                valid[axis] = value
+        missing = [axis for axis in self.axes if axis not in valid]
+        return valid, invalid, missing

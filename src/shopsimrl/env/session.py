@@ -1,0 +1,351 @@
+"""One episode's page state machine (env_spec §4): explicit page variable, checks in contract order.
+
+A session owns only small mutable state (page, query, current product, selected options, counters); the
+catalog, the search index and per-product page data are shared read-only, so thousands of sessions can
+live in one process without interfering.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import EpisodeTerminatedError
+from ..search import normalize_query
+from ..versions import EPISODE_LIMITS, PAGE_SIZE
+from . import actions as act
+from .observation import home_state, product_state, render_observation, results_state, terminal_state
+from .product_view import ProductView
+from .reward import empty_reward_detail, score_purchase
+from .variant_price import resolve_variant_price
+
+SEARCH_HOME = "search_home"
+SEARCH_RESULTS = "search_results"
+PRODUCT_DETAIL = "product_detail"
+TERMINAL = "terminal"
+
+BACK_TO_SEARCH = "back to search"
+PREV = "< prev"
+NEXT = "next >"
+BUY_NOW = "buy now"
+
+TERMINATION_REASONS = ("action_limit", "generation_length")
+
+SearchFn = Callable[[str], tuple[str, ...]]
+ViewFn = Callable[[str], ProductView]
+
+
+class ShopSession:
+    """State of one episode; ``step`` applies one canonical action string and returns the interact result."""
+
+    __slots__ = (
+        "_search",
+        "_view",
+        "action_count",
+        "counters",
+        "done",
+        "goal",
+        "interaction_mode",
+        "last_action",
+        "max_actions",
+        "normalized_query",
+        "opened_asins",
+        "options",
+        "page",
+        "page_number",
+        "price_resolution",
+        "purchase",
+        "queries",
+        "result_asins",
+        "reward",
+        "reward_detail",
+        "search_text",
+        "session_id",
+        "task_id",
+        "termination_reason",
+        "total_pages",
+        "view",
+    )
+
+    def __init__(
+        self,
+        *,
+        goal: Mapping[str, Any],
+        search: SearchFn,
+        view: ViewFn,
+        interaction_mode: str = "single_turn",
+        session_id: str | None = None,
+    ) -> None:
+        if interaction_mode not in EPISODE_LIMITS:
+            raise ValueError(
+                f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}"
+            )
+        self._search = search
+        self._view = view
+        self.goal = goal
+        self.task_id: int = goal["task_id"]
+        self.session_id = session_id or f"session-{self.task_id}"
+        self.interaction_mode = interaction_mode
+        self.max_actions = EPISODE_LIMITS[interaction_mode]
+        self.done = False
+        self.page = SEARCH_HOME
+        self.search_text: str | None = None
+        self.normalized_query: str | None = None
+        self.result_asins: tuple[str, ...] = ()
+        self.page_number = 0
+        self.total_pages = 0
+        self.view: ProductView | None = None
+        self.options: dict[str, str] = {}
+        self.price_resolution: dict[str, Any] | None = None
+        self.last_action: dict[str, Any] | None = None
+        self.action_count = 0
+        self.counters: Counter[str] = Counter()
+        self.queries: set[str] = set()
+        self.opened_asins: set[str] = set()
+        self.termination_reason: str | None = None
+        self.reward = 0.0
+        self.reward_detail: dict[str, Any] = {}
+        self.purchase: dict[str, Any] = {}
+
+    # ----------------------------------------------------------------- observation
+    @property
+    def selected_price(self) -> float | None:
+        resolution = self.price_resolution
+        if resolution is not None and resolution.get("status") == "pass":
+            return resolution.get("price")
+        return None
+
+    def clickables(self) -> list[str]:
+        if self.page == SEARCH_RESULTS:
+            labels = [BACK_TO_SEARCH]
+            if self.page_number > 1:
+                labels.append(PREV)
+            if self.page_number < self.total_pages:
+                labels.append(NEXT)
+            labels.extend(asin.casefold() for asin in self._page_asins())
+            return labels
+        if self.page == PRODUCT_DETAIL:
+            assert self.view is not None
+            labels = [BACK_TO_SEARCH, PREV]
+            if self._missing_axes() == []:
+                labels.append(BUY_NOW)
+            selected = self.options
+            labels.extend(
+                option.label for option in self.view.labels if selected.get(option.axis) != option.value
+            )
+            return labels
+        return []
+
+    def _page_asins(self) -> tuple[str, ...]:
+        start = (self.page_number - 1) * PAGE_SIZE
+        return self.result_asins[start : start + PAGE_SIZE]
+
+    def _missing_axes(self) -> list[str]:
+        assert self.view is not None
+        return self.view.check_selection(self.options)[2]
+
+    def observation_state(self) -> dict[str, Any]:
+        last = copy.copy(self.last_action) if self.last_action is not None else None
+        if self.page == SEARCH_HOME:
+            return home_state(last)
+        if self.page == TERMINAL:
+            return terminal_state(last)
+        actions = self.clickables()
+        if self.page == SEARCH_RESULTS:
+            page_asins = self._page_asins()
+            start = (self.page_number - 1) * PAGE_SIZE
+            products = []
+            for offset, asin in enumerate(page_asins):
+                item = dict(self._view(asin).summary)
+                item["rank"] = start + offset + 1
+                products.append(item)
+            return results_state(
+                search_text=self.search_text or "",
+                normalized_search_text=self.normalized_query or "",
+                page=self.page_number,
+                total_pages=self.total_pages,
+                total_results=len(self.result_asins),
+                products=products,
+                actions=actions,
+                last_action=last,
+            )
+        assert self.view is not None
+        valid, invalid, missing = self.view.check_selection(self.options)
+        return product_state(
+            product_summary=dict(self.view.summary),
+            selected_options=valid,
+            available_options=self.view.available_options(),
+            missing_option_axes=missing,
+            options_complete=not missing and not invalid,
+            invalid_selected_options=invalid,
+            selected_price=self.selected_price,
+            actions=actions,
+            last_action=last,
+        )
+
+    def observe(self) -> tuple[str, dict[str, Any]]:
+        state = self.observation_state()
+        return render_observation(state), state
+
+    # ----------------------------------------------------------------- stepping
+    def step(self, action: object) -> dict[str, Any]:
+        if self.done:
+            raise EpisodeTerminatedError("episode is already terminated; reset before stepping")
+        self.action_count += 1
+        feedback = self._apply(action)
+        self.last_action = feedback
+        if not self.done and self.action_count >= self.max_actions:
+            self._end("action_limit")
+        return self._result(feedback)
+
+    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+        if reason not in TERMINATION_REASONS:
+            raise ValueError(f"unsupported termination reason: {reason}")
+        if self.done:
+            raise EpisodeTerminatedError("episode is already terminated")
+        self._end(reason)
+        return self._result(self.last_action)
+
+    def _end(self, reason: str) -> None:
+        self.done = True
+        self.termination_reason = reason
+        self.reward = 0.0
+        self.reward_detail = empty_reward_detail(reason)
+        self.purchase = {}
+        self.page = TERMINAL
+
+    def _result(self, feedback: Mapping[str, Any] | None) -> dict[str, Any]:
+        observation, state = self.observe()
+        valid = feedback is None or bool(feedback.get("valid"))
+        result: dict[str, Any] = {
+            "done": self.done,
+            "reward": self.reward if self.done else 0.0,
+            "observation": observation,
+            "observation_state": state,
+            "action_feedback": copy.copy(feedback) if feedback is not None else None,
+            "message": "Continue interaction" if valid else "Invalid action",
+            "idx": self.session_id,
+            "reward_detail": copy.deepcopy(self.reward_detail) if self.done else {},
+            "purchase": copy.deepcopy(self.purchase) if self.done else {},
+            "goal": copy.deepcopy(dict(self.goal)) if self.done else {},
+            "over": self.done,
+        }
+        if self.done:
+            result["termination_reason"] = self.termination_reason
+        return result
+
+    def _apply(self, action: object) -> dict[str, Any]:
+        parsed = act.parse_action(action)
+        shown = action if isinstance(action, str) else repr(action)
+        if parsed.error_code is not None:  # a parse error: no name, so no later check could match
+            return act.feedback(shown, False, parsed.error_code, parsed.error_message or "")
+        name = (parsed.name or "").casefold()
+        argument = parsed.argument
+        if name == "search":
+            if argument is None or not argument.strip():
+                return act.feedback(shown, False, act.EMPTY_ARGUMENT, act.MSG_EMPTY_SEARCH)
+            if self.page != SEARCH_HOME:
+                return act.feedback(shown, False, act.SEARCH_UNAVAILABLE, act.MSG_SEARCH_UNAVAILABLE)
+            self._do_search(argument)
+            return act.feedback(shown, True, act.EXECUTED, act.MSG_SEARCH_EXECUTED)
+        if name == "click":
+            if argument is None or not argument.strip():
+                return act.feedback(shown, False, act.EMPTY_ARGUMENT, act.MSG_EMPTY_CLICK)
+            if self.page == PRODUCT_DETAIL and self._is_selected(argument):
+                return act.feedback(shown, False, act.ALREADY_SELECTED, act.MSG_ALREADY_SELECTED + argument)
+            if argument == BUY_NOW and self.page == PRODUCT_DETAIL:
+                missing = self._missing_axes()
+                if missing:
+                    return act.feedback(
+                        shown, False, act.INCOMPLETE_OPTIONS, act.MSG_INCOMPLETE_OPTIONS + "、".join(missing),
+                        missing_option_axes=missing,
+                    )
+                self._buy()
+                return act.feedback(shown, True, act.EXECUTED, act.MSG_PURCHASE_EXECUTED)
+            if argument in self.clickables():
+                self._click(argument)
+                return act.feedback(shown, True, act.EXECUTED, act.MSG_CLICK_EXECUTED)
+            return act.feedback(shown, False, act.UNAVAILABLE_ACTION, act.MSG_UNAVAILABLE_ACTION + argument)
+        return act.feedback(shown, False, act.INVALID_FORMAT, act.MSG_UNKNOWN_ACTION_NAME)
+
+    def _is_selected(self, argument: str) -> bool:
+        axis, sep, value = argument.partition("=")
+        return bool(sep) and self.options.get(axis) == value
+
+    def _do_search(self, query: str) -> None:
+        keywords = query.split(" ")
+        self.search_text = " ".join(keywords)
+        self.normalized_query = normalize_query(self.search_text)
+        self.result_asins = self._search(self.search_text)
+        self.page = SEARCH_RESULTS
+        self.page_number = 1
+        self.total_pages = max(1, math.ceil(len(self.result_asins) / PAGE_SIZE))
+        self.view = None
+        self.options = {}
+        self.counters["search"] += 1
+        self.queries.add(self.normalized_query)
+
+    def _open(self, asin: str) -> None:
+        self.view = self._view(asin)
+        self.options = {}
+        self.page = PRODUCT_DETAIL
+        self.counters["asin"] += 1
+        self.opened_asins.add(self.view.asin)
+        self._resolve_price()
+
+    def _resolve_price(self) -> None:
+        assert self.view is not None
+        self.price_resolution = resolve_variant_price(self.view.product.raw, self.options)
+
+    def _click(self, label: str) -> None:
+        if label == BACK_TO_SEARCH:
+            self.page = SEARCH_HOME
+            self.page_number = 0
+            self.view = None
+            self.options = {}
+            self.price_resolution = None
+            return
+        if self.page == SEARCH_RESULTS:
+            if label == NEXT:
+                self.page_number += 1
+            elif label == PREV:
+                self.page_number -= 1
+            else:
+                self._open(next(asin for asin in self._page_asins() if asin.casefold() == label))
+            return
+        assert self.view is not None
+        if label == PREV:
+            self.page = SEARCH_RESULTS
+            self.view = None
+            self.options = {}
+            return
+        option = self.view.label_of(label)
+        assert option is not None
+        self.options[option.axis] = option.value
+        self.counters["options"] += 1
+        self._resolve_price()
+
+    def _buy(self) -> None:
+        assert self.view is not None
+        product = self.view.product
+        detail = score_purchase(product.raw, self.goal, dict(self.options), self.price_resolution)
+        first = product.instructions[0].instruction if product.instructions else ""
+        self.purchase = {
+            "asin": product.asin,
+            "category": product.category,
+            "name": product.title,
+            "product_category": product.product_category,
+            "instruction_text": first,
+            "attributes": list(product.attributes),
+            "price": self.selected_price,
+            "options": dict(self.options),
+        }
+        self.counters["purchase"] += 1
+        self.done = True
+        self.termination_reason = "purchase"
+        self.reward = float(detail["r_strict"])
+        self.reward_detail = detail
+        self.page = TERMINAL

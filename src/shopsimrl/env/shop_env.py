@@ -1,0 +1,163 @@
+"""The in-process environment: ``ShopWorld`` (shared, read-only) and ``ShopEnv`` (one session).
+
+A process opens a data directory once as a ``ShopWorld`` (catalog, search index, per-product page data,
+an exact search cache) and creates any number of ``ShopEnv`` sessions over it. The same interface is
+implemented by the HTTP client, so runtimes can use either.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..catalog.goals import strip_reasoning
+from ..catalog.store import Catalog
+from ..errors import ShopSimError
+from ..versions import ENVIRONMENT_VERSION, SEARCH_TOP_K
+from .product_view import ProductView
+from .session import ShopSession
+from .tools import tools_for_state
+
+SEARCH_CACHE_SIZE = 65536
+
+
+class ShopWorld:
+    """Catalog + search + page data, loaded once per process and shared by every session (thread-safe reads)."""
+
+    _shared: ClassVar[dict[Path, ShopWorld]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._views: dict[str, ProductView] = {}
+        self._views_lock = threading.Lock()
+        index = catalog.search_index
+        known = catalog.products_by_asin
+
+        @lru_cache(maxsize=SEARCH_CACHE_SIZE)
+        def search(query: str) -> tuple[str, ...]:
+            return tuple(hit.asin for hit in index.search(query, k=SEARCH_TOP_K) if hit.asin in known)
+
+        self.search = search
+
+    @classmethod
+    def from_data_dir(cls, root: str | os.PathLike[str]) -> ShopWorld:
+        return cls(Catalog.from_data_dir(root))
+
+    @classmethod
+    def shared(cls, root: str | os.PathLike[str]) -> ShopWorld:
+        """The process-wide world for a data directory (opened on first use)."""
+        key = Path(root).resolve()
+        with cls._shared_lock:
+            world = cls._shared.get(key)
+            if world is None:
+                world = cls._shared[key] = cls.from_data_dir(key)
+            return world
+
+    def view(self, asin: str) -> ProductView:
+        view = self._views.get(asin)
+        if view is None:
+            with self._views_lock:
+                view = self._views.get(asin)
+                if view is None:
+                    view = self._views[asin] = ProductView.of(self.catalog.products_by_asin[asin])
+        return view
+
+    def new_env(self) -> ShopEnv:
+        return ShopEnv(self)
+
+
+class ShopEnv:
+    """One shopping session: ``reset`` a task, then ``step`` canonical actions until ``done``."""
+
+    def __init__(self, world: ShopWorld) -> None:
+        self.world = world
+        self._session: ShopSession | None = None
+        self._persona = False
+
+    @classmethod
+    def from_data_dir(cls, root: str | os.PathLike[str]) -> ShopEnv:
+        """A session over the process-wide shared world of ``root`` (a ``shopsimrl data prepare`` directory)."""
+        return cls(ShopWorld.shared(root))
+
+    # ------------------------------------------------------------------ API
+    def reset(
+        self,
+        task_id: int,
+        persona: bool = True,
+        interaction_mode: str = "single_turn",
+        *,
+        include_private_goal: bool = False,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        if isinstance(task_id, bool) or not isinstance(task_id, int):
+            raise ShopSimError("task idx must be an integer")
+        goal = self.world.catalog.goal(task_id)
+        session = ShopSession(
+            goal=goal,
+            search=self.world.search,
+            view=self.world.view,
+            interaction_mode=interaction_mode,
+            session_id=session_id,
+        )
+        self._session = session
+        persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
+        visible = goal["instruction_simple"] if persona and goal.get("user_persona") else goal["instruction_text"]
+        observation, state = session.observe()
+        payload: dict[str, Any] = {
+            "task_instruction": visible,
+            "observation": observation,
+            "message": f"Task {task_id} started",
+            "idx": task_id,
+            "task_mode": "persona" if persona else "standard",
+            "interaction_mode": interaction_mode,
+            "environment_version": ENVIRONMENT_VERSION,
+            "observation_state": state,
+            "user_persona": persona_dict,
+        }
+        if include_private_goal:
+            payload["private_task_instruction"] = goal["instruction_text"]
+            payload["goal_options"] = list(goal["goal_options"])
+            payload["reason_key"] = goal.get("reason_key")
+        return payload
+
+    def step(self, action: str) -> dict[str, Any]:
+        return self._require_session().step(action)
+
+    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+        return self._require_session().terminate(reason)
+
+    def tools(self) -> list[dict[str, Any]]:
+        return tools_for_state(self._require_session().observation_state())
+
+    def observation_state(self) -> dict[str, Any]:
+        return self._require_session().observation_state()
+
+    def observation(self) -> str:
+        return self._require_session().observe()[0]
+
+    @property
+    def done(self) -> bool:
+        return self._session is not None and self._session.done
+
+    @property
+    def session(self) -> ShopSession | None:
+        return self._session
+
+    def close(self) -> None:
+        self._session = None
+
+    def __enter__(self) -> ShopEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _require_session(self) -> ShopSession:
+        if self._session is None:
+            raise ShopSimError("no active episode: call reset(task_id) first")
+        return self._session
+
