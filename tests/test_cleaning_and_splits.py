@@ -149,3 +149,9 @@ def test_too_small_catalog_is_a_clear_error():
             [PersonaTask(i, f"a{i}", f"s{i}", f"f{i}", {"用户ID": "same"}) for i in range(5)],
             test_size=3, val_size=0, held_out_max_group_size=20,
         )
+
+
+def test_catalog_without_persona_tasks_gets_empty_splits():
+    manifest = build_persona_splits([], test_size=0, val_size=0)
+    assert manifest["checks"]["persona_task_count"] == 0
+    assert all(entry["task_ids"] == [] for entry in manifest["splits"].values())
