@@ -121,3 +121,19 @@ def test_edited_archive_is_refused(tmp_path, prepared_dir):
     (copy_dir / "products.json.gz").write_bytes(gzip.compress(data))
     with pytest.raises(DatasetBuildError, match="does not match its manifest"):
         Catalog.from_data_dir(copy_dir)
+
+
+def test_cli_eval_search_over_explicit_ids(prepared_dir, capsys):
+    assert main(["data", "eval-search", str(prepared_dir), "--split", "all", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["metrics"]["full"]["queries"] == 15 and report["split"] == "all"
+    assert set(report["metrics"]["simple"]) == {"queries", "recall_at_1", "recall_at_20", "recall_at_150", "mrr_at_150"}
+    assert report["metric_scope"] == "Gold-ASIN retrieval proxy; alternatives may also be valid"
+    assert main(["data", "eval-search", str(prepared_dir), "--split", "nope"]) == 2
+
+
+def test_public_api_is_re_exported():
+    import shopsimrl
+
+    assert shopsimrl.parse_budget("预算4千4百元以内") == 4400.0
+    assert callable(shopsimrl.score_purchase) and hasattr(shopsimrl.ShopEnv, "from_data_dir")
