@@ -43,7 +43,7 @@ class Catalog:
         if not manifest_path.is_file():
             raise DatasetBuildError(
                 f"{path} is not a prepared data directory (no {MANIFEST_FILE}); "
-                "run `shopsimrl data prepare --archive FILE --out DIR` or `shopsimrl data build-default --out DIR`"
+                "run `shopsimrl data prepare --archive FILE --out DIR` first"
             )
         manifest = json.loads(manifest_path.read_text("utf-8"))
         data = read_archive_bytes(path / PRODUCTS_FILE)
