@@ -103,6 +103,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if result.get("done") else 1
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .env.shop_env import ShopWorld
+    from .server import create_app
+
+    if args.workers != 1:
+        raise ShopSimError("--workers > 1 is not supported yet: a lease must reach the process holding its session")
+    world = ShopWorld.from_data_dir(args.data)
+    app = create_app(world, slots=args.slots, idle_timeout=args.idle_timeout or None)
+    _progress(f"serving {len(world.catalog.goals)} tasks on http://{args.host}:{args.port}/api/shop_agent")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shopsimrl", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -138,6 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--top-k", type=int, default=150)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_data_eval_search)
+
+    serve = commands.add_parser("serve", help="HTTP service: the reference /api/shop_agent API with leased sessions")
+    serve.add_argument("--data", default="data/fixture", help="a prepared data directory")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=5700)
+    serve.add_argument("--slots", type=int, default=256)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an unused lease is reclaimed (0: never)")
+    serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")
     demo.add_argument("--archive", default="tests/data/fixture_catalog.json")

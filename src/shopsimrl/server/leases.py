@@ -1,0 +1,110 @@
+"""Leased session slots (env_spec §9.3, improved): FIFO queueing with a wait timeout, idle reclaim.
+
+Runs inside the server's event loop: every operation is a short critical section, so no lock is needed,
+and a waiter is handed a slot directly by the release that frees it (strict FIFO, no stampede).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class LeaseError(Exception):
+    """A stale, unknown or mismatched lease (HTTP 409)."""
+
+
+class PoolTimeout(Exception):
+    """No slot became free within the wait timeout (HTTP 503)."""
+
+
+@dataclass
+class Lease(Generic[T]):
+    slot: int
+    lease_id: str
+    session: T
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class LeasePool(Generic[T]):
+    def __init__(self, size: int, *, idle_timeout: float | None = 600.0, clock: Callable[[], float] = time.monotonic):
+        if size < 1:
+            raise ValueError("the pool needs at least one slot")
+        self.size = size
+        self.idle_timeout = idle_timeout
+        self._clock = clock
+        self._free: deque[int] = deque(range(size))
+        self._leases: dict[int, Lease[T]] = {}
+        self._waiters: deque[asyncio.Future[int]] = deque()
+
+    @property
+    def free_slots(self) -> int:
+        return len(self._free)
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for waiter in self._waiters if not waiter.done())
+
+    async def acquire(self, session: T, *, wait_timeout: float | None = None) -> Lease[T]:
+        self.reclaim_idle()
+        if self._free and not self.waiting:
+            slot = self._free.popleft()
+        else:
+            waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                slot = await asyncio.wait_for(asyncio.shield(waiter), wait_timeout)
+            except asyncio.TimeoutError as exc:
+                if waiter.done() and not waiter.cancelled():  # handed a slot at the last moment: give it back
+                    self._hand_over(waiter.result())
+                waiter.cancel()
+                raise PoolTimeout(f"no environment slot became free within {wait_timeout} s") from exc
+        lease = Lease(slot, uuid.uuid4().hex, session, self._clock())
+        self._leases[slot] = lease
+        return lease
+
+    def _hand_over(self, slot: int) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(slot)
+                return
+        self._free.append(slot)
+
+    def get(self, slot: object, lease_id: object) -> Lease[T]:
+        if isinstance(slot, bool) or not isinstance(slot, int) or not isinstance(lease_id, str):
+            raise TypeError("a valid env_idx (int) and lease_id (str) are required")
+        lease = self._leases.get(slot)
+        if lease is None or lease.lease_id != lease_id:
+            raise LeaseError(f"stale or invalid lease for environment {slot}")
+        lease.last_used = self._clock()
+        return lease
+
+    def release(self, slot: object, lease_id: object) -> None:
+        lease = self.get(slot, lease_id)
+        del self._leases[lease.slot]
+        self._hand_over(lease.slot)
+
+    def release_all(self) -> None:
+        slots = list(self._leases)
+        self._leases.clear()
+        for slot in slots:
+            self._hand_over(slot)
+
+    def reclaim_idle(self) -> int:
+        """Free every lease unused for longer than the idle timeout (its client vanished); returns how many."""
+        if self.idle_timeout is None:
+            return 0
+        now = self._clock()
+        stale = [slot for slot, lease in self._leases.items() if now - lease.last_used > self.idle_timeout]
+        for slot in stale:
+            del self._leases[slot]
+            self._hand_over(slot)
+        return len(stale)
