@@ -149,3 +149,36 @@ def test_pool_is_fifo_times_out_and_reclaims_idle():
         assert pool.reclaim_idle() == 1 and pool.free_slots == 1
 
     asyncio.run(scenario())
+
+
+def test_sync_client_matches_in_process_env_and_releases(base_url, prepared_dir):
+    from shopsimrl.server import ServiceError, ShopClient
+
+    actions = [f"search[{QUERY}]", "click[824100258497]", f"click[{OPTION}]", "click[buy now]"]
+    local = ShopWorld.from_data_dir(prepared_dir).new_env()
+    expected = [local.reset(0)] + [local.step(a) for a in actions]
+    with ShopClient(base_url) as client:
+        got = [client.reset(0)]
+        assert client.tools()[0]["function"]["name"] == "search"
+        got += [client.step(a) for a in actions]
+        assert client.done
+        with pytest.raises(ServiceError, match="HTTP 409"):
+            client.step("click[buy now]")
+    for remote, mine in zip(got, expected, strict=True):
+        remote.pop("idx"), mine.pop("idx")
+        assert remote == mine
+    assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4
+
+
+def test_async_client(base_url):
+    from shopsimrl.server import AsyncShopClient
+
+    async def run() -> dict:
+        async with AsyncShopClient(base_url) as client:
+            await client.reset(3, persona=True)
+            await client.step("search[宿舍 冰箱]")
+            return await client.terminate("action_limit")
+
+    result = asyncio.run(run())
+    assert result["termination_reason"] == "action_limit" and "lease_id" not in result
+    assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4

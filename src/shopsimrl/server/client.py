@@ -1,0 +1,189 @@
+"""Python clients (sync and async) for the service, with the same interface as the in-process ``ShopEnv``.
+
+The lease is kept inside the client, so results look exactly like ``ShopEnv``'s and a runtime can use
+either. Connection errors are retried only on idempotent calls (health, release); the lease is released
+on ``close()`` and on context-manager exit.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from ..env.tools import tools_for_state
+from ..errors import ShopSimError
+
+LEASE_FIELDS = ("env_idx", "lease_id")
+IDEMPOTENT_RETRIES = 3
+
+
+class ServiceError(ShopSimError):
+    """The service answered with an error (the HTTP status is kept)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+def _unwrap(response: httpx.Response) -> dict[str, Any]:
+    try:
+        payload = response.json()
+    except ValueError as exc:
+        raise ServiceError(response.status_code, response.text[:200]) from exc
+    if response.status_code != 200 or "error" in payload:
+        raise ServiceError(response.status_code, str(payload.get("error", payload)))
+    return payload["result"]
+
+
+class _Base:
+    def __init__(self) -> None:
+        self._lease: dict[str, Any] | None = None
+        self._state: dict[str, Any] | None = None
+        self._done = False
+
+    def _strip(self, result: dict[str, Any]) -> dict[str, Any]:
+        for key in LEASE_FIELDS:
+            result.pop(key, None)
+        self._state = result.get("observation_state")
+        self._done = bool(result.get("done"))
+        return result
+
+    def _reset_body(self, task_id: int, persona: bool, interaction_mode: str, include_private_goal: bool) -> dict[str, Any]:
+        if self._lease is not None:
+            raise ShopSimError("this client already holds a lease: close() or release() it before another reset")
+        return {"action": "reset", "idx": task_id, "if_persona": persona, "interaction_mode": interaction_mode,
+                "include_private_goal": include_private_goal}
+
+    def _require_lease(self) -> dict[str, Any]:
+        if self._lease is None:
+            raise ShopSimError("no active episode: call reset(task_id) first")
+        return self._lease
+
+    def tools(self) -> list[dict[str, Any]]:
+        if self._state is None:
+            raise ShopSimError("no active episode: call reset(task_id) first")
+        return tools_for_state(self._state)
+
+    def observation_state(self) -> dict[str, Any]:
+        if self._state is None:
+            raise ShopSimError("no active episode: call reset(task_id) first")
+        return self._state
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+
+class ShopClient(_Base):
+    """Synchronous client: ``reset`` / ``step`` / ``terminate`` / ``tools`` / ``close``."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0) -> None:
+        super().__init__()
+        self._http = httpx.Client(base_url=base_url, timeout=timeout)
+
+    def _post(self, body: dict[str, Any], *, idempotent: bool = False, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> dict[str, Any]:
+        for attempt in range(IDEMPOTENT_RETRIES if idempotent else 1):
+            try:
+                return _unwrap(self._http.post("/api/shop_agent", json=body, timeout=timeout))
+            except httpx.TransportError:
+                if attempt + 1 >= (IDEMPOTENT_RETRIES if idempotent else 1):
+                    raise
+                time.sleep(0.2 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def reset(self, task_id: int, persona: bool = True, interaction_mode: str = "single_turn", *,
+              include_private_goal: bool = False, wait_timeout: float | None = None) -> dict[str, Any]:
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
+        if wait_timeout is not None:
+            body["wait_timeout"] = wait_timeout
+        result = self._post(body, timeout=httpx.Timeout(30.0, read=None))  # a reset may queue for a slot
+        self._lease = {key: result[key] for key in LEASE_FIELDS}
+        return self._strip(result)
+
+    def step(self, action: str) -> dict[str, Any]:
+        return self._strip(self._post({"action": "interact", **self._require_lease(), "response": action}))
+
+    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+        body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
+        return self._strip(self._post(body))
+
+    def release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            try:
+                self._post({"action": "release_one", **lease}, idempotent=True)
+            except ServiceError as exc:
+                if exc.status != 409:  # already reclaimed: nothing left to release
+                    raise
+
+    def close(self) -> None:
+        try:
+            self.release()
+        finally:
+            self._http.close()
+
+    def __enter__(self) -> ShopClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncShopClient(_Base):
+    """Asynchronous client with the same methods as ``ShopClient`` (awaitable)."""
+
+    def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0) -> None:
+        super().__init__()
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+
+    async def _post(self, body: dict[str, Any], *, idempotent: bool = False, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> dict[str, Any]:
+        import asyncio
+
+        attempts = IDEMPOTENT_RETRIES if idempotent else 1
+        for attempt in range(attempts):
+            try:
+                return _unwrap(await self._http.post("/api/shop_agent", json=body, timeout=timeout))
+            except httpx.TransportError:
+                if attempt + 1 >= attempts:
+                    raise
+                await asyncio.sleep(0.2 * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def reset(self, task_id: int, persona: bool = True, interaction_mode: str = "single_turn", *,
+                    include_private_goal: bool = False, wait_timeout: float | None = None) -> dict[str, Any]:
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
+        if wait_timeout is not None:
+            body["wait_timeout"] = wait_timeout
+        result = await self._post(body, timeout=httpx.Timeout(30.0, read=None))
+        self._lease = {key: result[key] for key in LEASE_FIELDS}
+        return self._strip(result)
+
+    async def step(self, action: str) -> dict[str, Any]:
+        return self._strip(await self._post({"action": "interact", **self._require_lease(), "response": action}))
+
+    async def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+        body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
+        return self._strip(await self._post(body))
+
+    async def release(self) -> None:
+        lease, self._lease = self._lease, None
+        if lease is not None:
+            try:
+                await self._post({"action": "release_one", **lease}, idempotent=True)
+            except ServiceError as exc:
+                if exc.status != 409:
+                    raise
+
+    async def close(self) -> None:
+        try:
+            await self.release()
+        finally:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncShopClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
