@@ -1,4 +1,8 @@
-"""Token-set fuzzy ratio (env_spec §6.3), the fuzzywuzzy ``token_set_ratio`` definition over difflib."""
+"""Token-set fuzzy ratio (env_spec §6.3): the fuzzywuzzy ``token_set_ratio`` definition over difflib.
+
+Written from the definition rather than taken from a fuzzy-matching library so that rounding (Python's
+banker's ``round``) and tokenisation (Unicode ``\\W+``) are exactly the contract's.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +13,25 @@ from functools import lru_cache
 _NON_WORD = re.compile(r"\W+")
 
 
-def _ratio(a: str, b: str) -> int:
+def tokens(value: str) -> frozenset[str]:
+    """Casefolded word tokens: every run of non-word characters separates tokens."""
+    return frozenset(_NON_WORD.sub(" ", value.casefold()).split())
+
+
+def ratio(a: str, b: str) -> int:
+    """``round(100 × SequenceMatcher(None, a, b).ratio())``; two empty strings give 100 (difflib's rule)."""
     return round(100 * SequenceMatcher(None, a, b).ratio())
 
 
 @lru_cache(maxsize=65536)
 def token_set_ratio(a: str, b: str) -> int:
-    left = set(_NON_WORD.sub(" ", str(a).casefold()).split())
-    right = set(_NON_WORD.sub(" ", str(b).casefold()).split())
+    """Similarity in 0..100 of two values' token sets; a subset of the other's tokens scores 100."""
+    left = tokens(str(a))
+    right = tokens(str(b))
     common = left & right
     joined_common = " ".join(sorted(common))
-    joined_left = " ".join(sorted(common | (left - right)))
-    joined_right = " ".join(sorted(common | (right - left)))
+    joined_left = " ".join(sorted(left))  # = sorted(I ∪ left-only)
+    joined_right = " ".join(sorted(right))  # = sorted(I ∪ right-only)
     if not joined_common:
-        return _ratio(joined_left, joined_right)
-    return max(
-        _ratio(joined_common, joined_left), _ratio(joined_common, joined_right), _ratio(joined_left, joined_right)
-    )
+        return ratio(joined_left, joined_right)
+    return max(ratio(joined_common, joined_left), ratio(joined_common, joined_right), ratio(joined_left, joined_right))

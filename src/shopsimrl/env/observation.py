@@ -1,57 +1,95 @@
 """``observation_state`` builders and the deterministic text renderer (env_spec §5, ``shopping-observation-v7``).
 
 The rendered text is the only page content a model sees; it is byte-compatible with the reference so that
-traces and checkpoints made there stay valid here.
+traces and checkpoints made there stay valid here. Builders are pure functions over plain data and never
+copy their inputs (the caller owns them and must not mutate shared ones afterwards); the renderer refuses
+any state that could leak the private goal or break the page contract.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ..errors import ObservationError
 from ..versions import OBSERVATION_VERSION, PAGE_SIZE
 from .variant_price import price_display
 
+SEARCH_HOME = "search_home"
+SEARCH_RESULTS = "search_results"
+PRODUCT_DETAIL = "product_detail"
+INFORMATION_SUBPAGE = "information_subpage"
+TERMINAL = "terminal"
+PAGE_TYPES = frozenset({SEARCH_HOME, SEARCH_RESULTS, PRODUCT_DETAIL, INFORMATION_SUBPAGE, TERMINAL})
+
 FORBIDDEN_KEYS = frozenset({"goal", "reward", "reward_detail", "target_asin", "answer"})
-PAGE_TYPES = ("search_home", "search_results", "product_detail", "information_subpage", "terminal")
 BUTTON_LABELS = frozenset({"back to search", "< prev", "next >", "buy now", "attributes", "search"})
-_PRODUCT_ID = re.compile(r"[A-Za-z0-9]{1,20}")
-_WHITESPACE = re.compile(r"\s+")
+MAX_KEY_ATTRIBUTES = 10
+MAX_VALUES_PER_AXIS = 100
 MISSING = "未提供"
+UNTITLED = "未命名商品"
+MAX_PRODUCT_ID_LENGTH = 20
+ITEM_CACHE_SIZE = 8192  # rendered result items kept per process (the catalog is read-only)
 
 
 def is_product_id(value: object) -> bool:
-    return isinstance(value, str) and value not in BUTTON_LABELS and _PRODUCT_ID.fullmatch(value) is not None
+    """A product link label: 1–20 ASCII letters or digits that is not a button label (§5.2 [GUESS])."""
+    return (
+        isinstance(value, str)
+        and len(value) <= MAX_PRODUCT_ID_LENGTH
+        and value.isascii()
+        and value.isalnum()
+        and value not in BUTTON_LABELS
+    )
+
+
+# --------------------------------------------------------------------------------------------- builders
 
 
 def product_summary(product: Mapping[str, Any], rank: int | None = None) -> dict[str, Any]:
-    """The public product facts shown in result lists and on the product page."""
-    attributes = product.get("attribute", product.get("Attributes")) or []
+    """The public facts of an archive-format product shown in result lists and on its page (§5.1).
+
+    ``brand`` is ``shop_name`` whenever the record has one: the reference loader deletes ``brand``, so that
+    is what it shows; ``brand`` is only the fallback. ``price`` is the ``Price`` string (None without
+    ``pricing``, rendered ``未提供``).
+    """
+    shop_name = product.get("shop_name")
+    brand = shop_name if shop_name is not None else product.get("brand")
+    attributes = product.get("attribute")
+    if attributes is None:
+        attributes = product.get("Attributes")
+    if isinstance(attributes, str):
+        attributes = [attributes]
+    elif not isinstance(attributes, (list, tuple)):
+        attributes = []
+    key_attributes = [text for text in map(str, attributes[:MAX_KEY_ATTRIBUTES]) if text.strip()]
     price = product.get("Price")
     if price is None:
         price = price_display(product.get("pricing"))
+    asin = product.get("asin")
     summary: dict[str, Any] = {
-        "asin": product.get("asin"),
+        "asin": None if asin is None else str(asin),
         "title": product.get("title") or product.get("Title") or "",
-        "brand": product.get("brand") or product.get("shop_name") or "",
+        "brand": brand or "",
         "category": product.get("category") or "",
         "price": price,
-        "key_attributes": [text for text in (str(a) for a in list(attributes)[:10]) if text.strip()],
+        "key_attributes": key_attributes,
     }
     if rank is not None:
         summary["rank"] = rank
     return summary
 
 
-def _common(page_type: str, search_available: bool, actions: Sequence[str], last_action: Mapping[str, Any] | None) -> dict[str, Any]:
+def _common(
+    page_type: str, search_available: bool, actions: Sequence[str], last_action: Mapping[str, Any] | None
+) -> dict[str, Any]:
     state: dict[str, Any] = {
         "observation_version": OBSERVATION_VERSION,
         "page_type": page_type,
         "search_available": search_available,
-        "actions": [a for a in actions if a.casefold() != "search"],
+        "actions": [a for a in actions if not (isinstance(a, str) and a.casefold() == "search")],
     }
     if last_action is not None:
         state["last_action"] = last_action
@@ -59,46 +97,68 @@ def _common(page_type: str, search_available: bool, actions: Sequence[str], last
 
 
 def home_state(last_action: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    return _common("search_home", True, [], last_action)
+    """The search home: search available, nothing to click; no ``last_action`` right after reset."""
+    return _common(SEARCH_HOME, True, (), last_action)
 
 
 def terminal_state(last_action: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    return _common("terminal", False, [], last_action)
+    """The page shown once an episode has ended (issue 3: on every termination, not only purchases)."""
+    return _common(TERMINAL, False, (), last_action)
 
 
 def results_state(
-    *, search_text: str, normalized_search_text: str, page: int, total_pages: int, total_results: int,
-    products: list[dict[str, Any]], actions: Sequence[str], last_action: Mapping[str, Any] | None = None,
+    search_text: str,
+    normalized_search_text: str,
+    page: int,
+    total_pages: int,
+    total_results: int,
+    products: list[dict[str, Any]],
+    actions: Sequence[str],
+    last_action: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    state = _common("search_results", False, actions, last_action)
-    ranks = [p["rank"] for p in products if isinstance(p.get("rank"), int)]
-    state.update(
-        search_text=search_text,
-        normalized_search_text=normalized_search_text,
-        page=page,
-        total_pages=total_pages,
-        total_results=total_results,
-        rank_start=min(ranks) if ranks else 0,
-        rank_end=max(ranks) if ranks else 0,
-        products=products,
-    )
+    """One results page; ``products`` are summaries with ``rank`` (global, 1-based), in rank order."""
+    state = _common(SEARCH_RESULTS, False, actions, last_action)
+    rank_start = rank_end = 0
+    for product in products:
+        rank = product.get("rank")
+        if isinstance(rank, int):
+            if rank_start == 0 or rank < rank_start:
+                rank_start = rank
+            if rank > rank_end:
+                rank_end = rank
+    state["search_text"] = search_text
+    state["normalized_search_text"] = normalized_search_text
+    state["page"] = page
+    state["total_pages"] = total_pages
+    state["total_results"] = total_results
+    state["rank_start"] = rank_start
+    state["rank_end"] = rank_end
+    state["products"] = products
     return state
 
 
 def product_state(
-    *, product_summary: dict[str, Any], selected_options: dict[str, str], available_options: dict[str, list[str]],
-    missing_option_axes: list[str], options_complete: bool, invalid_selected_options: list[dict[str, str]],
-    selected_price: float | None, actions: Sequence[str], last_action: Mapping[str, Any] | None = None,
+    product_summary: Mapping[str, Any],
+    selected_options: Mapping[str, str],
+    available_options: Mapping[str, Sequence[str]],
+    missing_option_axes: list[str],
+    options_complete: bool,
+    invalid_selected_options: list[dict[str, str]] | None,
+    selected_price: float | None,
+    actions: Sequence[str],
+    last_action: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    state = _common("product_detail", False, actions, last_action)
-    summary = {k: v for k, v in product_summary.items() if k != "rank"}
-    state.update(
-        product=summary,
-        selected_options=selected_options,
-        available_options=available_options,
-        missing_option_axes=missing_option_axes,
-        options_complete=options_complete,
-    )
+    """A product page; ``invalid_selected_options`` / ``selected_price`` appear only when non-empty / not None."""
+    state = _common(PRODUCT_DETAIL, False, actions, last_action)
+    if "rank" in product_summary:
+        product_summary = {key: value for key, value in product_summary.items() if key != "rank"}
+    if any(len(values) > MAX_VALUES_PER_AXIS for values in available_options.values()):
+        available_options = {axis: list(values[:MAX_VALUES_PER_AXIS]) for axis, values in available_options.items()}
+    state["product"] = product_summary
+    state["selected_options"] = selected_options
+    state["available_options"] = available_options
+    state["missing_option_axes"] = missing_option_axes
+    state["options_complete"] = options_complete
     if invalid_selected_options:
         state["invalid_selected_options"] = invalid_selected_options
     if selected_price is not None:
@@ -106,150 +166,226 @@ def product_state(
     return state
 
 
-def _clean(value: object) -> str:
-    return _WHITESPACE.sub(" ", str(value)).strip()
+# --------------------------------------------------------------------------------------------- checks
 
 
-def _display(value: object) -> str:
-    if value is None or value == "":
-        return MISSING
-    if isinstance(value, (dict, list, tuple)):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return _clean(value)
+def _check_actions(actions: object) -> Sequence[str]:
+    if not isinstance(actions, (list, tuple)) or not all(isinstance(action, str) for action in actions):
+        raise ObservationError("structured observation: actions must be a list of strings")
+    return actions
 
 
-def _or(value: object, fallback: str) -> str:
-    text = _clean(value) if value is not None else ""
-    return text or fallback
+def _check_hidden(mapping: Mapping[str, Any], where: str) -> None:
+    if not FORBIDDEN_KEYS.isdisjoint(mapping):
+        hidden = sorted(FORBIDDEN_KEYS.intersection(mapping))
+        raise ObservationError(f"structured observation contains hidden-answer keys in {where}: {hidden}")
 
 
-def _check(state: Mapping[str, Any]) -> str:
+def check_observation_state(state: object) -> str:
+    """Every §5.2 check; returns the page type or raises ObservationError."""
     if not isinstance(state, Mapping):
         raise ObservationError("structured observation must be a mapping")
     if state.get("observation_version") != OBSERVATION_VERSION:
-        raise ObservationError("structured observation: unsupported observation_state version")
-    hidden = FORBIDDEN_KEYS.intersection(state)
-    if hidden:
-        raise ObservationError(f"structured observation contains hidden-answer keys: {sorted(hidden)}")
+        raise ObservationError("unsupported observation_state version")
+    _check_hidden(state, "the state")
     page_type = state.get("page_type")
-    if page_type not in PAGE_TYPES:
+    if not isinstance(page_type, str) or page_type not in PAGE_TYPES:
         raise ObservationError(f"structured observation: unknown page_type {page_type!r}")
-    if page_type == "search_results":
+    actions = _check_actions(state.get("actions", []))
+    if page_type == SEARCH_RESULTS:
         products = state.get("products")
         if not isinstance(products, list):
             raise ObservationError("structured observation: products must be a list")
         if len(products) > PAGE_SIZE:
             raise ObservationError("search page exceeds the frozen page size of 20")
-        asins = set()
+        asins: set[str] = set()
         for product in products:
-            if not isinstance(product, Mapping) or not is_product_id(product.get("asin")):
-                raise ObservationError("structured observation: invalid product on the search page")
-            asins.add(str(product["asin"]).casefold())
-        actionable = {a.casefold() for a in state.get("actions", []) if is_product_id(a)}
+            if not isinstance(product, Mapping):
+                raise ObservationError("structured observation: a search product is not a mapping")
+            asin = product.get("asin")
+            if not is_product_id(asin):
+                raise ObservationError(f"structured observation: invalid product ASIN {asin!r}")
+            _check_hidden(product, "a search product")
+            asins.add(asin.casefold())
+        actionable = {action.casefold() for action in actions if is_product_id(action)}
         if asins != actionable:
             raise ObservationError("model-visible search ASINs differ from environment-actionable ASINs")
-    elif page_type in ("product_detail", "information_subpage"):
+    elif page_type in (PRODUCT_DETAIL, INFORMATION_SUBPAGE):
         product = state.get("product")
-        if not isinstance(product, Mapping) or not is_product_id(product.get("asin")):
-            raise ObservationError("structured observation: invalid product on the product page")
-        if not isinstance(state.get("selected_options"), Mapping) or not isinstance(state.get("available_options"), Mapping):
-            raise ObservationError("structured observation: options must be mappings")
+        if not isinstance(product, Mapping):
+            raise ObservationError("structured observation: product must be a mapping")
+        if not is_product_id(product.get("asin")):
+            raise ObservationError(f"structured observation: invalid product ASIN {product.get('asin')!r}")
+        _check_hidden(product, "the product")
+        if not isinstance(state.get("selected_options"), Mapping):
+            raise ObservationError("structured observation: selected_options must be a mapping")
+        if not isinstance(state.get("available_options"), Mapping):
+            raise ObservationError("structured observation: available_options must be a mapping")
     return page_type
 
 
-def _results_lines(state: Mapping[str, Any]) -> list[str]:
+# --------------------------------------------------------------------------------------------- renderer
+
+
+def _text(value: object) -> str:
+    """A value as one line: whitespace runs collapsed to single spaces, ends trimmed."""
+    return " ".join(str(value).split())
+
+
+def _or(value: object, fallback: str) -> str:
+    if value is None:
+        return fallback
+    return _text(value) or fallback
+
+
+def display(value: object) -> str:
+    """None or ``""`` → 未提供; dict/list/tuple → sorted-key JSON (``[299]``); anything else → its text."""
+    if value is None or value == "":
+        return MISSING
+    if isinstance(value, (dict, list, tuple)):
+        return _text(json.dumps(value, ensure_ascii=False, sort_keys=True))
+    return _text(value)
+
+
+def _attribute_line(prefix: str, attributes: object) -> str | None:
+    if not isinstance(attributes, (list, tuple)) or not attributes:
+        return None
+    parts = [part for part in map(_text, attributes) if part]
+    return f"{prefix}关键属性：{'；'.join(parts)}" if parts else None
+
+
+def _item_text(asin: object, title: object, price: object, brand: object, category: object, attributes: object) -> str:
+    """One result item without its rank: the title line's text and the indented sub-lines."""
     lines = [
-        "页面：搜索结果",
-        f"搜索词：{_or(state.get('search_text'), MISSING)}",
-        f"结果：第 {state.get('page')}/{state.get('total_pages')} 页，共 {state.get('total_results')} 项，"
-        f"当前显示排名 {state.get('rank_start')}-{state.get('rank_end')}",
-        "",
-        "商品列表：",
+        _or(title, UNTITLED),
+        f"   ASIN：{asin}",
+        f"   价格：{display(price)}",
+        f"   品牌：{_or(brand, MISSING)}",
+        f"   类别：{_or(category, MISSING)}",
     ]
-    products = state.get("products") or []
+    attribute_line = _attribute_line("   ", attributes)
+    if attribute_line is not None:
+        lines.append(attribute_line)
+    return "\n".join(lines)
+
+
+_cached_item_text = lru_cache(maxsize=ITEM_CACHE_SIZE)(_item_text)
+
+
+def _render_item(product: Mapping[str, Any]) -> str:
+    """A result item's text, memoised on its public fields: the same product renders identically every time."""
+    asin = product["asin"]
+    title = product.get("title")
+    price = product.get("price")
+    brand = product.get("brand")
+    category = product.get("category")
+    attributes = product.get("key_attributes")
+    if (
+        (price is None or type(price) is str)
+        and (title is None or type(title) is str)
+        and (brand is None or type(brand) is str)
+        and (category is None or type(category) is str)
+        and type(attributes) in (list, tuple)
+        and all(type(attribute) is str for attribute in attributes)
+    ):
+        return _cached_item_text(asin, title, price, brand, category, tuple(attributes))
+    return _item_text(asin, title, price, brand, category, attributes)
+
+
+def _results_lines(state: Mapping[str, Any], lines: list[str]) -> None:
+    lines.append("页面：搜索结果")
+    lines.append(f"搜索词：{_or(state.get('search_text'), MISSING)}")
+    lines.append(
+        f"结果：第 {state.get('page')}/{state.get('total_pages')} 页，共 {state.get('total_results')} 项，"
+        f"当前显示排名 {state.get('rank_start')}-{state.get('rank_end')}"
+    )
+    lines.append("")
+    lines.append("商品列表：")
+    products = state["products"]
     for product in products:
-        lines.append(f"{product.get('rank')}. {_or(product.get('title'), '未命名商品')}")
-        lines.append(f"   ASIN：{product.get('asin')}")
-        lines.append(f"   价格：{_display(product.get('price'))}")
-        lines.append(f"   品牌：{_or(product.get('brand'), MISSING)}")
-        lines.append(f"   类别：{_or(product.get('category'), MISSING)}")
-        attributes = [_clean(a) for a in product.get("key_attributes") or [] if _clean(a)]
-        if attributes:
-            lines.append(f"   关键属性：{'；'.join(attributes)}")
+        lines.append(f"{product.get('rank')}. {_render_item(product)}")
     if not products:
         lines.append("（本页没有商品）")
-    return lines
 
 
-def _product_lines(state: Mapping[str, Any], subpage: bool) -> list[str]:
+def _product_lines(state: Mapping[str, Any], lines: list[str], subpage: bool) -> None:
     product = state["product"]
     price = state["selected_price"] if "selected_price" in state else product.get("price")
-    lines = [
-        "页面：商品属性页" if subpage else "页面：商品详情",
-        "商品：",
-        f"- 标题：{_or(product.get('title'), '未命名商品')}",
-        f"- ASIN：{product.get('asin')}",
-        f"- 价格：{_display(price)}",
-        f"- 品牌：{_or(product.get('brand'), MISSING)}",
-        f"- 类别：{_or(product.get('category'), MISSING)}",
-    ]
-    attributes = [_clean(a) for a in product.get("key_attributes") or [] if _clean(a)]
-    if attributes:
-        lines.append(f"- 关键属性：{'；'.join(attributes)}")
-    lines += ["", "规格选择："]
-    available = state.get("available_options") or {}
-    selected = state.get("selected_options") or {}
+    lines.append("页面：商品属性页" if subpage else "页面：商品详情")
+    lines.append("商品：")
+    lines.append(f"- 标题：{_or(product.get('title'), UNTITLED)}")
+    lines.append(f"- ASIN：{product['asin']}")
+    lines.append(f"- 价格：{display(price)}")
+    lines.append(f"- 品牌：{_or(product.get('brand'), MISSING)}")
+    lines.append(f"- 类别：{_or(product.get('category'), MISSING)}")
+    attribute_line = _attribute_line("- ", product.get("key_attributes"))
+    if attribute_line is not None:
+        lines.append(attribute_line)
+    lines.append("")
+    lines.append("规格选择：")
+    available = state["available_options"]
+    selected = state["selected_options"]
     if available:
         for axis, values in available.items():
             if axis in selected:
-                lines.append(f"- {axis}：已选择 {_clean(selected[axis])}")
+                lines.append(f"- {_text(axis)}：已选择 {_text(selected[axis])}")
             else:
-                lines.append(f"- {axis}：尚未选择")
+                lines.append(f"- {_text(axis)}：尚未选择")
             if values:
-                lines.append(f"  可选值：{' / '.join(_clean(v) for v in values)}")
+                lines.append(f"  可选值：{' / '.join(map(_text, values))}")
     else:
         lines.append("- 此商品没有规格选项")
-    missing = state.get("missing_option_axes") or []
+    missing = state.get("missing_option_axes")
     if missing:
-        lines.append(f"仍需选择：{'、'.join(missing)}")
+        lines.append(f"仍需选择：{'、'.join(map(_text, missing))}")
     elif state.get("options_complete"):
         lines.append("规格状态：已选择全部规格，可以购买")
     invalid = state.get("invalid_selected_options")
-    if isinstance(invalid, Mapping) and invalid:  # a list in practice, so never printed (reference quirk kept)
-        lines.append(f"无效的历史规格选择：{json.dumps(invalid, ensure_ascii=False, sort_keys=True)}")
+    # The reference prints this only for a mapping, and the state holds a list, so it never appears
+    # (env_spec §11.2 item 8); kept for byte compatibility.
+    if isinstance(invalid, Mapping) and invalid:
+        lines.append(f"无效的历史规格选择：{display(dict(invalid))}")
     if subpage:
-        lines += ["", f"子页面：{_or(state.get('subpage'), 'attributes')}", f"内容：{_display(state.get('content'))}"]
-    return lines
+        lines.append("")
+        lines.append(f"子页面：{_or(state.get('subpage'), 'attributes')}")
+        lines.append(f"内容：{display(state.get('content'))}")
 
 
 def render_observation(state: Mapping[str, Any]) -> str:
-    page_type = _check(state)
-    if page_type == "search_home":
-        lines = ["页面：搜索首页"]
-    elif page_type == "terminal":
-        lines = ["页面：任务已终止", "不能再执行操作。"]
-    elif page_type == "search_results":
-        lines = _results_lines(state)
+    """The model-visible text of a checked ``observation_state``, ending in exactly one newline."""
+    page_type = check_observation_state(state)
+    lines: list[str] = []
+    if page_type == SEARCH_HOME:
+        lines.append("页面：搜索首页")
+    elif page_type == TERMINAL:
+        lines.append("页面：任务已终止")
+        lines.append("不能再执行操作。")
+    elif page_type == SEARCH_RESULTS:
+        _results_lines(state, lines)
     else:
-        lines = _product_lines(state, page_type == "information_subpage")
+        _product_lines(state, lines, page_type == INFORMATION_SUBPAGE)
     last = state.get("last_action")
     if isinstance(last, Mapping):
-        lines += ["", "上次交互结果：", f"- 结果：{'成功' if last.get('valid') else '无效'}"]
+        lines.append("")
+        lines.append("上次交互结果：")
+        lines.append("- 结果：成功" if last.get("valid") else "- 结果：无效")
         message = last.get("message")
         if message:
-            lines.append(f"- 说明：{message}")
+            lines.append(f"- 说明：{_text(message)}")
         reason = last.get("reason")
         if reason and reason != "executed":
-            lines.append(f"- 原因代码：{reason}")
+            lines.append(f"- 原因代码：{_text(reason)}")
     lines.append("")
-    actions = state.get("actions") or []
-    if state.get("search_available"):
-        lines += ["页面能力：", "- 支持商品搜索"]
+    actions = state.get("actions") or ()
+    search_available = bool(state.get("search_available"))
+    if search_available:
+        lines.append("页面能力：")
+        lines.append("- 支持商品搜索")
         if actions:
             lines.append("")
     if actions:
         lines.append("可点击元素：")
-        lines.extend(f"- {action}" for action in actions)
-    if not state.get("search_available") and not actions:
+        lines.extend(f"- {_text(action)}" for action in actions)
+    if not search_available and not actions:
         lines.append("当前页面没有可交互元素。")
     return "\n".join(lines).strip() + "\n"

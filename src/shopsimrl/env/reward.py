@@ -1,7 +1,7 @@
 """The paper reward (env_spec §6, ``shopsimulator-paper-reward-v2``); the scalar is ``r_strict``.
 
-Title terms are lexical (Latin/number tokens plus Han bigrams): spaCy is never consulted, so the score
-does not depend on what happens to be installed.
+Title terms are lexical (Latin/number tokens plus Han bigrams; issue 3 pins this): spaCy is never
+consulted, so a score cannot depend on what happens to be installed.
 """
 
 from __future__ import annotations
@@ -11,35 +11,58 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..search.text import LATIN_TOKEN
+from ..search.text import LATIN_TOKEN  # the §3.2 Latin/number token shape
 from ..versions import REWARD_VERSION
 from .fuzzy import token_set_ratio
-from .variant_price import resolve_variant_price
+from .variant_price import PASS, resolve_variant_price
 
-_CATEGORY_SEPARATORS = re.compile(r"\s*[›>/\\]\s*")
+FUZZY_THRESHOLD = 85  # a match needs a ratio strictly above this
+NO_DESIRED_TERMS_SCORE = 0.2
+_CATEGORY_SEPARATOR = re.compile(r"\s*[›>/\\]\s*")
 _HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
-FUZZY_THRESHOLD = 85
+
+
+def _texts(value: Any) -> list[str]:
+    """A field as a list of strings: None → [], a string → [it], an iterable → its items stringified."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Iterable):
+        return [str(item) for item in value]
+    return [str(value)]
 
 
 def category_parts(category: object) -> set[str]:
-    return {part.strip().casefold() for part in _CATEGORY_SEPARATORS.split(str(category or "")) if part.strip()}
+    """The casefolded, non-empty parts of a category path (separators ``›``, ``>``, ``/``, ``\\``)."""
+    if not category:
+        return set()
+    parts = (part.strip().casefold() for part in _CATEGORY_SEPARATOR.split(str(category)))
+    return {part for part in parts if part}
 
 
 def title_terms(title: object) -> list[str]:
+    """Lexical title terms: Latin/number tokens of the casefolded text, then each Han run's 2-char windows."""
     text = str(title or "")
     terms = LATIN_TOKEN.findall(text.casefold())
     for run in _HAN_RUN.findall(text):
-        terms.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+        if len(run) == 1:
+            terms.append(run)
+        else:
+            terms.extend(run[i : i + 2] for i in range(len(run) - 1))
     return [term for term in terms if term.strip()]
 
 
 def type_reward(
-    purchased_category: object, goal_category: object, purchased_terms: Iterable[str], desired_terms: Iterable[str]
+    purchased_category: object,
+    goal_category: object,
+    purchased_terms: Iterable[str],
+    desired_terms: Iterable[str],
 ) -> tuple[float, bool, float]:
-    """(r_type, category_match, title_score)."""
+    """(r_type, category_match, title_score) per §6.1's 1 / 0.5 / 0.1 / 0 ladder."""
     category_match = len(category_parts(purchased_category) & category_parts(goal_category)) >= 2
     desired = set(desired_terms)
-    title_score = len(set(purchased_terms) & desired) / len(desired) if desired else 0.2
+    title_score = len(set(purchased_terms) & desired) / len(desired) if desired else NO_DESIRED_TERMS_SCORE
     if category_match or title_score > 0.2:
         r_type = 1.0
     elif title_score == 0:
@@ -51,60 +74,74 @@ def type_reward(
     return r_type, category_match, title_score
 
 
-def _text_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return [str(item) for item in value]
+def _searchable_text(product: Mapping[str, Any]) -> str:
+    """Title, bullets and description, casefolded: the text an attribute may appear in verbatim."""
+    bullets = product.get("BulletPoints")
+    if bullets is None:
+        bullets = product.get("small_description")
+    return " ".join([
+        str(product.get("Title") or product.get("title") or ""),
+        " ".join(_texts(bullets)),
+        str(product.get("Description") or product.get("full_description") or ""),
+    ]).casefold()
+
+
+def _purchased_attributes(product: Mapping[str, Any]) -> list[str]:
+    attributes = product.get("Attributes")
+    if attributes is None:
+        attributes = product.get("attribute")
+    return _texts(attributes)
 
 
 def attribute_reward(product: Mapping[str, Any], goal_attributes: Sequence[str]) -> tuple[float, int]:
-    if not goal_attributes:
+    """(r_att, num_attr_matches): fuzzy ratio > 85 with a product attribute, or a substring of the text."""
+    wanted_list = [str(wanted) for wanted in goal_attributes]
+    if not wanted_list:
         return 1.0, 0
-    attributes = _text_list(product.get("Attributes", product.get("attribute")))
-    bullets = product.get("BulletPoints", product.get("small_description"))
-    searchable = " ".join([
-        str(product.get("Title") or product.get("title") or ""),
-        " ".join(_text_list(bullets)),
-        str(product.get("Description") or product.get("full_description") or ""),
-    ]).casefold()
-    matches = sum(
-        1
-        for wanted in goal_attributes
-        if any(token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in attributes)
-        or str(wanted).casefold() in searchable
-    )
-    return matches / len(goal_attributes), matches
+    attributes = _purchased_attributes(product)
+    searchable = _searchable_text(product)
+    matches = 0
+    for wanted in wanted_list:
+        if wanted.casefold() in searchable or any(
+            token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in attributes
+        ):
+            matches += 1
+    return matches / len(wanted_list), matches
 
 
 def required_option_values(goal_options: Any) -> list[str]:
+    """The goal's option values: a dict's values, a collection's items, a non-empty scalar, or none."""
     if isinstance(goal_options, Mapping):
-        return [str(v) for v in goal_options.values()]
-    if isinstance(goal_options, (list, tuple, set)):
-        return [str(v) for v in goal_options]
+        return [str(value) for value in goal_options.values()]
+    if isinstance(goal_options, (list, tuple, set, frozenset)):
+        return [str(value) for value in goal_options]
     if goal_options is None or goal_options == "":
         return []
     return [str(goal_options)]
 
 
 def option_reward(selected_values: Sequence[str], goal_options: Any) -> tuple[float, int]:
+    """(r_option, num_option_matches): values only, fuzzy ratio > 85, no colour or synonym normalisation."""
     required = required_option_values(goal_options)
     if not required:
         return 1.0, 0
+    selected = [str(value) for value in selected_values]
     matches = sum(
-        1 for wanted in required if any(token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in selected_values)
+        1 for wanted in required if any(token_set_ratio(have, wanted) > FUZZY_THRESHOLD for have in selected)
     )
     return matches / len(required), matches
 
 
 def price_reward(price_upper: float | None, resolution: Mapping[str, Any]) -> float:
+    """r_price: 1 without a budget; else 1 only for a verified, finite price within the budget."""
     if price_upper is None:
         return 1.0
-    if resolution.get("status") != "pass":
+    if resolution.get("status") != PASS:
         return 0.0
     price = resolution.get("price")
-    return 1.0 if isinstance(price, (int, float)) and math.isfinite(price) and price <= price_upper else 0.0
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or not math.isfinite(price):
+        return 0.0
+    return 1.0 if price <= price_upper else 0.0
 
 
 def score_purchase(
@@ -113,22 +150,30 @@ def score_purchase(
     selected_options: Mapping[str, str],
     price_resolution: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The full purchase ``reward_detail`` for an archive-format product, a goal and the selected options."""
-    resolution = dict(price_resolution) if price_resolution is not None else resolve_variant_price(product, selected_options)
+    """The full purchase ``reward_detail`` (§6.6 keys, in order) for an archive-format product and a goal.
+
+    Without ``price_resolution`` the price is resolved from the product and the selection (§8).
+    """
+    if price_resolution is None:
+        resolution = resolve_variant_price(product, selected_options)
+    else:
+        resolution = dict(price_resolution)
     title = product.get("Title") or product.get("title") or ""
     r_type, category_match, title_score = type_reward(
         product.get("category"), goal.get("category"), title_terms(title), title_terms(goal.get("name"))
     )
-    goal_attributes = list(goal.get("attributes") or [])
+    goal_attributes = _texts(goal.get("attributes"))
     r_att, attr_matches = attribute_reward(product, goal_attributes)
-    r_option, option_matches = option_reward([str(v) for v in selected_options.values()], goal.get("goal_options"))
+    goal_options = goal.get("goal_options")
+    selected_values = list(selected_options.values()) if isinstance(selected_options, Mapping) else []
+    r_option, option_matches = option_reward(selected_values, goal_options)
     price_upper = goal.get("price_upper")
     r_price = price_reward(price_upper, resolution)
     n_att = len(goal_attributes)
-    n_opt = len(required_option_values(goal.get("goal_options")))
+    n_opt = len(required_option_values(goal_options))
     r_loose = r_type * (attr_matches + option_matches + r_price) / (n_att + n_opt + 1)
     r_strict = r_type * r_att * r_option * r_price
-    success = int(r_type == 1.0 and r_att == 1.0 and r_option == 1.0 and r_price == 1.0)
+    r_success = int(r_type == 1.0 and r_att == 1.0 and r_option == 1.0 and r_price == 1.0)
     return {
         "reward_version": REWARD_VERSION,
         "termination_reason": "purchase",
@@ -142,16 +187,16 @@ def score_purchase(
         "r_price": r_price,
         "r_loose": r_loose,
         "r_strict": r_strict,
-        "r_success": success,
+        "r_success": r_success,
         "target_asin_match": str(product.get("asin")) == str(goal.get("asin")),
-        "price_verifiable": resolution.get("status") == "pass",
+        "price_verifiable": resolution.get("status") == PASS,
         "price_upper": price_upper,
         "price_resolution": resolution,
     }
 
 
 def empty_reward_detail(termination_reason: str) -> dict[str, Any]:
-    """The zero detail of every ending that is not a purchase."""
+    """The zero detail of every ending that is not a purchase (exactly the §6.6 keys)."""
     return {
         "reward_version": REWARD_VERSION,
         "termination_reason": termination_reason,

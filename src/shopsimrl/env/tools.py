@@ -1,4 +1,8 @@
-"""OpenAI function tools for a page (runtime_spec §2): ``search`` when offered, ``click`` over the page's enum."""
+"""OpenAI function tools for a page (runtime_spec §2): ``search`` when offered, ``click`` over the page's enum.
+
+Tools are rebuilt from the ``observation_state`` every turn, so a model can only name values that the page
+offers; the schemas are byte-for-byte the reference's (``shopping-tools-paper-v4``).
+"""
 
 from __future__ import annotations
 
@@ -7,37 +11,60 @@ from typing import Any
 
 from ..errors import ObservationError
 
+SEARCH_TOOL = "search"
+CLICK_TOOL = "click"
 SEARCH_DESCRIPTION = "使用关键词搜索商品。仅在当前页面提供此工具时调用。"
+QUERY_DESCRIPTION = "用于检索商品的简洁关键词。"
 CLICK_DESCRIPTION = "点击当前页面的一个可用按钮、商品或规格选项。"
+VALUE_DESCRIPTION = "必须逐字选择当前可点击值之一。"
 
 
-def tools_for_state(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    actions = state.get("actions", [])
-    if not isinstance(actions, list) or not all(isinstance(a, str) and a for a in actions):
-        raise ObservationError("observation_state.actions must be a list of non-empty strings")
-    tools: list[dict[str, Any]] = []
-    if state.get("search_available") is True:
-        tools.append({"type": "function", "function": {
-            "name": "search",
+def _search_tool() -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": SEARCH_TOOL,
             "description": SEARCH_DESCRIPTION,
             "parameters": {
                 "type": "object",
-                "properties": {"query": {"type": "string", "minLength": 1, "description": "用于检索商品的简洁关键词。"}},
+                "properties": {"query": {"type": "string", "minLength": 1, "description": QUERY_DESCRIPTION}},
                 "required": ["query"],
                 "additionalProperties": False,
             },
-        }})
-    if actions:
-        tools.append({"type": "function", "function": {
-            "name": "click",
+        },
+    }
+
+
+def _click_tool(actions: list[str]) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": CLICK_TOOL,
             "description": CLICK_DESCRIPTION,
             "parameters": {
                 "type": "object",
-                "properties": {"value": {"type": "string", "enum": list(actions), "description": "必须逐字选择当前可点击值之一。"}},
+                "properties": {"value": {"type": "string", "enum": actions, "description": VALUE_DESCRIPTION}},
                 "required": ["value"],
                 "additionalProperties": False,
             },
-        }})
-    if not tools:
-        raise ObservationError("no tool is available on this page")
+        },
+    }
+
+
+def tools_for_state(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool list for a page, in order ``search`` then ``click``; empty when neither is offered.
+
+    Raises ObservationError when ``state`` is not a mapping or ``actions`` is not a list of non-empty
+    strings. An empty result (the terminal page) is returned, not raised: the turn loop decides.
+    """
+    if not isinstance(state, Mapping):
+        raise ObservationError("tools need an observation_state mapping")
+    actions = state.get("actions")
+    if not isinstance(actions, list) or not all(isinstance(action, str) and action for action in actions):
+        raise ObservationError("observation_state.actions must be a list of non-empty strings")
+    tools: list[dict[str, Any]] = []
+    if state.get("search_available") is True:
+        tools.append(_search_tool())
+    if actions:
+        tools.append(_click_tool(list(actions)))
     return tools
