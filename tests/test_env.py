@@ -227,3 +227,14 @@ def test_same_actions_in_two_processes_are_byte_identical(prepared_dir):
         for _ in range(2)
     ]
     assert runs[0] == runs[1] and b'"r_strict": 1.0' in runs[0]
+
+
+def test_mutating_an_observation_does_not_touch_shared_page_data(world):
+    first, second = world.new_env(), world.new_env()
+    for env in (first, second):
+        env.reset(CART)
+    state = first.step(f"search[{QUERY}]")["observation_state"]
+    state["products"][0]["key_attributes"].append("篡改")
+    state["products"][0]["title"] = "篡改"
+    clean = second.step(f"search[{QUERY}]")["observation_state"]
+    assert "篡改" not in json.dumps(clean, ensure_ascii=False)

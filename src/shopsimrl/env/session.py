@@ -38,6 +38,13 @@ SearchFn = Callable[[str], tuple[str, ...]]
 ViewFn = Callable[[str], ProductView]
 
 
+def _public_copy(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a shared product summary that callers may mutate without touching the shared page data."""
+    item = dict(summary)
+    item["key_attributes"] = list(item.get("key_attributes") or [])
+    return item
+
+
 class ShopSession:
     """State of one episode; ``step`` applies one canonical action string and returns the interact result."""
 
@@ -159,7 +166,7 @@ class ShopSession:
             start = (self.page_number - 1) * PAGE_SIZE
             products = []
             for offset, asin in enumerate(page_asins):
-                item = dict(self._view(asin).summary)
+                item = _public_copy(self._view(asin).summary)
                 item["rank"] = start + offset + 1
                 products.append(item)
             return results_state(
@@ -175,7 +182,7 @@ class ShopSession:
         assert self.view is not None
         valid, invalid, missing = self.view.check_selection(self.options)
         return product_state(
-            product_summary=dict(self.view.summary),
+            product_summary=_public_copy(self.view.summary),
             selected_options=valid,
             available_options=self.view.available_options(),
             missing_option_axes=missing,
