@@ -1,6 +1,6 @@
 """Service benchmark on loopback: steps/s and p50/p99 step latency with 1, 32 and 256 concurrent sessions.
 
-Usage: python benchmarks/bench_server.py --data DIR [--steps 20]
+Usage: python benchmarks/bench_server.py [--data DIR] [--steps 20]   (default: the fixture catalog, prepared on demand)
 The server runs in its own process (uvicorn); clients are asyncio tasks with httpx in this process.
 """
 
@@ -12,8 +12,11 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
+
+from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
 
 
 def _port() -> int:
@@ -46,9 +49,12 @@ async def run(base: str, clients: int, steps: int, tasks: list[int]) -> tuple[fl
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--data", required=True)
+    parser.add_argument("--data", default="data/fixture")
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
+    if not (Path(args.data) / "manifest.json").is_file():
+        fixture = Path(__file__).resolve().parents[1] / "tests" / "data" / "fixture_catalog.json"
+        prepare_dataset(fixture, args.data, options=PrepareOptions(test_size=2, val_size=2))
     port = _port()
     server = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", "serve", "--data", args.data, "--port", str(port),
                                "--slots", "256"])
