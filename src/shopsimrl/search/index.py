@@ -1,21 +1,33 @@
 """The SQLite FTS5 multi-field BM25 index (env_spec §3.4–3.6): atomic build, checked open, cached search.
 
-The index is read-only once built, so an exact LRU cache over the query tokens is safe; each thread gets
-its own read-only connection, so one ``SearchIndex`` can be shared by every session of a process.
+Ranking is SQLite's own ``bm25()`` over the frozen column order and weights, with the ASIN as tie-break,
+so results equal the reference's for the same catalog. Once built the index is read-only, which makes an
+exact LRU cache over the query tokens safe and lets one ``SearchIndex`` serve every session and thread of a
+process through a small pool of read-only connections (a connection is used by one thread at a time).
+
+Speed: reading ``asin`` makes FTS5 fetch the whole content row of every matching product before sorting,
+which is most of the contract query's cost. Our builder therefore inserts products in ASIN order, so that
+rowid order *is* ASIN order; such an index is queried by ``ORDER BY score, rowid`` with the ASINs looked up
+in memory afterwards, which gives exactly the contract's results. Any other index (e.g. one built by the
+reference) is queried with the contract SQL itself.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import math
 import os
 import platform
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .. import versions
@@ -23,24 +35,36 @@ from ..errors import SearchIndexError
 from .documents import FIELDS, product_search_fields
 from .text import search_tokens
 
-FTS_COLUMNS = ("asin", *FIELDS)
-DEFAULT_FIELD_WEIGHTS: dict[str, float] = {
+FTS_COLUMNS: tuple[str, ...] = ("asin", *FIELDS)
+#: The contract's field weights (§3.4), read-only.
+DEFAULT_FIELD_WEIGHTS: Mapping[str, float] = MappingProxyType({
     "title": 3.0, "brand": 2.0, "category": 2.0, "model": 2.5, "attributes": 1.5, "options": 1.2, "bullets": 0.8,
-}
-CACHE_SIZE = 16384
-REBUILD_HINT = "rebuild it with `shopsimrl data prepare --archive ARCHIVE --out DIR --force`"
+})
+TOKENIZE = "unicode61 remove_diacritics 2"
+CREATE_PRODUCTS_SQL = (
+    "CREATE VIRTUAL TABLE products USING fts5("
+    "asin UNINDEXED, title, brand, category, model, attributes, options, bullets, "
+    f"tokenize='{TOKENIZE}')"
+)
+#: Cached result lists (one per distinct token tuple and k); about 13 KB each at k = 150.
+DEFAULT_CACHE_SIZE = 4096
+_MMAP_BYTES = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
+    """One ranked result: 1-based ``rank``, ``asin`` and ``score`` = -bm25 (higher is better)."""
+
     rank: int
     asin: str
     score: float
 
 
-def _sha256_file(path: Path) -> str:
-    import hashlib
+def rebuild_hint(path: Path) -> str:
+    return f"rebuild it with `shopsimrl data prepare --archive ARCHIVE --out {path.parent} --force`"
 
+
+def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -48,16 +72,42 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _bm25_weights(field_weights: Mapping[str, float]) -> dict[str, float]:
+def _weights_are_valid(field_weights: object) -> bool:
+    """Exactly the 7 fields, each a finite positive number (§3.6)."""
+    return (
+        isinstance(field_weights, Mapping)
+        and set(field_weights) == set(FIELDS)
+        and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0
+            for w in field_weights.values()
+        )
+    )
+
+
+def bm25_column_weights(field_weights: Mapping[str, float]) -> dict[str, float]:
+    """Positional ``bm25()`` weights keyed by column, the UNINDEXED asin first with weight 0."""
     return {"asin": 0.0, **{name: float(field_weights[name]) for name in FIELDS}}
 
 
-def _check_weights(field_weights: Mapping[str, Any]) -> None:
-    if set(field_weights) != set(FIELDS) or not all(
-        isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0
-        for w in field_weights.values()
-    ):
-        raise SearchIndexError("BM25 column weights mismatch")
+def match_expression(tokens: Iterable[str]) -> str:
+    """The FTS5 query: every token as a quoted phrase, joined by OR (quotes doubled, as FTS5 escapes them)."""
+    return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
+
+
+def _product_rows(products: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """One row per usable ASIN in ASIN order: empty, ``nan`` and repeated ASINs are skipped (the first one wins)."""
+    seen: set[str] = set()
+    rows: list[tuple[str, ...]] = []
+    for product in products:
+        raw = product.get("asin")
+        asin = "" if raw is None else str(raw)
+        if not asin.strip() or asin.strip().lower() == "nan" or asin in seen:
+            continue
+        seen.add(asin)
+        fields = product_search_fields(product)
+        rows.append((asin, *(fields[name] for name in FIELDS)))
+    rows.sort(key=lambda row: row[0])  # rowid order = ASIN order (str order = SQLite BINARY order on UTF-8)
+    return rows
 
 
 def build_search_index(
@@ -67,152 +117,293 @@ def build_search_index(
     product_data_sha256: str,
     field_weights: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Build the index at ``path`` atomically (``<path>.building`` then rename); returns its manifest + sha."""
-    weights = dict(DEFAULT_FIELD_WEIGHTS if field_weights is None else field_weights)
-    _check_weights(weights)
+    """Build the index at ``path`` atomically (``<path>.building``, then rename); returns manifest + ``index_sha256``.
+
+    The same products, sha and weights give a byte-identical file with the same Python and SQLite versions.
+    """
+    source = DEFAULT_FIELD_WEIGHTS if field_weights is None else field_weights
+    if not _weights_are_valid(source):
+        raise ValueError(f"field_weights must give exactly {list(FIELDS)} finite positive weights: {field_weights!r}")
+    weights = {name: float(source[name]) for name in FIELDS}
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(target.name + ".building")
     temporary.unlink(missing_ok=True)
-    connection = sqlite3.connect(temporary)
+    rows = _product_rows(products)
+    manifest: dict[str, Any] = {
+        "search_version": versions.SEARCH_VERSION,
+        "index_schema_version": versions.INDEX_SCHEMA_VERSION,
+        "product_count": len(rows),
+        "product_data_sha256": product_data_sha256,
+        "field_weights": weights,
+        "fts_columns": list(FTS_COLUMNS),
+        "bm25_column_weights": bm25_column_weights(weights),
+        "option_document_version": versions.OPTION_DOCUMENT_VERSION,
+        "query_normalizer": versions.QUERY_NORMALIZER_VERSION,
+        "tokenizer": versions.TOKENIZER_VERSION,
+        "tie_breaker": versions.TIE_BREAKER,
+        "python_version": platform.python_version(),
+        "sqlite_version": sqlite3.sqlite_version,
+    }
+    connection = sqlite3.connect(temporary, isolation_level=None)
     try:
-        connection.execute(
-            "CREATE VIRTUAL TABLE products USING fts5("
-            "asin UNINDEXED, title, brand, category, model, attributes, options, bullets, "
-            "tokenize='unicode61 remove_diacritics 2')"
-        )
+        connection.execute("PRAGMA journal_mode = OFF")  # a crash leaves only the .building file
+        connection.execute("PRAGMA synchronous = OFF")  # durability comes from the fsync before the rename
+        connection.execute("BEGIN")
+        connection.execute(CREATE_PRODUCTS_SQL)
         connection.execute("CREATE TABLE manifest(payload TEXT NOT NULL)")
-        seen: set[str] = set()
-        rows = []
-        for product in products:
-            asin = str(product.get("asin") or "").strip()
-            if not asin or asin == "nan" or asin in seen:
-                continue
-            seen.add(asin)
-            fields = product_search_fields(product)
-            rows.append((asin, *(fields[name] for name in FIELDS)))
         connection.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        connection.execute("INSERT INTO products(products) VALUES ('optimize')")
-        manifest = {
-            "search_version": versions.SEARCH_VERSION,
-            "index_schema_version": versions.INDEX_SCHEMA_VERSION,
-            "product_count": len(rows),
-            "product_data_sha256": product_data_sha256,
-            "field_weights": weights,
-            "fts_columns": list(FTS_COLUMNS),
-            "bm25_column_weights": _bm25_weights(weights),
-            "option_document_version": versions.OPTION_DOCUMENT_VERSION,
-            "query_normalizer": versions.QUERY_NORMALIZER_VERSION,
-            "tokenizer": versions.TOKENIZER_VERSION,
-            "tie_breaker": versions.TIE_BREAKER,
-            "python_version": platform.python_version(),
-            "sqlite_version": sqlite3.sqlite_version,
-        }
+        connection.execute("INSERT INTO products(products) VALUES ('optimize')")  # one segment: faster queries
         connection.execute(
             "INSERT INTO manifest(payload) VALUES (?)", (json.dumps(manifest, sort_keys=True, ensure_ascii=False),)
         )
-        connection.commit()
+        connection.execute("COMMIT")
         connection.execute("VACUUM")
-    finally:
+    except BaseException:
         connection.close()
+        temporary.unlink(missing_ok=True)
+        raise
+    connection.close()
+    with open(temporary, "rb+") as handle:
+        os.fsync(handle.fileno())
     os.replace(temporary, target)
     return {**manifest, "index_sha256": _sha256_file(target)}
 
 
-class SearchIndex:
-    """A read-only, validated index; ``search`` is cached and safe to call from many threads."""
+def _read_only(path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+    )
+    connection.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
+    connection.execute("PRAGMA query_only = 1")
+    return connection
 
-    def __init__(self, path: Path, manifest: Mapping[str, Any]) -> None:
-        self.path = path
-        self.manifest = dict(manifest)
-        weights = manifest["bm25_column_weights"]
-        self._weights = tuple(float(weights[name]) for name in FTS_COLUMNS)
-        placeholders = ", ".join(repr(w) for w in self._weights)
-        self._sql = (
-            f"SELECT asin, bm25(products, {placeholders}) AS score FROM products "
-            "WHERE products MATCH ? ORDER BY score ASC, asin ASC LIMIT ?"
+
+def _manifest_problems(
+    manifest: Mapping[str, Any], expected_product_sha256: str | None, expected_field_weights: Mapping[str, float] | None
+) -> list[str]:
+    """Every §3.6 check (plus the normaliser, tokenizer and tie-break versions) that the manifest fails."""
+    problems: list[str] = []
+    if manifest.get("search_version") != versions.SEARCH_VERSION:
+        problems.append(
+            f"search version mismatch: index has {manifest.get('search_version')!r}, expected {versions.SEARCH_VERSION!r}"
         )
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+    if manifest.get("index_schema_version") != versions.INDEX_SCHEMA_VERSION:
+        problems.append("index schema version mismatch")
+    if manifest.get("fts_columns") != list(FTS_COLUMNS):
+        problems.append("FTS column order mismatch")
+    if manifest.get("option_document_version") != versions.OPTION_DOCUMENT_VERSION:
+        problems.append("option document version mismatch")
+    for key, expected in (
+        ("query_normalizer", versions.QUERY_NORMALIZER_VERSION),
+        ("tokenizer", versions.TOKENIZER_VERSION),
+        ("tie_breaker", versions.TIE_BREAKER),
+    ):
+        if manifest.get(key) != expected:
+            problems.append(f"{key} mismatch: index has {manifest.get(key)!r}, expected {expected!r}")
+    if expected_product_sha256 is not None and manifest.get("product_data_sha256") != expected_product_sha256:
+        problems.append("product data SHA-256 does not match the search index")
+    weights = manifest.get("field_weights")
+    if (
+        not isinstance(weights, Mapping)
+        or not _weights_are_valid(weights)
+        or manifest.get("bm25_column_weights") != bm25_column_weights(weights)
+        or (expected_field_weights is not None and dict(weights) != dict(expected_field_weights))
+    ):
+        problems.append("BM25 column weights mismatch")
+    count = manifest.get("product_count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        problems.append(f"invalid product_count {count!r}")
+    return problems
+
+
+def _read_table(connection: sqlite3.Connection, manifest: Mapping[str, Any]) -> tuple[list[str], dict[int, str]]:
+    """Check that the stored table really is the declared FTS5 table; return the problems and rowid → ASIN."""
+    row = connection.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'products'").fetchone()
+    if row is None:
+        return ["the products FTS5 table is missing"], {}
+    problems: list[str] = []
+    columns = tuple(info[1] for info in connection.execute("PRAGMA table_info(products)"))
+    if columns != FTS_COLUMNS:
+        problems.append(f"FTS column order mismatch: table has {list(columns)}")
+    sql = re.sub(r"\s+", " ", str(row[0])).lower()
+    if "using fts5" not in sql or TOKENIZE not in sql or not re.search(r"\basin unindexed\b", sql):
+        problems.append(f"FTS table definition mismatch (expected fts5, asin UNINDEXED, tokenize '{TOKENIZE}')")
+    if problems:
+        return problems, {}
+    asins = dict(connection.execute("SELECT rowid, asin FROM products ORDER BY rowid"))
+    if len(asins) != manifest.get("product_count"):
+        problems.append(f"product count mismatch: table has {len(asins)}, manifest says {manifest.get('product_count')}")
+    if len(set(asins.values())) != len(asins) or not all(isinstance(a, str) for a in asins.values()):
+        problems.append("the table holds duplicate or non-text ASINs")
+    return problems, asins
+
+
+class SearchIndex:
+    """A validated read-only index; ``search`` is exact-cached and safe to call from many threads at once."""
+
+    def __init__(
+        self,
+        path: Path,
+        manifest: Mapping[str, Any],
+        asin_of_rowid: Mapping[int, str],
+        *,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> None:
+        self.path = path
+        self.manifest: dict[str, Any] = dict(manifest)
+        weights = bm25_column_weights(manifest["field_weights"])
+        bm25 = f"bm25(products, {', '.join(repr(weights[c]) for c in FTS_COLUMNS)})"
+        #: The reference's query, verbatim (§3.4).
+        self.contract_sql = (
+            f"SELECT asin, {bm25} AS score FROM products WHERE products MATCH ? ORDER BY score ASC, asin ASC LIMIT ?"
+        )
+        ordered = [asin_of_rowid[rowid] for rowid in sorted(asin_of_rowid)]
+        #: True when rowid order is ASIN order, so the cheaper rowid query gives the same ranking.
+        self.rowid_is_asin_order = all(a < b for a, b in itertools.pairwise(ordered))
+        self._asin_of_rowid = dict(asin_of_rowid)
+        self._sql = (
+            f"SELECT rowid, {bm25} AS score FROM products WHERE products MATCH ? ORDER BY score ASC, rowid ASC LIMIT ?"
+            if self.rowid_is_asin_order
+            else self.contract_sql
+        )
+        self._identity = _file_identity(path)
+        self._pool: list[sqlite3.Connection] = []  # idle connections, guarded by _lock
         self._lock = threading.Lock()
-        self._cached = lru_cache(maxsize=CACHE_SIZE)(self._run_tokens)
+        self._closed = False
+        self._cached = lru_cache(maxsize=cache_size)(self._run)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, expected_product_sha256: str | None = None) -> SearchIndex:
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        expected_product_sha256: str | None = None,
+        expected_field_weights: Mapping[str, float] | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+    ) -> SearchIndex:
+        """Open ``path`` read-only after the §3.6 checks; any mismatch raises ``SearchIndexError``."""
         file = Path(path)
         if not file.is_file():
-            raise SearchIndexError(f"ShopSimulator search index not found: {file}. Run `shopsimrl data prepare` first.")
+            raise SearchIndexError(
+                f"ShopSimulator search index not found: {file}. Build it with "
+                f"`shopsimrl data prepare --archive ARCHIVE --out {file.parent}` (add --force to replace a data dir)."
+            )
         try:
-            connection = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+            connection = _read_only(file)
+        except sqlite3.Error as exc:
+            raise SearchIndexError(f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}") from exc
+        try:
             try:
-                row = connection.execute("SELECT payload FROM manifest").fetchone()
-            finally:
-                connection.close()
-            manifest = json.loads(row[0])
-            if not isinstance(manifest, dict):
-                raise ValueError("manifest is not an object")
-        except (sqlite3.Error, TypeError, ValueError) as exc:
-            raise SearchIndexError(f"invalid ShopSimulator search index manifest: {exc}; {REBUILD_HINT}") from exc
-        problems = []
-        if manifest.get("search_version") != versions.SEARCH_VERSION:
-            problems.append(f"search version mismatch: {manifest.get('search_version')!r} != {versions.SEARCH_VERSION!r}")
-        if manifest.get("index_schema_version") != versions.INDEX_SCHEMA_VERSION:
-            problems.append("index schema version mismatch")
-        if manifest.get("fts_columns") != list(FTS_COLUMNS):
-            problems.append("FTS column order mismatch")
-        if manifest.get("option_document_version") != versions.OPTION_DOCUMENT_VERSION:
-            problems.append("option document version mismatch")
-        if expected_product_sha256 is not None and manifest.get("product_data_sha256") != expected_product_sha256:
-            problems.append("product data SHA-256 does not match the search index")
-        weights = manifest.get("field_weights")
-        try:
-            _check_weights(weights if isinstance(weights, Mapping) else {})
-            if manifest.get("bm25_column_weights") != _bm25_weights(weights):
-                raise SearchIndexError("BM25 column weights mismatch")
-        except SearchIndexError as exc:
-            problems.append(str(exc))
+                rows = connection.execute("SELECT payload FROM manifest").fetchall()
+                if len(rows) != 1:
+                    raise ValueError(f"expected one manifest row, found {len(rows)}")
+                manifest = json.loads(rows[0][0])
+                if not isinstance(manifest, dict):
+                    raise ValueError("the manifest is not a JSON object")
+            except (sqlite3.Error, TypeError, ValueError) as exc:
+                raise SearchIndexError(
+                    f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}"
+                ) from exc
+            problems = _manifest_problems(manifest, expected_product_sha256, expected_field_weights)
+            asins: dict[int, str] = {}
+            if not problems:
+                try:
+                    problems, asins = _read_table(connection, manifest)
+                except sqlite3.Error as exc:
+                    problems = [f"unreadable FTS table: {exc}"]
+        finally:
+            connection.close()
         if problems:
-            raise SearchIndexError(f"{file}: " + "; ".join(problems) + f"; {REBUILD_HINT}")
-        return cls(file, manifest)
+            raise SearchIndexError(f"search index {file} refused: " + "; ".join(problems) + f"; {rebuild_hint(file)}")
+        return cls(file, manifest, asins, cache_size=cache_size)
 
-    def _connection(self) -> sqlite3.Connection:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
-            connection.execute("PRAGMA query_only = 1")
-            self._local.connection = connection
-            with self._lock:
-                self._connections.append(connection)
-        return connection
+    # -- connections ---------------------------------------------------------------------------------------
 
-    @staticmethod
-    def match_expression(tokens: Iterable[str]) -> str:
-        return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
+    def _acquire(self) -> sqlite3.Connection:
+        """An idle connection, or a new one while more threads query at once than ever before."""
+        with self._lock:
+            if self._closed:
+                raise SearchIndexError(f"search index {self.path} is closed")
+            if self._pool:
+                return self._pool.pop()
+        try:
+            same_file = _file_identity(self.path) == self._identity
+        except OSError:
+            same_file = False
+        if not same_file:
+            raise SearchIndexError(
+                f"search index {self.path} was replaced or removed after it was opened; open it again"
+            )
+        return _read_only(self.path)
 
-    def raw_fts_query(self, tokens: tuple[str, ...], k: int) -> list[tuple[str, float]]:
-        """The bare SQLite query for already tokenised text (used by benchmarks as the baseline)."""
-        return self._connection().execute(self._sql, (self.match_expression(tokens), k)).fetchall()
+    def _release(self, connection: sqlite3.Connection) -> None:
+        with self._lock:
+            if not self._closed:
+                self._pool.append(connection)
+                return
+        connection.close()
 
-    def _run_tokens(self, tokens: tuple[str, ...], k: int) -> tuple[SearchHit, ...]:
+    # -- queries ---------------------------------------------------------------------------------------------
+
+    def raw_fts_query(self, tokens: tuple[str, ...], k: int, *, contract_sql: bool = False) -> list[tuple[Any, float]]:
+        """The bare SQLite query for already-tokenised text: (rowid or asin, bm25) rows (the benchmark baseline).
+
+        ``contract_sql=True`` runs the reference's query verbatim, whose rows are (asin, bm25).
+        """
+        connection = self._acquire()
+        try:
+            sql = self.contract_sql if contract_sql else self._sql
+            return connection.execute(sql, (match_expression(tokens), k)).fetchall()
+        finally:
+            self._release(connection)
+
+    def _run(self, tokens: tuple[str, ...], k: int) -> tuple[SearchHit, ...]:
         rows = self.raw_fts_query(tokens, k)
+        if self.rowid_is_asin_order:
+            asin_of = self._asin_of_rowid
+            return tuple(SearchHit(rank, asin_of[rowid], -score) for rank, (rowid, score) in enumerate(rows, start=1))
         return tuple(SearchHit(rank, asin, -score) for rank, (asin, score) in enumerate(rows, start=1))
 
-    def search_uncached(self, query: str, k: int = versions.SEARCH_TOP_K) -> list[SearchHit]:
-        tokens = search_tokens(query)
+    def search_tokens(self, tokens: tuple[str, ...], k: int = versions.SEARCH_TOP_K) -> tuple[SearchHit, ...]:
+        """Ranked hits for already-tokenised text (cached; the tuple is shared, so it is immutable)."""
         if not tokens or k <= 0:
-            return []
-        return list(self._run_tokens(tokens, k))
+            return ()
+        if self._closed:
+            raise SearchIndexError(f"search index {self.path} is closed")
+        return self._cached(tuple(tokens), k)
 
     def search(self, query: str, k: int = versions.SEARCH_TOP_K) -> list[SearchHit]:
+        """The top-``k`` hits of ``query`` by -bm25, ties by ASIN ascending; no tokens or k <= 0 gives []."""
+        return list(self.search_tokens(search_tokens(query), k))
+
+    def search_uncached(self, query: str, k: int = versions.SEARCH_TOP_K) -> list[SearchHit]:
+        """``search`` without the cache (same results; for benchmarks and checks)."""
         tokens = search_tokens(query)
         if not tokens or k <= 0:
             return []
-        return list(self._cached(tokens, k))
+        return list(self._run(tokens, k))
+
+    def cache_info(self) -> Any:
+        return self._cached.cache_info()
 
     def close(self) -> None:
+        """Close the connections (one in use closes when its query ends); later searches raise ``SearchIndexError``."""
         with self._lock:
-            for connection in self._connections:
-                connection.close()
-            self._connections.clear()
-        self._local = threading.local()
+            self._closed = True
+            idle, self._pool = self._pool, []
+        for connection in idle:
+            connection.close()
         self._cached.cache_clear()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _file_identity(path: Path) -> tuple[int, int, int, int]:
+    """(device, inode, size, mtime): a rebuilt index (a new file renamed over this one) changes it."""
+    stat = path.stat()
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
