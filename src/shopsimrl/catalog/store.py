@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetBuildError, SplitError, UnknownTaskError
-from ..search import SearchIndex
+from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
 from .archive import parse_archive_json, read_archive_bytes, sha256_hex, validate_records
 from .goals import build_goals
 from .prepare import INDEX_FILE, MANIFEST_FILE, PERSONA_SPLITS_FILE, PRODUCTS_FILE, TASK_SPLITS_FILE
@@ -35,6 +36,7 @@ class Catalog:
     task_splits: Mapping[str, Any]
     persona_splits: Mapping[str, Any]
     _search: SearchIndex | None = field(default=None, repr=False)
+    _search_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def from_data_dir(cls, root: str | os.PathLike[str]) -> Catalog:
@@ -68,11 +70,14 @@ class Catalog:
 
     @property
     def search_index(self) -> SearchIndex:
-        if self._search is None:
-            self._search = SearchIndex.open(
-                self.root / INDEX_FILE, expected_product_sha256=self.manifest["output_data_sha256"]
-            )
-        return self._search
+        with self._search_lock:
+            if self._search is None:
+                self._search = SearchIndex.open(
+                    self.root / INDEX_FILE,
+                    expected_product_sha256=self.manifest["output_data_sha256"],
+                    expected_field_weights=DEFAULT_FIELD_WEIGHTS,
+                )
+            return self._search
 
     def goal(self, task_id: object) -> Mapping[str, Any]:
         if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id not in self.goals:
