@@ -1,0 +1,31 @@
+"""Deterministic generator of the embedded default catalog (a raw source archive, env_spec §1.1).
+
+``write_catalog(path, seed)`` writes the ``.json.gz`` archive and ``<path>.manifest.json``; the archive then
+goes through the normal ``shopsimrl data prepare`` pipeline like the real one would.
+"""
+
+from .generator import (
+    DEFAULT_SEED,
+    GENERATOR_VERSION,
+    GeneratedCatalog,
+    GeneratorConfig,
+    TaskAudit,
+    build_catalog,
+    catalog_statistics,
+    generate_catalog,
+    manifest_path_for,
+    write_catalog,
+)
+
+__all__ = [
+    "DEFAULT_SEED",
+    "GENERATOR_VERSION",
+    "GeneratedCatalog",
+    "GeneratorConfig",
+    "TaskAudit",
+    "build_catalog",
+    "catalog_statistics",
+    "generate_catalog",
+    "manifest_path_for",
+    "write_catalog",
+]

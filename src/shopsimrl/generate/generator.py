@@ -1,0 +1,364 @@
+"""Orchestration: the deterministic default catalog, as a raw source archive (env_spec §1.1) and its manifest.
+
+All randomness comes from ``random.Random`` instances seeded with strings derived from the seed (a master
+stream for the global layout, one stream per leaf, one for personas); the global RNG is never touched and
+no set of strings is iterated, so the same seed and generator version give byte-identical output in any
+process. Counts are exact: ``products`` raw products with one instruction each, ``two_axis_products`` of
+them with two price-affecting axes (cleaning excludes them), and ``persona_tasks`` persona tasks, all on
+kept products; every other kept product carries a standard task.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..catalog.archive import atomic_write_bytes, dump_archive_json, dump_json_file_bytes, sha256_hex
+from ..catalog.splits import normalize_text
+from .instructions import Requirements, choose_requirements, full_instruction
+from .personas import User, make_user, persona_task
+from .products import ProductDraft, make_brands, make_product
+from .rng import pick_many
+from .vocabulary import Leaf, Vocabulary, load_vocabulary
+
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v1"
+DEFAULT_SEED = 20240521
+LEAF_MIN_ITEMS = 60
+LEAF_MAX_ITEMS = 200
+BRANDS_PER_DOMAIN = 40
+MANIFEST_SUFFIX = ".manifest.json"
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Scale knobs. The defaults reproduce the shape of the real archive (23,421 / 695 / 4,526)."""
+
+    products: int = 23421
+    two_axis_products: int = 695
+    persona_tasks: int = 4526
+    leaf_count: int | None = None
+    """How many leaves to use; None: all leaves when they can hold 60–200 items each, else ``products // 80``."""
+    large_group_share: float = 0.067
+    """Share of the persona tasks owned by one very active user (a linked group that stays in train)."""
+    mid_groups: int = 3
+    """Users with 25–45 tasks each (also too large for a held-out split)."""
+    small_multi_groups: int = 68
+    """Users with 2–9 tasks each, at the default persona count (scaled with ``persona_tasks``)."""
+
+    def __post_init__(self) -> None:
+        if self.products < 1:
+            raise ValueError("products must be positive")
+        if not 0 <= self.two_axis_products <= self.products:
+            raise ValueError("two_axis_products must be between 0 and products")
+        if not 0 <= self.persona_tasks <= self.products - self.two_axis_products:
+            raise ValueError("persona_tasks must fit among the kept (single-price-axis) products")
+
+    @property
+    def standard_tasks(self) -> int:
+        return self.products - self.two_axis_products - self.persona_tasks
+
+
+@dataclass(frozen=True, slots=True)
+class TaskAudit:
+    """Private facts of one generated task, for tests and statistics (not part of the archive)."""
+
+    position: int
+    asin: str
+    leaf: str
+    persona: bool
+    two_axis: bool
+    budget_kind: str
+    budget_phrase: str
+    ceiling: float | None
+    gold_price: float
+    dearer_price: float | None
+    gold_options: dict[str, str]
+    user_id: str | None
+    omitted: tuple[str, ...]
+
+
+@dataclass
+class GeneratedCatalog:
+    records: list[dict[str, Any]]
+    audits: list[TaskAudit]
+    leaves: list[Leaf]
+    leaf_sizes: dict[str, int]
+    user_task_counts: dict[str, int] = field(default_factory=dict)
+
+
+def _choose_leaves(vocab: Vocabulary, config: GeneratorConfig, rng: random.Random) -> list[Leaf]:
+    leaves = list(vocab.leaves)
+    count = config.leaf_count
+    if count is None:
+        count = len(leaves) if config.products >= LEAF_MIN_ITEMS * len(leaves) else config.products // 80
+    count = max(1, min(len(leaves), count))
+    if count == len(leaves):
+        return leaves
+    by_domain: dict[str, list[Leaf]] = {}
+    for leaf in leaves:
+        by_domain.setdefault(leaf.domain, []).append(leaf)
+    for items in by_domain.values():
+        rng.shuffle(items)
+    chosen: list[Leaf] = []
+    while len(chosen) < count:
+        for domain in vocab.domains:
+            if by_domain[domain] and len(chosen) < count:
+                chosen.append(by_domain[domain].pop())
+    return sorted(chosen, key=leaves.index)
+
+
+def _leaf_sizes(total: int, count: int, rng: random.Random) -> list[int]:
+    """Split ``total`` over ``count`` leaves, each within 60–200 when that is possible, else evenly."""
+    if not LEAF_MIN_ITEMS * count <= total <= LEAF_MAX_ITEMS * count:
+        base, extra = divmod(total, count)
+        return [base + (1 if i < extra else 0) for i in range(count)]
+    weights = [rng.uniform(0.45, 1.55) for _ in range(count)]
+    scale = total / sum(weights)
+    sizes = [min(LEAF_MAX_ITEMS, max(LEAF_MIN_ITEMS, int(w * scale))) for w in weights]
+    order = list(range(count))
+    rng.shuffle(order)
+    while (gap := total - sum(sizes)) != 0:
+        step = 1 if gap > 0 else -1
+        for i in order:
+            if sizes[i] + step < LEAF_MIN_ITEMS or sizes[i] + step > LEAF_MAX_ITEMS:
+                continue
+            sizes[i] += step
+            gap -= step
+            if gap == 0:
+                break
+    return sizes
+
+
+def _group_sizes(config: GeneratorConfig, rng: random.Random) -> list[int]:
+    """Tasks per user: one large user, a few mid-size ones, some small multi-task ones, the rest singletons."""
+    total = config.persona_tasks
+    scale = total / 4526
+    sizes: list[int] = []
+    large = round(total * config.large_group_share)
+    if large >= 2:
+        sizes.append(large)
+    if total >= 1000:
+        sizes.extend(rng.randint(25, 45) for _ in range(config.mid_groups))
+    for _ in range(round(config.small_multi_groups * scale)):
+        sizes.append(rng.randint(2, 9))
+    while sum(sizes) > total:
+        sizes.pop()
+    sizes.extend([1] * (total - sum(sizes)))
+    return sizes
+
+
+def _unique_full(
+    draft: ProductDraft, req: Requirements, text: str, taken: set[str], vocab: Vocabulary, rng: random.Random
+) -> str:
+    attempt = 0
+    while normalize_text(text) in taken:
+        attempt += 1
+        text = full_instruction(draft, req, vocab, rng)
+        if attempt > 6:
+            text = text.rstrip("。") + f"，{req.use}用，谢谢" + "！" * (attempt - 6)
+    taken.add(normalize_text(text))
+    return text
+
+
+def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> GeneratedCatalog:
+    """Generate the catalog with its private task audits (``generate_catalog`` returns only the records)."""
+    config = config or GeneratorConfig()
+    vocab = load_vocabulary()
+    master = random.Random(f"shopsimrl-generate:{seed}:layout")
+    leaves = _choose_leaves(vocab, config, master)
+    sizes = _leaf_sizes(config.products, len(leaves), master)
+    slots = [(li, local) for li, size in enumerate(sizes) for local in range(size)]
+    eligible = [i for i, (li, _) in enumerate(slots) if len(leaves[li].axes) >= 2]
+    if config.two_axis_products > len(eligible):
+        raise ValueError("not enough leaves with two option axes for the requested two-axis products")
+    two_axis = set(pick_many(master, eligible, config.two_axis_products))
+    kept = [i for i in range(len(slots)) if i not in two_axis]
+    persona = set(pick_many(master, kept, config.persona_tasks))
+    order = list(range(len(slots)))
+    master.shuffle(order)
+    position_of = {slot: position for position, slot in enumerate(order)}
+    asins = [str(n) for n in master.sample(range(10**11, 10**12), len(slots))]
+
+    brands = {
+        domain: make_brands(vocab, domain, BRANDS_PER_DOMAIN, random.Random(f"{seed}:brands:{domain}"))
+        for domain in vocab.domains
+    }
+    drafts: list[ProductDraft | None] = [None] * len(slots)
+    requirements: list[Requirements | None] = [None] * len(slots)
+    texts: list[str] = [""] * len(slots)
+    by_leaf: dict[int, list[int]] = {}
+    slot_index = 0
+    for li, leaf in enumerate(leaves):
+        rng = random.Random(f"{seed}:leaf:{leaf.name}")
+        pool = brands[leaf.domain]
+        shops = pick_many(rng, pool, rng.randint(12, min(24, len(pool))))
+        weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(shops))]
+        for _ in range(sizes[li]):
+            position = position_of[slot_index]
+            brand = rng.choices(shops, weights)[0]
+            draft = make_product(leaf, asins[position], brand, slot_index in two_axis, vocab, rng)
+            req = choose_requirements(draft, vocab, rng)
+            drafts[position] = draft
+            requirements[position] = req
+            texts[position] = full_instruction(draft, req, vocab, rng)
+            by_leaf.setdefault(li, []).append(position)
+            slot_index += 1
+
+    prng = random.Random(f"{seed}:personas")
+    persona_positions = sorted(position_of[i] for i in persona)
+    owners: list[int] = []
+    for user_index, size in enumerate(_group_sizes(config, prng)):
+        owners.extend([user_index] * size)
+    prng.shuffle(owners)
+    noise_brands = [b.name for domain in vocab.domains for b in brands[domain][:6]]
+    user_ids = [str(n) for n in prng.sample(range(10**7, 10**8), max(1, len(set(owners))))]
+    users: dict[int, User] = {}
+    leaf_of = {position: li for li, positions in by_leaf.items() for position in positions}
+    all_nouns = [leaf.noun for leaf in vocab.leaves]
+    taken_simple: set[str] = set()
+    taken_full: set[str] = set()
+    simple_of: dict[int, tuple[str, dict[str, Any], tuple[str, ...], str]] = {}
+    for owner, position in zip(owners, persona_positions, strict=True):
+        draft, req = drafts[position], requirements[position]
+        assert draft is not None and req is not None
+        if owner not in users:
+            users[owner] = make_user(f"U{user_ids[owner]}", vocab, noise_brands, prng)
+        user = users[owner]
+        texts[position] = _unique_full(draft, req, texts[position], taken_full, vocab, prng)
+        same_leaf = by_leaf[leaf_of[position]]
+        neighbours = pick_many(prng, same_leaf, min(6, len(same_leaf)))
+        siblings = [d for p in neighbours if p != position and (d := drafts[p]) is not None]
+        unrelated = [n for n in pick_many(prng, all_nouns, 3) if n != draft.leaf.noun]
+        task = persona_task(draft, req, user, siblings, unrelated, taken_simple, normalize_text, vocab, prng)
+        omitted = tuple(value for _, value in task.omitted)
+        simple_of[position] = (task.simple, task.persona, omitted, user.user_id)
+
+    records: list[dict[str, Any]] = []
+    audits: list[TaskAudit] = []
+    for position, draft in enumerate(drafts):
+        req = requirements[position]
+        assert draft is not None and req is not None
+        record = draft.record
+        simple = simple_of.get(position)
+        if simple is not None:
+            record["user_persona"] = simple[1]
+        record["instructions"] = [
+            {
+                "instruction": texts[position],
+                "instruction_simple": simple[0] if simple else None,
+                "attributes": list(req.attributes),
+                "instruction_options": [value for _, value in req.options],
+                "price_upper": None,
+                "instruction_index": 0,
+            }
+        ]
+        records.append(record)
+        audits.append(
+            TaskAudit(
+                position=position,
+                asin=record["asin"],
+                leaf=draft.leaf.name,
+                persona=simple is not None,
+                two_axis=draft.two_axis,
+                budget_kind=req.budget.kind,
+                budget_phrase=req.budget.phrase,
+                ceiling=req.budget.ceiling,
+                gold_price=draft.gold_price,
+                dearer_price=draft.dearer_price,
+                gold_options=dict(draft.gold),
+                user_id=simple[3] if simple else None,
+                omitted=simple[2] if simple else (),
+            )
+        )
+    leaf_sizes = {leaf.name: size for leaf, size in zip(leaves, sizes, strict=True)}
+    user_counts = {user.user_id: user.task_count for user in users.values()}
+    return GeneratedCatalog(records, audits, leaves, leaf_sizes, user_counts)
+
+
+def generate_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> list[dict[str, Any]]:
+    """The raw source archive records (env_spec §1.1) of the default catalog for ``seed``."""
+    return build_catalog(seed, config).records
+
+
+def _gzip(data: bytes) -> bytes:
+    """Gzip with mtime 0 and no file name, so equal data gives equal bytes (level 6: fast enough for 60 s)."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=6) as handle:
+        handle.write(data)
+    return buffer.getvalue()
+
+
+def manifest_path_for(path: str | os.PathLike[str]) -> Path:
+    """The manifest sits next to the archive: ``<archive path>.manifest.json``."""
+    target = Path(path)
+    return target.with_name(target.name + MANIFEST_SUFFIX)
+
+
+def _vocabulary_sha256() -> str:
+    from importlib import resources
+
+    digest = hashlib.sha256()
+    folder = resources.files(__package__).joinpath("vocab")
+    for name in ("budgets.json", "catalog.json", "personas.json", "pools.json", "text.json"):
+        digest.update(name.encode())
+        digest.update(folder.joinpath(name).read_bytes())
+    return digest.hexdigest()
+
+
+def catalog_statistics(catalog: GeneratedCatalog) -> dict[str, Any]:
+    """Counts and shape figures of a generated catalog (what the manifest reports)."""
+    audits = catalog.audits
+    sizes = list(catalog.leaf_sizes.values())
+    group_sizes = sorted(catalog.user_task_counts.values(), reverse=True)
+    return {
+        "raw_products": len(audits),
+        "two_axis_products": sum(a.two_axis for a in audits),
+        "kept_products": sum(not a.two_axis for a in audits),
+        "persona_tasks": sum(a.persona for a in audits),
+        "standard_tasks": sum(not a.persona and not a.two_axis for a in audits),
+        "domains": len({leaf.domain: None for leaf in catalog.leaves}),
+        "leaf_categories": len(catalog.leaves),
+        "leaf_size_min": min(sizes),
+        "leaf_size_max": max(sizes),
+        "budget_kinds": dict(sorted(Counter(a.budget_kind for a in audits if not a.two_axis).items())),
+        "persona_budget_kinds": dict(sorted(Counter(a.budget_kind for a in audits if a.persona).items())),
+        "persona_users": len(group_sizes),
+        "multi_task_users": sum(1 for size in group_sizes if size > 1),
+        "largest_user_tasks": group_sizes[0] if group_sizes else 0,
+    }
+
+
+def write_catalog(
+    path: str | os.PathLike[str], seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None
+) -> dict[str, Any]:
+    """Write the archive and ``<path>.manifest.json`` atomically (temp file + rename); returns the manifest.
+
+    A path ending in ``.gz`` gets a deterministic gzip (mtime 0, no file name), any other path plain JSON.
+    The manifest holds the generator version, seed, config, counts and the SHA-256 of the archive file and
+    of its decompressed data; it has no timestamps, so it is byte-identical for the same seed too.
+    """
+    config = config or GeneratorConfig()
+    catalog = build_catalog(seed, config)
+    data = dump_archive_json(catalog.records)
+    archive = _gzip(data) if str(path).endswith(".gz") else data
+    target = Path(path)
+    atomic_write_bytes(target, archive)
+    manifest = {
+        "generator_version": GENERATOR_VERSION,
+        "seed": seed,
+        "config": asdict(config),
+        "archive": target.name,
+        "archive_sha256": sha256_hex(archive),
+        "data_sha256": sha256_hex(data),
+        "vocabulary_sha256": _vocabulary_sha256(),
+        "counts": catalog_statistics(catalog),
+    }
+    atomic_write_bytes(manifest_path_for(target), dump_json_file_bytes(manifest))
+    return manifest

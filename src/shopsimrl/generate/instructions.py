@@ -1,0 +1,110 @@
+"""Full shopping instructions written from the gold product: type, 1–4 attributes, option values, budget.
+
+The text names the product by its noun or a synonym and paraphrases the requirements through several
+templates, so it never copies the title. The required attributes are taken from the gold product's own
+attribute list (so the gold product scores r_att = 1), the option values are exactly the gold SKU's source
+values, and the budget clause always admits the gold SKU price.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from .budgets import Budget, make_budget, weighted_choice
+from .products import ProductDraft
+from .rng import pick, pick_many
+from .vocabulary import Vocabulary
+
+ATTRIBUTE_COUNT_WEIGHTS = ((0.15, 1), (0.4, 2), (0.35, 3), (0.1, 4))
+_EMPTY_CLAUSES = re.compile(r"[，,]\s*(?=[，,。？！]|$)")
+_LEADING = re.compile(r"^[，,。\s]+")
+_AFTER_STOP = re.compile(r"([？！。])[，,]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """What a task asks for, before it is put into words."""
+
+    attributes: tuple[str, ...]
+    options: tuple[tuple[str, str], ...]
+    budget: Budget
+    noun: str
+    use: str
+
+
+def tidy(text: str) -> str:
+    """Drop the separators that empty slots leave behind (``，，`` → ``，``, ``，。`` → ``。``)."""
+    text = text.replace("的的", "的")
+    text = _EMPTY_CLAUSES.sub("", text)
+    text = _AFTER_STOP.sub(lambda match: match.group(1), text)
+    text = _LEADING.sub("", text)
+    return text.strip()
+
+
+def join_attributes(attributes: tuple[str, ...] | list[str], vocab: Vocabulary, rng: random.Random) -> str:
+    items = list(attributes)
+    if not items:
+        return ""
+    if len(items) == 1:
+        return items[0]
+    if len(items) == 2:
+        return pick(rng, vocab.text["attr_joiners"]).join(items)
+    if rng.random() < 0.5:
+        return "、".join(items[:-1]) + "和" + items[-1]
+    return "、".join(items)
+
+
+def option_phrase(axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
+    templates = vocab.text["option_templates"]
+    phrase = pick(rng, templates.get(axis, templates["_default"])).format(axis=axis, v=value)
+    phrase = phrase.replace("码码", "码")
+    if phrase[-1].isascii() and phrase[-1].isalnum():
+        # The budget parser deletes commas, so "鞋码44，200元" would read as 44200 元.
+        phrase += "的"
+    return phrase
+
+
+def choose_requirements(draft: ProductDraft, vocab: Vocabulary, rng: random.Random) -> Requirements:
+    """Pick the attributes, option axes and budget of the task this product is gold for."""
+    attributes = draft.record["attribute"]
+    wanted = weighted_choice(rng, ATTRIBUTE_COUNT_WEIGHTS)
+    chosen = tuple(pick_many(rng, attributes, min(wanted, len(attributes))))
+    axes = list(draft.gold)
+    required: list[str] = []
+    if draft.price_axes:
+        required.append(draft.price_axes[0])
+    for axis in axes:
+        if axis in required or len(required) >= 2:
+            continue
+        if rng.random() < (0.45 if draft.price_axes else 0.6):
+            required.append(axis)
+    options = tuple((axis, draft.gold[axis]) for axis in axes if axis in required)
+    budget = make_budget(rng, vocab.budgets, draft.gold_price, draft.dearer_price, draft.leaf.unit)
+    leaf = draft.leaf
+    roll = rng.random()
+    neutral = leaf.neutral_synonyms()
+    synonym = draft.extras.get("synonym", "")
+    if roll < 0.5 or not neutral:
+        noun = leaf.noun
+    elif roll < 0.8 and synonym in neutral:
+        noun = synonym
+    else:
+        noun = pick(rng, neutral)
+    use = draft.extras.get("use") or pick(rng, leaf.uses)
+    return Requirements(chosen, options, budget, noun, use)
+
+
+def full_instruction(draft: ProductDraft, req: Requirements, vocab: Vocabulary, rng: random.Random) -> str:
+    template = pick(rng, vocab.text["full_templates"])
+    opts = "，".join(option_phrase(axis, value, vocab, rng) for axis, value in req.options)
+    text = template.format(
+        unit=draft.leaf.unit,
+        attrs=join_attributes(req.attributes, vocab, rng),
+        noun=req.noun,
+        opts=opts,
+        budget=req.budget.phrase,
+        use=req.use,
+    )
+    return tidy(text)

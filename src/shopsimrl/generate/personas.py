@@ -1,0 +1,238 @@
+"""Shopper personas and the short persona-mode request (``instruction_simple``).
+
+A persona task hides one or more requirements of the full instruction from the short request and puts
+evidence for each of them into the persona (attribute preferences, recent searches), next to realistic
+noise: an unrelated brand preference, empty size fields, unrelated searches, a distracting attribute.
+Users can own several tasks; their stable fields (id, demographics, region, trading habits, tags) are
+shared, so the persona split links those tasks into one group.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budgets import price_step, weighted_choice
+from .instructions import Requirements, join_attributes, option_phrase, tidy
+from .products import ProductDraft
+from .rng import pick, pick_many
+from .vocabulary import Vocabulary
+
+SIMPLE_MIN_CHARS = 15
+SIMPLE_MAX_CHARS = 40
+OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
+_OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
+
+
+@dataclass
+class User:
+    """The stable part of a persona, shared by every task of the user."""
+
+    user_id: str
+    demographics: dict[str, Any]
+    region: dict[str, Any]
+    trading: dict[str, Any]
+    tags: list[str]
+    brand_noise: list[str]
+    task_count: int = 0
+    domains: list[str] = field(default_factory=list)
+
+
+def _pairs(rows: list[list[Any]]) -> list[tuple[float, Any]]:
+    return [(float(weight), value) for value, weight in rows]
+
+
+def make_user(user_id: str, vocab: Vocabulary, noise_brands: list[str], rng: random.Random) -> User:
+    data = vocab.personas
+    province = pick(rng, list(data["regions"]))
+    city = pick(rng, data["regions"][province])
+    demographics = {
+        "年龄段": weighted_choice(rng, _pairs(data["age_bands"])),
+        "性别": weighted_choice(rng, _pairs(data["genders"])),
+        "会员等级": weighted_choice(rng, _pairs(data["member_levels"])),
+        "消费等级": pick(rng, data["consumption_levels"]),
+        "职业": pick(rng, data["occupations"]),
+    }
+    region = {"省份": province, "城市": city, "区县": city.rstrip("市") + pick(rng, data["districts"]), "时区": "UTC+8"}
+    trading = {
+        "复购率": round(rng.uniform(0.05, 0.75), 2),
+        "是否促销敏感": rng.random() < 0.45,
+        "支付方式偏好": pick(rng, data["payments"]),
+        "近一年订单数": rng.randint(3, 180),
+    }
+    tags = pick_many(rng, data["general_tags"], rng.randint(0, 2))
+    brands = pick_many(rng, noise_brands, min(len(noise_brands), rng.randint(1, 2)))
+    return User(user_id, demographics, region, trading, tags, brands)
+
+
+def _omitted_split(req: Requirements, rng: random.Random) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Split the requirements into (kept, omitted); items are ("", attribute) or (axis, value)."""
+    items = [("", attribute) for attribute in req.attributes] + list(req.options)
+    count = min(len(items), weighted_choice(rng, OMIT_COUNT_WEIGHTS))
+    omitted_idx = set(pick_many(rng, range(len(items)), count))
+    kept = [item for i, item in enumerate(items) if i not in omitted_idx]
+    omitted = [item for i, item in enumerate(items) if i in omitted_idx]
+    return kept, omitted
+
+
+def simple_text(
+    draft: ProductDraft,
+    req: Requirements,
+    kept: list[tuple[str, str]],
+    with_budget: bool,
+    vocab: Vocabulary,
+    rng: random.Random,
+    filler: str = "",
+) -> str:
+    attrs = [value for axis, value in kept if not axis]
+    opts = [option_phrase(axis, value, vocab, rng) for axis, value in kept if axis]
+    kept_phrase = (join_attributes(attrs, vocab, rng) + "的") if attrs else ""
+    template = pick(rng, vocab.text["simple_templates"])
+    text = template.format(
+        unit=draft.leaf.unit,
+        kept=kept_phrase,
+        noun=req.noun,
+        budget=req.budget.phrase if with_budget else "",
+        use=req.use,
+    )
+    if opts:
+        text = text + "，" + "，".join(opts)
+    if filler:
+        text = text + filler.format(use=req.use)
+    return tidy(text)
+
+
+@dataclass
+class PersonaTask:
+    simple: str
+    persona: dict[str, Any]
+    omitted: list[tuple[str, str]]
+
+
+def _price_range(gold: float, rng: random.Random) -> dict[str, float]:
+    low = gold * rng.uniform(0.4, 0.85)
+    high = gold * rng.uniform(1.2, 2.2)
+    step = price_step(gold)
+    return {"最小值": max(0.0, math.floor(low / step) * step), "最大值": math.ceil(high / step) * step}
+
+
+def build_persona(
+    draft: ProductDraft,
+    req: Requirements,
+    user: User,
+    omitted: list[tuple[str, str]],
+    siblings: list[ProductDraft],
+    unrelated_nouns: list[str],
+    vocab: Vocabulary,
+    rng: random.Random,
+) -> tuple[dict[str, Any], str]:
+    """The persona dict for one task, with evidence for every omitted requirement; returns (persona, evidence)."""
+    data = vocab.personas
+    leaf = draft.leaf
+    prefs: dict[str, Any] = {"价格区间": _price_range(draft.gold_price, rng)}
+    searches: list[str] = []
+    evidence: list[str] = []
+
+    def add_pref(facet: str, value: str) -> None:
+        bucket = prefs.setdefault(facet, [])
+        if value not in bucket:
+            bucket.append(value)
+
+    for axis, value in omitted:
+        facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
+        place = rng.random()
+        if place < 0.4 or (not axis and place < 0.5):
+            add_pref(facet, value)
+            evidence.append(f"{facet}偏好含“{value}”")
+        elif place < 0.75:
+            search = f"{value}{req.noun}" if not axis else f"{req.noun} {value}"
+            searches.append(search)
+            evidence.append(f"最近搜索“{search}”")
+        else:
+            add_pref(facet, value)
+            search = f"{leaf.noun}{value}" + pick(rng, data["search_suffixes"])
+            searches.append(search)
+            evidence.append(f"{facet}偏好与最近搜索都指向“{value}”")
+
+    noise: list[str] = []
+    others = [a for a in leaf.all_attributes() if a not in draft.record["attribute"]]
+    if others and rng.random() < 0.4:
+        distractor = pick(rng, others)
+        add_pref(leaf.facet_of(distractor), distractor)
+        noise.append(f"“{distractor}”是无关偏好")
+    if rng.random() < 0.5:
+        searches.append(leaf.noun + pick(rng, data["search_suffixes"]))
+    for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(1, 2))):
+        searches.append(noun)
+    rng.shuffle(searches)
+    size_field = pick(rng, data["size_fields"])
+    if size_field not in prefs:
+        prefs[size_field] = "" if rng.random() < 0.5 else []
+    noise.append("品牌偏好与本次需求无关，尺码类字段为空")
+
+    category_prefs = {leaf.domain: "高"}
+    for domain in user.domains[-2:]:
+        category_prefs.setdefault(domain, pick(rng, data["category_levels"]))
+    names = list(dict.fromkeys(s.brand.name + s.leaf.noun for s in siblings))
+    viewed = names[:3]
+    saved = names[3:4] if rng.random() < 0.5 else []
+    price_tag = data["price_tags"]["low" if draft.gold_price < 100 else "mid" if draft.gold_price < 1000 else "high"]
+    tags = [*pick_many(rng, leaf.tags, min(len(leaf.tags), rng.randint(1, 2))), price_tag, *user.tags]
+    trading = dict(user.trading)
+    trading["平均客单价"] = round(draft.gold_price * rng.uniform(0.3, 1.4), 2)
+    day = rng.randint(1, 28)
+    persona: dict[str, Any] = {
+        "用户ID": user.user_id,
+        "人口属性": dict(user.demographics),
+        "地区信息": dict(user.region),
+        "交易特征": trading,
+        "兴趣偏好": {"品牌偏好": list(user.brand_noise), "商品属性偏好": prefs, "类目偏好": category_prefs},
+        "行为特征": {
+            "最近14天搜索关键词": searches,
+            "最近浏览商品": viewed,
+            "收藏商品": saved,
+            "活跃时段": pick(rng, data["active_times"]),
+            "访问频率": pick(rng, data["visit_frequencies"]),
+            "最近活跃时间": f"2024-{rng.randint(1, 12):02d}-{day:02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00",
+        },
+        "用户标签": tags,
+    }
+    omitted_text = "、".join(value for _, value in omitted) or "无"
+    persona["__reasoning__"] = data["reasoning"].format(
+        evidence="；".join(evidence) or "无", omitted=omitted_text, noise="；".join(noise)
+    )
+    return persona, "；".join(evidence)
+
+
+def persona_task(
+    draft: ProductDraft,
+    req: Requirements,
+    user: User,
+    siblings: list[ProductDraft],
+    unrelated_nouns: list[str],
+    taken: set[str],
+    normalize: Any,
+    vocab: Vocabulary,
+    rng: random.Random,
+) -> PersonaTask:
+    """Persona + short request for one task; the request is unique (normalised) among ``taken``."""
+    kept, omitted = _omitted_split(req, rng)
+    with_budget = bool(req.budget.phrase) and rng.random() < 0.96
+    simple = simple_text(draft, req, kept, with_budget, vocab, rng)
+    while len(simple) > SIMPLE_MAX_CHARS and kept:
+        omitted.append(kept.pop())
+        simple = simple_text(draft, req, kept, with_budget, vocab, rng)
+    fillers = vocab.text["simple_fillers"]
+    attempt = 0
+    while len(simple) < SIMPLE_MIN_CHARS or normalize(simple) in taken:
+        attempt += 1
+        filler = fillers[attempt % len(fillers)] if attempt < len(fillers) * 3 else f"，第{attempt}次找"
+        simple = simple_text(draft, req, kept, with_budget, vocab, rng, filler=filler)
+    taken.add(normalize(simple))
+    persona, _ = build_persona(draft, req, user, omitted, siblings, unrelated_nouns, vocab, rng)
+    user.task_count += 1
+    if draft.leaf.domain not in user.domains:
+        user.domains.append(draft.leaf.domain)
+    return PersonaTask(simple, persona, omitted)

@@ -1,0 +1,275 @@
+"""Product records for one leaf: near-identical items that differ in attributes, option availability and price.
+
+Every item of a leaf shares the product noun and draws its attributes from the leaf's pool, so the title
+alone rarely tells two items apart. Each item has at most one price-affecting option axis (§2.2) unless it
+is one of the configured two-axis products that cleaning must exclude. On non-price axes every entry either
+carries the same price or none, so the SKU price stays resolvable (§8).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .rng import pick, pick_many
+from .vocabulary import DEFAULT_FACET, Axis, Leaf, Vocabulary
+
+IMAGE_HOST = "https://img.shopsim.local"
+_WINDOW_AXES = ("尺码", "鞋码", "参考身高")
+
+
+@dataclass(frozen=True, slots=True)
+class Brand:
+    name: str
+    initials: str
+    shop_name: str
+
+
+@dataclass
+class ProductDraft:
+    """A generated product plus the private facts its instruction is built from."""
+
+    record: dict[str, Any]
+    leaf: Leaf
+    brand: Brand
+    gold: dict[str, str]
+    price_axes: list[str]
+    gold_price: float
+    dearer_price: float | None
+    two_axis: bool
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def taobao_price(value: float, rng: random.Random) -> float:
+    """Round a raw price the way shops list them (9.9, 39.9, 128, 1099 …)."""
+    if value < 20:
+        price = math.floor(value) + pick(rng, (0.9, 0.9, 0.5, 0.0))
+    elif value < 200:
+        price = math.floor(value) + pick(rng, (0.0, 0.9, 0.0, 0.8))
+    elif value < 1000:
+        price = math.floor(value / 10) * 10 + pick(rng, (9, 8, 0, 5))
+    else:
+        price = math.floor(value / 100) * 100 + pick(rng, (99, 88, 0, 50))
+    return round(float(max(price, 1.0)), 2)
+
+
+def make_brands(vocab: Vocabulary, domain: str, count: int, rng: random.Random) -> list[Brand]:
+    """Made-up but plausible brand names (two or three characters) with their shop names and code initials."""
+    chars = vocab.brand_chars
+    suffixes = vocab.text["shop_suffixes"]
+    brands: list[Brand] = []
+    seen: set[str] = set()
+    while len(brands) < count:
+        size = 3 if rng.random() < 0.2 else 2
+        picked = pick_many(rng, chars, size)
+        name = "".join(char for char, _ in picked)
+        if name in seen:
+            continue
+        seen.add(name)
+        initials = "".join(initial for _, initial in picked)
+        shop = name + pick(rng, suffixes)
+        brands.append(Brand(name, initials, shop))
+    return brands
+
+
+def _model_code(brand: Brand, rng: random.Random) -> str:
+    digits = str(rng.randint(10, 9999))
+    style = rng.random()
+    if style < 0.4:
+        return f"{brand.initials}-{digits}"
+    if style < 0.7:
+        return f"{brand.initials}{pick(rng, 'ABCDEFGHKMSTX')}{digits}"
+    return f"{brand.initials}-{pick(rng, 'ABCDEFGHKMSTX')}{digits}"
+
+
+def _axis_values(axis: Axis, rng: random.Random) -> list[str]:
+    values = list(axis.values)
+    if len(values) <= 2:
+        return values
+    if axis.name in _WINDOW_AXES or (axis.ordered and len(values) > 4):
+        width = rng.randint(2, min(len(values), 5))
+        start = rng.randint(0, len(values) - width)
+        return values[start : start + width]
+    count = rng.randint(2, min(len(values), 4))
+    keep = sorted(pick_many(rng, range(len(values)), count))
+    return [values[i] for i in keep]
+
+
+def _axis_prices(count: int, base: float, ordered: bool, rng: random.Random) -> list[float]:
+    raw: list[float] = []
+    current = base
+    for index in range(count):
+        if ordered:
+            if index:
+                current *= 1 + rng.uniform(0.06, 0.3)
+            raw.append(current)
+        else:
+            raw.append(base if index == 0 else base * (1 + rng.uniform(0.0, 0.45)))
+    prices = [taobao_price(value, rng) for value in raw]
+    if len(set(prices)) < 2:
+        prices[-1] = round(prices[-1] + max(1.0, prices[-1] * 0.1), 2)
+    return prices
+
+
+def _attributes(leaf: Leaf, rng: random.Random) -> list[str]:
+    count = min(len(leaf.slots), rng.randint(4, 6))
+    chosen = pick_many(rng, leaf.slots, count)
+    return [pick(rng, slot.values) for slot in chosen]
+
+
+def _title(
+    leaf: Leaf, brand: Brand, attributes: list[str], code: str, vocab: Vocabulary, rng: random.Random
+) -> tuple[str, str, str]:
+    """The title, plus the use scene and synonym it mentions (instructions describe the same product)."""
+    points = attributes[:]
+    rng.shuffle(points)
+    pattern = pick(rng, vocab.text["title_patterns"])
+    synonyms = leaf.neutral_synonyms(attributes)
+    slots = {
+        "brand": brand.name,
+        "mkt": pick(rng, vocab.text["marketing"]),
+        "word": pick(rng, leaf.words),
+        "sp1": points[0] if points else "",
+        "sp2": points[1] if len(points) > 1 else "",
+        "sp3": points[2] if len(points) > 2 and rng.random() < 0.7 else "",
+        "noun": leaf.noun,
+        "syn": pick(rng, synonyms) if synonyms and rng.random() < 0.6 else "",
+        "code": (" " + code) if code else "",
+        "use": pick(rng, leaf.uses),
+    }
+    title = pattern.format(**slots)
+    syn = slots["syn"] if "{syn}" in pattern else ""
+    use = slots["use"] if "{use}" in pattern else pick(rng, leaf.uses)
+    return " ".join(title.split()), use, syn
+
+
+def _bullets(
+    leaf: Leaf, attributes: list[str], options: dict[str, list[dict[str, Any]]], vocab: Vocabulary, rng: random.Random
+) -> list[str]:
+    text = vocab.text
+    plain = [a for a in attributes if leaf.facet_of(a) == DEFAULT_FACET]
+    bullets = [
+        text["bullet_facet"].format(facet=leaf.facet_of(a), value=a)
+        for a in attributes
+        if leaf.facet_of(a) != DEFAULT_FACET
+    ]
+    if plain:
+        shown = plain[: rng.randint(1, min(3, len(plain)))]
+        bullets.append(text["bullet_points"].format(values="、".join(shown)))
+    if rng.random() < 0.7:
+        bullets.append(text["bullet_use"].format(use="、".join(pick_many(rng, leaf.uses, min(2, len(leaf.uses))))))
+    if options and rng.random() < 0.4:
+        axis = pick(rng, list(options))
+        bullets.append(text["bullet_axis"].format(axis=axis, values="、".join(e["value"] for e in options[axis])))
+    bullets.append(pick(rng, text["services"]))
+    return bullets
+
+
+def _axis_count(leaf: Leaf, rng: random.Random) -> int:
+    roll = rng.random()
+    wanted = 0 if roll < 0.07 else 1 if roll < 0.55 else 2
+    return min(wanted, len(leaf.axes))
+
+
+def make_product(
+    leaf: Leaf,
+    asin: str,
+    brand: Brand,
+    two_axis: bool,
+    vocab: Vocabulary,
+    rng: random.Random,
+) -> ProductDraft:
+    """One product of ``leaf``; ``two_axis`` products get two price-affecting axes (cleaning excludes them)."""
+    attributes = _attributes(leaf, rng)
+    code = _model_code(brand, rng) if leaf.has_model_code else ""
+    low, high = leaf.price_range
+    base = math.exp(rng.uniform(math.log(low), math.log(high)))
+
+    if two_axis:
+        axes = list(leaf.axes[:2])
+        price_axes = [axis.name for axis in axes]
+    else:
+        count = _axis_count(leaf, rng)
+        axes = [leaf.axes[i] for i in sorted(pick_many(rng, range(len(leaf.axes)), count))]
+        price_axes = []
+        if axes and rng.random() < 0.82:
+            ordered = [axis for axis in axes if axis.ordered]
+            price_axes = [(ordered[0] if ordered else axes[0]).name]
+
+    options: dict[str, list[dict[str, Any]]] = {}
+    priced: dict[str, list[float]] = {}
+    for axis in axes:
+        values = _axis_values(axis, rng)
+        if axis.name in price_axes:
+            scale = base if axis.name == price_axes[0] else base * rng.uniform(0.05, 0.3)
+            prices = _axis_prices(len(values), scale, axis.ordered, rng)
+            if axis.name != price_axes[0]:
+                prices = [round(p, 2) for p in prices]
+            priced[axis.name] = prices
+        entries = [{"value": value} for value in values]
+        if axis.name in priced:
+            for entry, price in zip(entries, priced[axis.name], strict=True):
+                entry["price"] = price
+        with_images = axis.name == "颜色分类" and rng.random() < 0.7
+        if with_images:
+            for position, entry in enumerate(entries):
+                entry["image"] = f"{IMAGE_HOST}/{asin}/sku/{len(options)}-{position}.jpg"
+        options[axis.name] = entries
+
+    if price_axes:
+        main = price_axes[0]
+        constant = min(priced[main])
+    else:
+        constant = taobao_price(base, rng)
+    first_unpriced = True
+    for axis_name, entries in options.items():
+        if axis_name in priced:
+            continue
+        if (not price_axes and first_unpriced) or rng.random() < 0.5:
+            for entry in entries:
+                entry["price"] = constant
+        first_unpriced = False
+
+    gold: dict[str, str] = {}
+    gold_price = constant
+    dearer: float | None = None
+    for axis_name, entries in options.items():
+        if axis_name in price_axes and axis_name == price_axes[0]:
+            prices = priced[axis_name]
+            top = max(prices)
+            cheaper = [i for i, p in enumerate(prices) if p < top]
+            index = pick(rng, cheaper) if cheaper and rng.random() < 0.8 else rng.randrange(len(prices))
+            gold[axis_name] = entries[index]["value"]
+            gold_price = prices[index]
+            above = [p for p in prices if p > gold_price]
+            dearer = min(above) if above else None
+        else:
+            gold[axis_name] = pick(rng, entries)["value"]
+
+    if price_axes:
+        main_prices = priced[price_axes[0]]
+        pricing = [min(main_prices), max(main_prices)]
+    else:
+        pricing = [constant]
+
+    title, use, syn = _title(leaf, brand, attributes, code, vocab, rng)
+    images = [f"{IMAGE_HOST}/{asin}/{i}.jpg" for i in range(rng.randint(1, 5))]
+    record: dict[str, Any] = {
+        "asin": asin,
+        "title": title,
+        "shop_name": brand.shop_name,
+        "category": leaf.category,
+        "product_category": leaf.name,
+        "pricing": pricing,
+        "customization_options": options,
+        "attribute": attributes,
+        "full_description": title,
+        "small_description": _bullets(leaf, attributes, options, vocab, rng),
+        "images": images,
+        "reason_key": None,
+    }
+    draft = ProductDraft(record, leaf, brand, gold, price_axes, gold_price, dearer, two_axis)
+    draft.extras.update(use=use, synonym=syn)
+    return draft

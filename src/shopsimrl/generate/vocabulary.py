@@ -1,0 +1,205 @@
+"""The generator's vocabulary, read from the JSON data files in ``vocab/`` (no catalog wording lives in code).
+
+``catalog.json`` holds domains → sub-categories → leaves in a compact notation (space-separated lists,
+``facet:a/b/c`` exclusive attribute groups, ``axis$=v1 v2`` option axes, ``@pool`` references into
+``pools.json``); this module expands it once into frozen dataclasses so generation never re-parses text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from ..errors import ShopSimError
+
+DEFAULT_FACET = "功能"
+
+
+class VocabularyError(ShopSimError):
+    """A vocabulary data file is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeSlot:
+    """One attribute choice: a single attribute, or an exclusive group of which a product takes one."""
+
+    facet: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """An option axis of a leaf; ``ordered`` axes get prices that rise along the value order."""
+
+    name: str
+    values: tuple[str, ...]
+    ordered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Leaf:
+    domain: str
+    sub: str
+    name: str
+    noun: str
+    synonyms: tuple[str, ...]
+    unit: str
+    price_range: tuple[float, float]
+    slots: tuple[AttributeSlot, ...]
+    axes: tuple[Axis, ...]
+    uses: tuple[str, ...]
+    has_model_code: bool
+    words: tuple[str, ...]
+    tags: tuple[str, ...]
+    facets: dict[str, str]
+    """attribute → facet, precomputed (looked up for every bullet and persona preference)."""
+    neutral: tuple[str, ...]
+    """Synonyms that claim no leaf attribute at all."""
+
+    @property
+    def category(self) -> str:
+        return f"{self.domain}›{self.sub}›{self.name}"
+
+    def all_attributes(self) -> tuple[str, ...]:
+        return tuple(self.facets)
+
+    def neutral_synonyms(self, attributes: tuple[str, ...] | list[str] = ()) -> tuple[str, ...]:
+        """Synonyms that claim no leaf attribute outside ``attributes`` ("无线鼠标" is no name for a wired mouse)."""
+        if not attributes:
+            return self.neutral
+        others = [a for a in self.facets if a not in attributes]
+        return tuple(s for s in self.synonyms if not any(a in s for a in others))
+
+    def facet_of(self, attribute: str) -> str:
+        return self.facets.get(attribute, DEFAULT_FACET)
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    leaves: tuple[Leaf, ...]
+    domains: tuple[str, ...]
+    text: dict[str, Any]
+    budgets: dict[str, Any]
+    personas: dict[str, Any]
+    brand_chars: tuple[tuple[str, str], ...]
+
+
+def _load_json(name: str) -> dict[str, Any]:
+    data = resources.files(__package__).joinpath("vocab").joinpath(name).read_text("utf-8")
+    return json.loads(data)
+
+
+def _parse_slots(spec: str, where: str) -> tuple[AttributeSlot, ...]:
+    slots: list[AttributeSlot] = []
+    for token in spec.split():
+        facet, _, body = token.rpartition(":")
+        values = tuple(value for value in body.split("/") if value)
+        if not values:
+            raise VocabularyError(f"{where}: empty attribute token {token!r}")
+        slots.append(AttributeSlot(facet or DEFAULT_FACET, values))
+    return tuple(slots)
+
+
+def _overlaps(value: str, others: tuple[str, ...] | list[str]) -> bool:
+    return any(value in other or other in value for other in others)
+
+
+def _without(slots: tuple[AttributeSlot, ...], option_values: list[str]) -> tuple[AttributeSlot, ...]:
+    """Drop attributes that are also option values ("罐装" as attribute and as 款式), which would blur the two."""
+    kept = []
+    for slot in slots:
+        values = tuple(v for v in slot.values if not _overlaps(v, option_values))
+        if values:
+            kept.append(AttributeSlot(slot.facet, values))
+    return tuple(kept)
+
+
+def _with_common(
+    slots: tuple[AttributeSlot, ...], common: str, noun: str, option_values: list[str]
+) -> tuple[AttributeSlot, ...]:
+    """Add the domain's common attributes that do not overlap a leaf attribute or the noun."""
+    own = [value for slot in slots for value in slot.values]
+    extra = [
+        AttributeSlot(DEFAULT_FACET, (value,))
+        for value in common.split()
+        if not _overlaps(value, own) and not _overlaps(value, option_values) and value not in noun
+    ]
+    return slots + tuple(extra)
+
+
+def _parse_axis(spec: str, pools: dict[str, list[str]], where: str) -> Axis:
+    if "@" in spec:
+        head, _, pool = spec.partition("@")
+        if pool not in pools:
+            raise VocabularyError(f"{where}: unknown pool {pool!r}")
+        values = tuple(pools[pool])
+    elif "=" in spec:
+        head, _, body = spec.partition("=")
+        values = tuple(body.split())
+    else:
+        raise VocabularyError(f"{where}: axis spec {spec!r} needs '=values' or '@pool'")
+    ordered = head.endswith("$")
+    name = head.rstrip("$")
+    if len(values) < 2 or len(set(values)) != len(values):
+        raise VocabularyError(f"{where}: axis {name!r} needs at least two distinct values")
+    return Axis(name, values, ordered)
+
+
+@lru_cache(maxsize=1)
+def load_vocabulary() -> Vocabulary:
+    """Parse every vocabulary file once (the result is immutable and shared)."""
+    catalog = _load_json("catalog.json")
+    pools = {key: value for key, value in _load_json("pools.json").items() if not key.startswith("_")}
+    text = _load_json("text.json")
+    leaves: list[Leaf] = []
+    domains: list[str] = []
+    for domain in catalog["domains"]:
+        domains.append(domain["name"])
+        common = domain.get("common", "")
+        tags = tuple(domain["tags"].split())
+        for sub, items in domain["subs"].items():
+            for item in items:
+                where = f"{domain['name']}›{sub}›{item['leaf']}"
+                low, high = item["price"]
+                axes = tuple(_parse_axis(spec, pools, where) for spec in item["axes"])
+                option_values = [value for axis in axes for value in axis.values]
+                slots = _without(_parse_slots(item["attrs"], where), option_values)
+                slots = _with_common(slots, common, item["noun"], option_values)
+                attributes = [value for slot in slots for value in slot.values]
+                words = tuple(w for w in domain["words"].split() if not _overlaps(w, attributes))
+                leaves.append(
+                    Leaf(
+                        domain=domain["name"],
+                        sub=sub,
+                        name=item["leaf"],
+                        noun=item["noun"],
+                        synonyms=tuple(item["syn"].split()),
+                        unit=item.get("unit", domain.get("unit", text["units_default"])),
+                        price_range=(float(low), float(high)),
+                        slots=slots,
+                        axes=axes,
+                        uses=tuple(item["use"].split()),
+                        has_model_code=bool(item.get("code", domain.get("code", False))),
+                        words=words,
+                        tags=tags,
+                        facets={value: slot.facet for slot in slots for value in slot.values},
+                        neutral=tuple(
+                            syn for syn in item["syn"].split() if not any(a in syn for a in attributes)
+                        ),
+                    )
+                )
+    names = [leaf.name for leaf in leaves]
+    if len(set(names)) != len(names):
+        raise VocabularyError("leaf names must be unique")
+    brand_chars = tuple((token[0], token[1:]) for token in text["brand_chars"].split())
+    return Vocabulary(
+        leaves=tuple(leaves),
+        domains=tuple(domains),
+        text=text,
+        budgets=_load_json("budgets.json"),
+        personas=_load_json("personas.json"),
+        brand_chars=brand_chars,
+    )

@@ -1,0 +1,406 @@
+"""The embedded default catalog generator: determinism, exact counts, archive shape, budgets and personas."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from shopsimrl.budget import parse_budget, resolve_price_upper
+from shopsimrl.catalog.archive import validate_records
+from shopsimrl.catalog.options import display_option_value, price_affecting_axes
+from shopsimrl.catalog.splits import PersonaTask, link_groups
+from shopsimrl.env.fuzzy import token_set_ratio
+from shopsimrl.env.reward import score_purchase
+from shopsimrl.env.variant_price import resolve_variant_price
+from shopsimrl.generate import (
+    DEFAULT_SEED,
+    GENERATOR_VERSION,
+    GeneratedCatalog,
+    GeneratorConfig,
+    build_catalog,
+    manifest_path_for,
+    write_catalog,
+)
+from shopsimrl.generate.budgets import chinese_numeral
+from shopsimrl.generate.vocabulary import load_vocabulary
+
+MEDIUM = GeneratorConfig(products=3000, two_axis_products=90, persona_tasks=600)
+SMALL = GeneratorConfig(products=600, two_axis_products=20, persona_tasks=150)
+PERSONA_GROUPS = ("人口属性", "地区信息", "交易特征", "兴趣偏好", "行为特征", "用户标签")
+
+
+@pytest.fixture(scope="module")
+def medium() -> GeneratedCatalog:
+    return build_catalog(DEFAULT_SEED, MEDIUM)
+
+
+@pytest.fixture(scope="module")
+def full() -> GeneratedCatalog:
+    return build_catalog(DEFAULT_SEED)
+
+
+def _instruction(record: dict) -> dict:
+    return record["instructions"][0]
+
+
+def _kept(catalog: GeneratedCatalog) -> list[tuple[dict, object]]:
+    return [(r, a) for r, a in zip(catalog.records, catalog.audits, strict=True) if not a.two_axis]
+
+
+# --- determinism -------------------------------------------------------------------------------------------
+
+
+def _sha_in_subprocess(path: Path, hash_seed: str) -> str:
+    code = (
+        "import sys; from shopsimrl.generate import GeneratorConfig, write_catalog; "
+        "m = write_catalog(sys.argv[1], 11, GeneratorConfig(products=600, two_axis_products=20, persona_tasks=150)); "
+        "print(m['archive_sha256'])"
+    )
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+    done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_same_seed_gives_byte_identical_archives_across_processes(tmp_path: Path) -> None:
+    first = _sha_in_subprocess(tmp_path / "a.json.gz", "1")
+    second = _sha_in_subprocess(tmp_path / "b.json.gz", "987")
+    assert first == second
+    assert hashlib.sha256((tmp_path / "a.json.gz").read_bytes()).hexdigest() == first
+    in_process = write_catalog(tmp_path / "c.json.gz", 11, SMALL)
+    assert in_process["archive_sha256"] == first
+
+
+def test_other_seed_gives_other_catalog(tmp_path: Path) -> None:
+    one = write_catalog(tmp_path / "one.json.gz", 1, SMALL)
+    two = write_catalog(tmp_path / "two.json.gz", 2, SMALL)
+    assert one["data_sha256"] != two["data_sha256"]
+
+
+def test_generation_leaves_the_global_rng_alone() -> None:
+    random.seed(1234)
+    before = random.getstate()
+    build_catalog(5, SMALL)
+    assert random.getstate() == before
+
+
+def test_written_archive_and_manifest(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.json.gz"
+    manifest = write_catalog(path, 3, SMALL)
+    raw = path.read_bytes()
+    assert raw[:2] == b"\x1f\x8b"
+    assert raw[4:8] == b"\x00\x00\x00\x00"  # mtime 0
+    assert not raw[3] & 0x08  # no file name stored
+    data = gzip.decompress(raw)
+    assert data.endswith(b"\n")
+    records = json.loads(data)
+    assert data == (json.dumps(records, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    on_disk = json.loads(manifest_path_for(path).read_text("utf-8"))
+    assert on_disk == manifest
+    assert manifest["generator_version"] == GENERATOR_VERSION
+    assert manifest["seed"] == 3
+    assert manifest["archive_sha256"] == hashlib.sha256(raw).hexdigest()
+    assert manifest["data_sha256"] == hashlib.sha256(data).hexdigest()
+    assert manifest["counts"]["raw_products"] == 600
+    assert manifest["counts"]["two_axis_products"] == 20
+    assert not list(tmp_path.glob("*.building"))
+
+
+# --- counts and archive shape ------------------------------------------------------------------------------
+
+
+def test_medium_counts_are_exact(medium: GeneratedCatalog) -> None:
+    records = medium.records
+    assert len(records) == 3000
+    two_axis = [r for r in records if len(price_affecting_axes(r["customization_options"])) >= 2]
+    assert len(two_axis) == 90
+    assert all(len(price_affecting_axes(r["customization_options"])) <= 2 for r in records)
+    persona = [r for r in records if r.get("user_persona")]
+    assert len(persona) == 600
+    assert not any(len(price_affecting_axes(r["customization_options"])) >= 2 for r in persona)
+    standard = [r for r in records if not r.get("user_persona") and r not in two_axis]
+    assert len(standard) == 3000 - 90 - 600
+
+
+def test_full_scale_shape(full: GeneratedCatalog) -> None:
+    records = full.records
+    assert len(records) == 23421
+    assert sum(len(price_affecting_axes(r["customization_options"])) == 2 for r in records) == 695
+    kept = [r for r in records if len(price_affecting_axes(r["customization_options"])) <= 1]
+    assert len(kept) == 22726
+    assert sum(1 for r in kept if r.get("user_persona")) == 4526
+    assert sum(1 for r in kept if not r.get("user_persona")) == 18200
+    categories = Counter(r["category"] for r in records)
+    assert len({c.split("›")[0] for c in categories}) >= 12
+    assert len(categories) >= 150
+    assert all(len(c.split("›")) == 3 for c in categories)
+    assert min(categories.values()) >= 60 and max(categories.values()) <= 200
+    assert set(full.leaf_sizes.values()) and min(full.leaf_sizes.values()) >= 60
+
+
+def test_records_follow_the_source_archive_format(medium: GeneratedCatalog) -> None:
+    records = medium.records
+    products = validate_records(records, source="generated")
+    assert len(products) == len(records)
+    asins = [r["asin"] for r in records]
+    assert len(set(asins)) == len(asins)
+    for record in records:
+        assert re.fullmatch(r"[1-9]\d{11}", record["asin"])
+        assert record["full_description"] == record["title"]
+        assert record["product_category"] == record["category"].split("›")[-1]
+        assert record["images"] and all(u.startswith(f"https://img.shopsim.local/{record['asin']}/") for u in record["images"])
+        assert record["reason_key"] is None
+        assert isinstance(record["small_description"], list) and record["small_description"]
+        assert 1 <= len(record["pricing"]) <= 2
+        assert len(record["instructions"]) == 1
+        item = _instruction(record)
+        assert set(item) == {"instruction", "instruction_simple", "attributes", "instruction_options", "price_upper", "instruction_index"}
+        assert item["price_upper"] is None and item["instruction_index"] == 0
+        assert bool(item["instruction_simple"]) == bool(record.get("user_persona"))
+
+
+def test_non_price_axes_carry_one_price_or_none(medium: GeneratedCatalog) -> None:
+    for record, audit in _kept(medium):
+        options = record["customization_options"]
+        axes = price_affecting_axes(options)
+        constant_prices = {
+            entry["price"]
+            for axis, entries in options.items()
+            if axis not in axes
+            for entry in entries
+            if "price" in entry
+        }
+        assert len(constant_prices) <= 1
+        if not axes:
+            resolution = resolve_variant_price(record, {a: display_option_value(v) for a, v in audit.gold_options.items()})
+            assert resolution["status"] == "pass"
+
+
+def test_model_codes_in_appliance_titles(medium: GeneratedCatalog) -> None:
+    coded = [r for r in medium.records if r["category"].startswith(("厨房电器", "五金工具", "餐饮设备"))]
+    assert coded
+    with_code = [r for r in coded if re.search(r"(?<![a-z0-9])[a-z]+-?[a-z]*\d+", r["title"].lower())]
+    assert len(with_code) / len(coded) > 0.95
+
+
+def test_titles_are_near_duplicates_within_a_leaf(medium: GeneratedCatalog) -> None:
+    vocab = load_vocabulary()
+    nouns = {leaf.name: leaf.noun for leaf in vocab.leaves}
+    for record in medium.records:
+        assert nouns[record["product_category"]] in record["title"]
+        assert 4 <= len(record["attribute"]) <= 6
+
+
+# --- instructions ------------------------------------------------------------------------------------------
+
+
+def test_instruction_requirements_come_from_the_gold_product(medium: GeneratedCatalog) -> None:
+    for record, audit in zip(medium.records, medium.audits, strict=True):
+        item = _instruction(record)
+        assert 1 <= len(item["attributes"]) <= 4
+        assert set(item["attributes"]) <= set(record["attribute"])
+        assert item["instruction_options"] == [v for a, v in audit.gold_options.items() if v in item["instruction_options"]]
+        for value in item["instruction_options"]:
+            assert value in item["instruction"] or record.get("user_persona")
+        axes = price_affecting_axes(record["customization_options"])
+        if axes and not audit.two_axis:
+            assert audit.gold_options[axes[0]] in item["instruction_options"]
+        assert item["instruction"] != record["title"]
+
+
+def test_gold_purchase_scores_full_success(medium: GeneratedCatalog) -> None:
+    for record, audit in _kept(medium):
+        item = _instruction(record)
+        goal = {
+            "category": record["category"],
+            "name": record["title"],
+            "attributes": item["attributes"],
+            "goal_options": item["instruction_options"],
+            "price_upper": resolve_price_upper(None, item["instruction_simple"], item["instruction"]),
+        }
+        selection = {axis: display_option_value(value) for axis, value in audit.gold_options.items()}
+        detail = score_purchase(record, goal, selection)
+        assert detail["r_success"] == 1, (record["asin"], item, detail)
+        assert detail["price_verifiable"] is True
+
+
+def test_persona_and_full_texts_are_unique(medium: GeneratedCatalog) -> None:
+    persona = [_instruction(r) for r in medium.records if r.get("user_persona")]
+    assert len({p["instruction_simple"] for p in persona}) == len(persona)
+    assert len({p["instruction"] for p in persona}) == len(persona)
+
+
+# --- budgets -----------------------------------------------------------------------------------------------
+
+
+def test_parser_gives_the_intended_ceiling_and_gold_fits(medium: GeneratedCatalog) -> None:
+    for record, audit in zip(medium.records, medium.audits, strict=True):
+        item = _instruction(record)
+        ceiling = resolve_price_upper(None, item["instruction_simple"], item["instruction"])
+        assert ceiling == audit.ceiling, (item, audit.budget_phrase)
+        assert parse_budget(item["instruction"]) == audit.ceiling
+        if ceiling is not None:
+            assert audit.gold_price <= ceiling
+            assert audit.budget_phrase in item["instruction"]
+
+
+def test_budget_matters(medium: GeneratedCatalog) -> None:
+    by_leaf: dict[str, list[float]] = {}
+    for record in medium.records:
+        by_leaf.setdefault(record["product_category"], []).append(min(record["pricing"]))
+    bounded = [a for a in medium.audits if a.ceiling is not None and not a.two_axis]
+    priced_out = [a for a in bounded if any(p > a.ceiling for p in by_leaf[a.leaf])]
+    assert len(priced_out) / len(bounded) > 0.9
+    with_dearer = [a for a in bounded if a.dearer_price is not None]
+    excluded = [a for a in with_dearer if a.dearer_price > a.ceiling]
+    assert len(excluded) / len(with_dearer) > 0.8
+
+
+def test_budget_kinds_follow_the_real_proportions(full: GeneratedCatalog) -> None:
+    kinds = Counter(a.budget_kind for a in full.audits)
+    total = sum(kinds.values())
+    assert abs(kinds["approximate_upper"] / total - 0.598) < 0.02
+    assert abs(kinds["hard_upper"] / total - 0.366) < 0.02
+    for rare in ("no_budget", "non_total_price", "lower_only"):
+        assert 0 < kinds[rare] / total < 0.04
+    persona = Counter(a.budget_kind for a in full.audits if a.persona)
+    assert abs(persona["approximate_upper"] / 4526 - 0.6) < 0.03
+
+
+def test_budget_phrase_shapes(full: GeneratedCatalog) -> None:
+    phrases = [a.budget_phrase for a in full.audits if a.budget_kind != "no_budget"]
+    assert all(phrases)
+    assert all(re.search(r"(元|块|左右|以内|之间|上下)", p) for p in phrases)
+    approx = [a.budget_phrase for a in full.audits if a.budget_kind == "approximate_upper"]
+    assert sum("价格在" in p and "左右" in p for p in approx) / len(approx) > 0.25
+    assert any(re.search(r"\d+-\d+元之间", a.budget_phrase) for a in full.audits)
+    numerals = [p for p in phrases if re.search("[一二两三四五六七八九十百千万]{2,}", p)]
+    assert 0.01 < len(numerals) / len(phrases) < 0.1
+    for audit in full.audits:
+        if audit.budget_kind in ("non_total_price", "lower_only"):
+            assert parse_budget(audit.budget_phrase) is None
+
+
+def test_chinese_numerals_round_trip_through_the_parser() -> None:
+    rng = random.Random(0)
+    for number in [*range(10, 2100, 7), 3000, 12000, 20500, 99999]:
+        assert parse_budget(f"价格在{chinese_numeral(number, rng)}元以内") == number
+
+
+# --- personas ----------------------------------------------------------------------------------------------
+
+
+def test_persona_shape(medium: GeneratedCatalog) -> None:
+    persona_records = [r for r in medium.records if r.get("user_persona")]
+    lengths = [len(_instruction(r)["instruction_simple"]) for r in persona_records]
+    assert sum(15 <= n <= 40 for n in lengths) / len(lengths) > 0.95
+    for record in persona_records:
+        persona = record["user_persona"]
+        assert set(PERSONA_GROUPS) <= set(persona)
+        assert re.fullmatch(r"U\d{8}", persona["用户ID"])
+        assert isinstance(persona["__reasoning__"], str) and persona["__reasoning__"]
+        assert {"商品属性偏好", "类目偏好", "品牌偏好"} <= set(persona["兴趣偏好"])
+        assert {"最近14天搜索关键词", "最近浏览商品", "收藏商品"} <= set(persona["行为特征"])
+        assert persona["行为特征"]["最近14天搜索关键词"]
+        item = _instruction(record)
+        assert item["instruction_simple"] != item["instruction"]
+
+
+def test_omitted_requirements_have_persona_evidence(medium: GeneratedCatalog) -> None:
+    persona_audits = [(r, a) for r, a in zip(medium.records, medium.audits, strict=True) if a.persona]
+    for record, audit in persona_audits:
+        assert audit.omitted
+        public = {k: v for k, v in record["user_persona"].items() if k != "__reasoning__"}
+        text = json.dumps(public, ensure_ascii=False)
+        simple = _instruction(record)["instruction_simple"]
+        for value in audit.omitted:
+            assert value in text
+        assert any(value not in simple for value in audit.omitted)
+
+
+def test_persona_noise(medium: GeneratedCatalog) -> None:
+    personas = [r["user_persona"] for r in medium.records if r.get("user_persona")]
+    empty_sizes = sum(
+        any(v in ("", []) for k, v in p["兴趣偏好"]["商品属性偏好"].items() if k in ("尺码", "鞋码", "尺寸")) for p in personas
+    )
+    assert empty_sizes / len(personas) > 0.3
+    assert all(p["兴趣偏好"]["品牌偏好"] for p in personas)
+
+
+def _linked(catalog: GeneratedCatalog) -> list[int]:
+    tasks = [
+        PersonaTask(i, r["asin"], _instruction(r)["instruction_simple"], _instruction(r)["instruction"], r["user_persona"])
+        for i, r in enumerate(catalog.records)
+        if r.get("user_persona")
+    ]
+    return sorted((group.size for group in link_groups(tasks)), reverse=True)
+
+
+def test_linked_groups_come_only_from_shared_users(medium: GeneratedCatalog) -> None:
+    sizes = _linked(medium)
+    assert sorted(medium.user_task_counts.values(), reverse=True) == sizes
+    assert sizes[0] > 20
+    assert sum(1 for s in sizes if s > 1) >= 3
+    assert sum(1 for s in sizes if s == 1) / len(sizes) > 0.8
+
+
+def test_full_scale_groups_leave_room_for_held_out_splits(full: GeneratedCatalog) -> None:
+    sizes = _linked(full)
+    assert sum(sizes) == 4526
+    assert 20 < sizes[0] < 4526 - 800
+    assert 40 <= sum(1 for s in sizes if s > 1) <= 120
+    assert sum(s for s in sizes if s <= 20) >= 800 + 400
+
+
+# --- vocabulary and configuration --------------------------------------------------------------------------
+
+
+def test_option_values_of_an_axis_never_fuzzy_match_each_other() -> None:
+    for leaf in load_vocabulary().leaves:
+        for axis in leaf.axes:
+            values = [display_option_value(v) for v in axis.values]
+            for i, a in enumerate(values):
+                for b in values[i + 1 :]:
+                    assert token_set_ratio(a, b) <= 85, (leaf.name, axis.name, a, b)
+
+
+def test_leaf_attributes_do_not_contain_each_other() -> None:
+    for leaf in load_vocabulary().leaves:
+        for slot in leaf.slots:
+            for other in leaf.slots:
+                if slot is other:
+                    continue
+                for a in slot.values:
+                    assert not any(a in b for b in other.values), (leaf.name, a, other.values)
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError):
+        GeneratorConfig(products=100, two_axis_products=10, persona_tasks=95)
+    with pytest.raises(ValueError):
+        GeneratorConfig(products=100, two_axis_products=101)
+    assert GeneratorConfig().standard_tasks == 18200
+
+
+def test_round_trip_through_prepare(tmp_path: Path) -> None:
+    from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
+
+    archive = tmp_path / "generated.json.gz"
+    write_catalog(archive, 7, SMALL)
+    manifest = prepare_dataset(archive, tmp_path / "prepared", options=PrepareOptions(test_size=20, val_size=20))
+    stats = manifest["stats"]
+    assert stats["source_product_count"] == 600
+    assert stats["excluded_product_count"] == 20
+    assert stats["persona_task_count"] == 150
+    assert stats["standard_task_count"] == 430
+    assert stats["inactive_instruction_count"] == 0
+    assert stats["split_sizes"] == {"test": 20, "val": 20, "train": 110}
