@@ -1,0 +1,27 @@
+"""Built-in policies: ``oracle`` (reads the private goal), ``heuristic`` (public information), ``random``."""
+
+from __future__ import annotations
+
+from ...env.shop_env import ShopWorld
+from ..policy import Policy, PolicyError
+from .oracle import OraclePolicy
+
+POLICY_NAMES = ("oracle", "heuristic", "random")
+
+
+def make_policy(name: str, world: ShopWorld) -> Policy:
+    """A built-in policy by name (the oracle needs ``world`` to read private goals)."""
+    if name == "oracle":
+        return OraclePolicy(world)
+    if name == "heuristic":
+        from .heuristic import HeuristicPolicy
+
+        return HeuristicPolicy()
+    if name == "random":
+        from .random_policy import RandomPolicy
+
+        return RandomPolicy()
+    raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
+
+
+__all__ = ["POLICY_NAMES", "OraclePolicy", "make_policy"]
