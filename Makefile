@@ -13,6 +13,7 @@ $(BIN)/shopsimrl: pyproject.toml
 	@touch $(BIN)/shopsimrl
 
 setup: $(BIN)/shopsimrl
+	bash scripts/ensure_chromium.sh
 
 run: setup
 	$(BIN)/shopsimrl demo --archive tests/data/fixture_catalog.json --out $(DATA)

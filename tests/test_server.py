@@ -1,46 +1,35 @@
-"""The HTTP service over a real uvicorn server on loopback (issue 5: API contract, errors, leases)."""
+"""The HTTP service over a real uvicorn server on loopback (issue 5: API contract, errors, leases, clients)."""
 
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
+import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import uvicorn
 
+from live_server import DroppingProxy, serve
+from shopsimrl.env.actions import extract_action
 from shopsimrl.env.shop_env import ShopWorld
-from shopsimrl.server import LeasePool, PoolTimeout, create_app
+from shopsimrl.errors import ShopSimError
+from shopsimrl.server import AsyncShopClient, LeasePool, PoolTimeout, ServiceError, ShopClient, create_app
 from shopsimrl.server.leases import LeaseError
 
 QUERY = "可移动小吃车 煤气灶 三个锅"
 OPTION = "颜色分类=三锅小吃车煮面炉＋关东煮＋油炸"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@pytest.fixture(scope="module")
+def world(prepared_dir):
+    return ShopWorld.from_data_dir(prepared_dir)
 
 
 @pytest.fixture(scope="module")
-def base_url(prepared_dir):
-    world = ShopWorld.from_data_dir(prepared_dir)
-    port = _free_port()
-    config = uvicorn.Config(create_app(world, slots=4, reset_wait_timeout=1.0), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(200):
-        if server.started:
-            break
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=5)
+def base_url(world):
+    with serve(create_app(world, slots=4, reset_wait_timeout=1.0)) as url:
+        yield url
 
 
 def _post(client, payload, status=200):
@@ -101,9 +90,7 @@ def test_terminate_and_bad_reason(base_url):
         _post(client, {"action": "release_one", **lease})
 
 
-def test_concurrent_sessions_do_not_cross_talk(base_url, prepared_dir):
-    world = ShopWorld.from_data_dir(prepared_dir)
-
+def test_concurrent_sessions_do_not_cross_talk(base_url, world):
     def episode(task: int) -> tuple[list, list]:
         actions = [f"search[{QUERY} {task}]", "click[next >]", "click[824100258497]", "click[x]"]
         with httpx.Client(base_url=base_url, timeout=30) as client:
@@ -151,11 +138,9 @@ def test_pool_is_fifo_times_out_and_reclaims_idle():
     asyncio.run(scenario())
 
 
-def test_sync_client_matches_in_process_env_and_releases(base_url, prepared_dir):
-    from shopsimrl.server import ServiceError, ShopClient
-
+def test_sync_client_matches_in_process_env_and_releases(base_url, world):
     actions = [f"search[{QUERY}]", "click[824100258497]", f"click[{OPTION}]", "click[buy now]"]
-    local = ShopWorld.from_data_dir(prepared_dir).new_env()
+    local = world.new_env()
     expected = [local.reset(0)] + [local.step(a) for a in actions]
     with ShopClient(base_url) as client:
         got = [client.reset(0)]
@@ -171,8 +156,6 @@ def test_sync_client_matches_in_process_env_and_releases(base_url, prepared_dir)
 
 
 def test_async_client(base_url):
-    from shopsimrl.server import AsyncShopClient
-
     async def run() -> dict:
         async with AsyncShopClient(base_url) as client:
             await client.reset(3, persona=True)
@@ -181,4 +164,171 @@ def test_async_client(base_url):
 
     result = asyncio.run(run())
     assert result["termination_reason"] == "action_limit" and "lease_id" not in result
+    assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4
+
+
+# --------------------------------------------------------------------------------------------- 64 clients
+QUERIES = ["小吃车 关东煮", "冰箱", "睫毛膏 防水", "枕头", "降噪 耳机", "连衣裙", "T恤", "煤气灶 三个锅"]
+ODD_ACTIONS = ["click[nothing here]", "search[]", "Thought: 返回。\\nAction: click[back to search]", "buy", "click[< prev]"]
+
+
+def _choose(rng: random.Random, result: dict) -> str:
+    """A random policy that reads its own session's page: a cross-talk would make it act on another page."""
+    state = result["observation_state"]
+    if state.get("search_available") and rng.random() < 0.85:
+        return f"search[{rng.choice(QUERIES)}]"
+    actions = state.get("actions") or []
+    if actions and rng.random() < 0.85:
+        return f"click[{rng.choice(actions)}]"
+    return rng.choice(ODD_ACTIONS)
+
+
+def test_64_concurrent_clients_match_in_process_replay(world):
+    """64 async clients at once over 24 slots (so resets also queue): every response of every session equals
+    an in-process ShopEnv replay of that session's own actions."""
+    tasks = sorted(world.catalog.goals)
+    modes = ["single_turn", "multi_turn"]
+
+    async def client_session(i: int, base: str) -> tuple[dict, list[str], list[dict]]:
+        rng = random.Random(1000 + i)
+        setup = {"task_id": tasks[i % len(tasks)], "persona": i % 2 == 0, "interaction_mode": modes[i % 3 == 0]}
+        async with AsyncShopClient(base, timeout=60) as client:
+            results = [await client.reset(**setup, wait_timeout=60)]
+            actions: list[str] = []
+            for _ in range(rng.randint(3, 12)):
+                action = _choose(rng, results[-1])
+                actions.append(action)
+                results.append(await client.step(action))
+                if results[-1]["done"]:
+                    break
+                await asyncio.sleep(0)
+            if not results[-1]["done"] and rng.random() < 0.5:
+                actions.append("<terminate>")
+                results.append(await client.terminate(rng.choice(["action_limit", "generation_length"])))
+        return setup, actions, results
+
+    async def run_all(base: str) -> list:
+        return await asyncio.gather(*(client_session(i, base) for i in range(64)))
+
+    with serve(create_app(world, slots=24)) as base:
+        sessions = asyncio.run(run_all(base))
+        assert httpx.get(f"{base}/healthz").json()["free_slots"] == 24  # every context exit released its lease
+
+    compared = 0
+    for setup, actions, remote in sessions:
+        local = world.new_env()
+        expected = [local.reset(setup["task_id"], persona=setup["persona"], interaction_mode=setup["interaction_mode"])]
+        for action in actions:
+            if action == "<terminate>":
+                reason = remote[len(expected)]["termination_reason"]
+                result = local.terminate(reason)
+                result.update(reward=0.0, message=f"Episode terminated: {reason}")
+                expected.append(result)
+            else:
+                expected.append(local.step(extract_action(action)))
+        assert len(remote) == len(expected)
+        for index, (got, want) in enumerate(zip(remote, expected, strict=True)):
+            got, want = dict(got), dict(want)
+            if index:  # step results name the server's slot in the session string
+                assert got.pop("idx").endswith(f"-{setup['task_id']}") and want.pop("idx")
+            assert got == want
+            compared += 1
+    assert compared > 64 * 3
+
+
+# --------------------------------------------------------------------------------------------- leases over HTTP
+def test_reset_wait_timeout_is_503_over_http(base_url):
+    with httpx.Client(base_url=base_url) as client:
+        held = [_post(client, {"action": "reset", "idx": 0})["result"] for _ in range(4)]
+        assert client.get("/healthz").json()["free_slots"] == 0
+        t0 = time.monotonic()
+        error = _post(client, {"action": "reset", "idx": 0, "wait_timeout": 0.2}, status=503)["error"]
+        assert "no environment slot became free within 0.2 s" in error and time.monotonic() - t0 >= 0.2
+        for result in held:
+            _post(client, {"action": "release_one", "env_idx": result["env_idx"], "lease_id": result["lease_id"]})
+        assert client.get("/healthz").json()["free_slots"] == 4
+
+
+def test_queued_resets_are_served_in_fifo_order_over_http(world):
+    async def scenario(base: str) -> list[str]:
+        order: list[str] = []
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+            async def reset(name: str) -> dict:
+                response = await http.post("/api/shop_agent", json={"action": "reset", "idx": 0, "wait_timeout": 20})
+                order.append(name)
+                return response.json()["result"]
+
+            async def release(result: dict) -> None:
+                await http.post("/api/shop_agent", json={
+                    "action": "release_one", "env_idx": result["env_idx"], "lease_id": result["lease_id"]})
+
+            first = await reset("first")
+            waiting = []
+            for name in ("b", "c", "d"):  # queue them one after another, so their arrival order is known
+                waiting.append(asyncio.create_task(reset(name)))
+                while (await http.get("/healthz")).json()["waiting_resets"] < len(waiting):
+                    await asyncio.sleep(0.01)
+            await release(first)
+            for task in waiting:
+                await release(await task)
+        return order
+
+    with serve(create_app(world, slots=1)) as base:
+        assert asyncio.run(scenario(base)) == ["first", "b", "c", "d"]
+
+
+def test_idle_lease_is_reclaimed_and_then_stale_over_http(world):
+    with serve(create_app(world, slots=1, idle_timeout=0.2, reset_wait_timeout=5)) as base, \
+            httpx.Client(base_url=base) as client:
+        vanished = _post(client, {"action": "reset", "idx": 3})["result"]  # its client "dies" without releasing
+        time.sleep(0.3)
+        fresh = _post(client, {"action": "reset", "idx": 4})["result"]  # the only slot is reclaimed for it
+        assert fresh["env_idx"] == vanished["env_idx"] and fresh["lease_id"] != vanished["lease_id"]
+        stale = {"env_idx": vanished["env_idx"], "lease_id": vanished["lease_id"]}
+        error = _post(client, {"action": "interact", **stale, "response": "search[冰箱]"}, status=409)["error"]
+        assert error == f"stale or invalid lease for environment {vanished['env_idx']}"
+        assert _post(client, {"action": "interact", "env_idx": fresh["env_idx"], "lease_id": fresh["lease_id"],
+                              "response": "search[冰箱]"})["result"]["action_feedback"]["valid"]
+
+
+# --------------------------------------------------------------------------------------------- client
+def test_client_retries_connection_errors_only_on_idempotent_calls(base_url):
+    port = int(base_url.rsplit(":", 1)[1])
+    proxy = DroppingProxy(port)
+    try:
+        client = ShopClient(f"http://127.0.0.1:{proxy.port}")
+        client.reset(0)
+        proxy.drop(1)  # a step is not idempotent: one transport error surfaces at once
+        with pytest.raises(httpx.TransportError):
+            client.step(f"search[{QUERY}]")
+        assert proxy.dropped == 1
+        proxy.drop(2)  # a release is: it is retried past two dropped connections and succeeds
+        client.close()
+        assert proxy.dropped == 3
+        assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4
+
+        other = ShopClient(f"http://127.0.0.1:{proxy.port}")
+        other.reset(0)
+        proxy.drop(10)  # retries are bounded: three attempts, then the error
+        with pytest.raises(httpx.TransportError):
+            other.release()
+        assert proxy.dropped == 6
+        proxy.drop(0)
+        assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 3  # that lease is left to idle reclaim
+        httpx.post(f"{base_url}/api/shop_agent", json={"action": "release_all"}).raise_for_status()
+    finally:
+        proxy.close()
+
+
+def test_client_close_releases_and_refuses_a_second_lease(base_url):
+    client = ShopClient(base_url)
+    client.reset(3)
+    with pytest.raises(ShopSimError, match="already holds a lease"):
+        client.reset(4)
+    assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 3
+    client.close()
+    assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4
+    with pytest.raises(ValueError, match="boom"), ShopClient(base_url) as ctx:  # released even on an exception
+        ctx.reset(4)
+        raise ValueError("boom")
     assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4

@@ -96,6 +96,93 @@ def cmd_data_eval_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_generate(args: argparse.Namespace) -> int:
+    from .generate import GeneratorConfig, manifest_path_for, write_catalog
+
+    config = GeneratorConfig(
+        products=args.products, two_axis_products=args.two_axis_products, persona_tasks=args.persona_tasks
+    )
+    _progress(f"generating {config.products} products (seed {args.seed})")
+    manifest = write_catalog(args.out, args.seed, config)
+    counts = manifest["counts"]
+    print(
+        f"wrote {args.out} ({counts['raw_products']} products, {counts['two_axis_products']} with two price axes, "
+        f"{counts['persona_tasks']} persona tasks) sha256 {manifest['archive_sha256'][:16]}…; "
+        f"manifest {manifest_path_for(Path(args.out))}"
+    )
+    return 0
+
+
+def cmd_data_build_default(args: argparse.Namespace) -> int:
+    from .generate.default import build_default_catalog
+
+    manifest = build_default_catalog(args.out, seed=args.seed, force=args.force, progress=_progress)
+    stats = manifest["stats"]
+    state = "up to date" if manifest.get("up_to_date") else "built"
+    print(
+        f"default catalog {args.out} {state}: {stats['cleaned_product_count']} products, "
+        f"{stats['persona_task_count']} persona / {stats['standard_task_count']} standard tasks, "
+        f"persona splits {stats['split_sizes']}"
+    )
+    return 0
+
+
+def cmd_data_stats(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .agent.difficulty import data_statistics
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        transient=True, disable=args.json and not sys.stderr.isatty(),
+    ) as bar:
+        tasks: dict[str, object] = {}
+
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(f"{label} episodes", total=total)
+            bar.update(tasks[label], completed=done)  # type: ignore[arg-type]
+
+        stats = data_statistics(
+            args.dir, oracle_sample=args.oracle_sample, workers=args.workers, use_cache=not args.no_cache,
+            progress=progress,
+        )
+    if args.json:
+        print(json.dumps(stats, ensure_ascii=False, sort_keys=True))
+        return 0
+    _print_stats(stats)
+    return 0
+
+
+def _print_stats(stats: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="catalog statistics", show_header=False)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("raw products", stats["raw_products"]),
+        ("products (after cleaning)", stats["products"]),
+        ("excluded (two price axes)", stats["excluded_products"]),
+        ("persona / standard tasks", f"{stats['persona_tasks']} / {stats['standard_tasks']}"),
+        ("persona split train / val / test", " / ".join(str(stats["splits"][k]) for k in ("train", "val", "test"))),
+        ("domains / leaf categories", f"{stats['domains']} / {stats['leaf_categories']}"),
+        ("leaf size min / median / max",
+         f"{stats['leaf_size_min']} / {stats['leaf_size_median']:g} / {stats['leaf_size_max']}"),
+        ("budget kinds", ", ".join(f"{k} {v}" for k, v in stats["budget_kinds"].items())),
+        ("instruction length full (mean)", f"{stats['instruction_length_full']['mean']:.1f}"),
+        ("instruction length simple (mean)", f"{stats['instruction_length_simple']['mean']:.1f}"),
+        ("oracle success (solvability)", f"{stats['oracle_success']:.2%} of {stats['oracle']['tasks']} tasks"),
+        ("heuristic success (public info, test)", f"{stats['public_success']:.2%} of {stats['public']['tasks']}"),
+        ("Recall@20 simple / full (test)",
+         f"{stats['recall_at_20_simple']:.2%} / {stats['recall_at_20_full']:.2%}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    Console().print(table)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -110,11 +197,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import create_app
 
     if args.workers != 1:
-        raise ShopSimError("--workers > 1 is not supported yet: a lease must reach the process holding its session")
+        raise ShopSimError(
+            "--workers > 1 is not supported: a lease lives in the memory of the process that issued it, so every "
+            "request of a session would have to reach that process; one process already serves thousands of steps "
+            "per second (see README), so run several services on different ports if you need more"
+        )
     world = ShopWorld.from_data_dir(args.data)
-    app = create_app(world, slots=args.slots, idle_timeout=args.idle_timeout or None)
-    _progress(f"serving {len(world.catalog.goals)} tasks on http://{args.host}:{args.port}/api/shop_agent")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    app = create_app(
+        world, slots=args.slots, idle_timeout=args.idle_timeout or None, reset_wait_timeout=args.wait_timeout,
+        runs_dir=args.runs,
+    )
+    base = f"http://{args.host}:{args.port}"
+    _progress(f"serving {len(world.catalog.goals)} tasks on {base}/api/shop_agent ({args.slots} slots)")
+    _progress(f"agent view {base}/debug-ui · experiment replay {base}/replay-ui (runs: {args.runs}) · API docs {base}/docs")
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
@@ -154,6 +250,28 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_data_eval_search)
 
+    generate = data.add_parser("generate", help="write the generated default catalog's raw archive (+ manifest)")
+    generate.add_argument("--out", required=True, help="archive path (.json.gz: deterministic gzip; else JSON)")
+    generate.add_argument("--seed", type=int, default=20240521)
+    generate.add_argument("--products", type=int, default=23421)
+    generate.add_argument("--two-axis-products", type=int, default=695)
+    generate.add_argument("--persona-tasks", type=int, default=4526)
+    generate.set_defaults(func=cmd_data_generate)
+
+    build_default = data.add_parser("build-default", help="generate + prepare the default catalog (cached)")
+    build_default.add_argument("--out", default="data/default")
+    build_default.add_argument("--seed", type=int, default=20240521)
+    build_default.add_argument("--force", action="store_true", help="rebuild a directory holding other data")
+    build_default.set_defaults(func=cmd_data_build_default)
+
+    stats = data.add_parser("stats", help="catalog statistics, oracle solvability and heuristic difficulty")
+    stats.add_argument("dir")
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+    stats.add_argument("--oracle-sample", type=int, help="play the oracle on the first N tasks (default: all)")
+    stats.add_argument("--workers", type=int, help="worker processes (default: CPU count)")
+    stats.add_argument("--no-cache", action="store_true", help="recompute even if DIR/stats.json matches")
+    stats.set_defaults(func=cmd_data_stats)
+
     serve = commands.add_parser("serve", help="HTTP service: the reference /api/shop_agent API with leased sessions")
     serve.add_argument("--data", default="data/fixture", help="a prepared data directory")
     serve.add_argument("--host", default="127.0.0.1")
@@ -161,6 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--slots", type=int, default=256)
     serve.add_argument("--workers", type=int, default=1)
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an unused lease is reclaimed (0: never)")
+    serve.add_argument("--wait-timeout", type=float, default=None,
+                       help="default seconds a reset waits for a free slot before 503 (default: wait forever)")
+    serve.add_argument("--runs", default="runs", help="runs directory shown read-only by the replay UI")
+    serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")

@@ -1,7 +1,9 @@
-"""FastAPI application: the reference ``POST /api/shop_agent`` contract (env_spec §9.2) and ``GET /healthz``.
+"""FastAPI application: the reference ``POST /api/shop_agent`` contract (env_spec §9.2), ``GET /healthz``,
+the resource-style ``/v1`` API, and the browser UIs with their read-only replay API.
 
-A thin layer: it checks the request, maps a lease to its in-process ``ShopEnv`` and turns library errors
-into 4xx JSON errors. One ``ShopWorld`` (catalog + index) per process is shared by all sessions.
+A thin layer: it checks the request, maps a lease to its in-process ``ShopEnv`` (through ``EnvService``)
+and turns library errors into 4xx JSON errors ``{"error": ...}``. One ``ShopWorld`` (catalog + index) per
+process is shared by all sessions.
 """
 
 from __future__ import annotations
@@ -10,31 +12,71 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..env.actions import extract_action
-from ..env.session import TERMINATION_REASONS
-from ..env.shop_env import ShopEnv, ShopWorld
+from ..env.shop_env import ShopWorld
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
-from .leases import LeaseError, LeasePool, PoolTimeout
+from .leases import LeaseError, PoolTimeout
+from .models import ErrorBody, Health
+from .replay import ReplayError, RunsStore
+from .service import DEFAULT_IDLE_TIMEOUT, DEFAULT_SLOTS, EnvService, ServiceRequestError
+from .ui import ui_router
+from .v1 import SessionNotFound, v1_router
 
-DEFAULT_SLOTS = 256
-DEFAULT_IDLE_TIMEOUT = 600.0
 REAP_INTERVAL = 5.0
 
+# Library error -> HTTP status; the first matching class wins.
+ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    (SessionNotFound, 404),
+    (LeaseError, 409),
+    (PoolTimeout, 503),
+    (UnknownTaskError, 404),
+    (EpisodeTerminatedError, 409),
+    (ServiceRequestError, 400),
+    (ShopSimError, 400),
+)
 
-class ClientError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+# The reference request body, described for the OpenAPI schema (the handler parses it itself, so that a
+# non-JSON body is a clear 400 in the reference's own error shape).
+REFERENCE_BODY = {
+    "required": True,
+    "content": {"application/json": {"schema": {
+        "type": "object",
+        "required": ["action"],
+        "properties": {
+            "action": {"type": "string", "enum": ["reset", "interact", "terminate", "release_one", "release_all"]},
+            "idx": {"type": "integer"},
+            "if_persona": {"type": "boolean"},
+            "include_private_goal": {"type": "boolean"},
+            "interaction_mode": {"type": "string", "enum": ["single_turn", "multi_turn"]},
+            "wait_timeout": {"type": "number", "minimum": 0},
+            "env_idx": {"type": "integer"},
+            "lease_id": {"type": "string"},
+            "response": {"type": "string"},
+            "termination_reason": {"type": "string", "enum": ["action_limit", "generation_length"]},
+        },
+    }}},
+}
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
+
+
+def status_of(exc: BaseException) -> int | None:
+    if isinstance(exc, ReplayError):
+        return exc.status
+    for kind, status in ERROR_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return None
 
 
 def create_app(
@@ -43,8 +85,10 @@ def create_app(
     slots: int = DEFAULT_SLOTS,
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     reset_wait_timeout: float | None = None,
+    runs_dir: str | Path = "runs",
 ) -> FastAPI:
-    pool: LeasePool[ShopEnv] = LeasePool(slots, idle_timeout=idle_timeout)
+    service = EnvService(world, slots=slots, idle_timeout=idle_timeout, reset_wait_timeout=reset_wait_timeout)
+    pool = service.pool
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -59,16 +103,44 @@ def create_app(
         finally:
             task.cancel()
 
-    app = FastAPI(title="ShopSimRL environment service", version=ENVIRONMENT_VERSION, lifespan=lifespan)
+    app = FastAPI(
+        title="ShopSimRL environment service", version=ENVIRONMENT_VERSION, lifespan=lifespan,
+        description="Leased shopping-environment sessions: the reference `/api/shop_agent` API and `/v1/sessions`.",
+    )
+    app.state.service = service
     app.state.pool = pool
     app.state.world = world
+    app.state.runs = RunsStore(runs_dir)
 
-    @app.get("/healthz")
+    @app.exception_handler(ShopSimError)
+    async def library_error(_: Request, exc: ShopSimError) -> JSONResponse:
+        return _error(status_of(exc) or 400, str(exc))
+
+    @app.exception_handler(LeaseError)
+    async def lease_error(_: Request, exc: LeaseError) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(PoolTimeout)
+    async def pool_timeout(_: Request, exc: PoolTimeout) -> JSONResponse:
+        return _error(503, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors())
+        return _error(422, f"invalid request: {problems}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> dict[str, Any]:
         return {
             "ready": True,
             "environment_slots": pool.size,
             "free_slots": pool.free_slots,
+            "live_sessions": pool.live,
             "waiting_resets": pool.waiting,
             "tasks": len(world.catalog.goals),
             "environment_version": ENVIRONMENT_VERSION,
@@ -78,7 +150,11 @@ def create_app(
             "replay_ui": "/replay-ui",
         }
 
-    @app.post("/api/shop_agent")
+    @app.post(
+        "/api/shop_agent", tags=["reference"], openapi_extra={"requestBody": REFERENCE_BODY},
+        responses={status: {"model": ErrorBody} for status in (400, 404, 409, 503)},
+        summary="The reference API (env_spec §9.2): reset, interact, terminate, release_one, release_all",
+    )
     async def shop_agent(request: Request) -> JSONResponse:
         try:
             body = json.loads(await request.body() or b"null")
@@ -87,91 +163,61 @@ def create_app(
         if not isinstance(body, dict):
             return _error(400, "request body must be a JSON object")
         action = body.get("action")
-        handlers = {
-            "reset": _reset, "interact": _interact, "terminate": _terminate,
-            "release_one": _release_one, "release_all": _release_all,
-        }
         handler = handlers.get(action) if isinstance(action, str) else None
         if handler is None:
             return _error(400, f"unsupported action: {action!r}")
         try:
             return JSONResponse({"result": await handler(body)})
-        except ClientError as exc:
-            return _error(exc.status, str(exc))
-        except LeaseError as exc:
-            return _error(409, str(exc))
-        except PoolTimeout as exc:
-            return _error(503, str(exc))
-        except UnknownTaskError as exc:
-            return _error(404, str(exc))
-        except EpisodeTerminatedError as exc:
-            return _error(409, str(exc))
-        except (ShopSimError, ValueError, TypeError) as exc:
+        except (ShopSimError, LeaseError, PoolTimeout) as exc:
+            return _error(status_of(exc) or 400, str(exc))
+        except (ValueError, TypeError) as exc:
             return _error(400, str(exc))
 
-    def _lease_fields(body: dict[str, Any], action: str) -> tuple[int, str]:
+    def _lease(body: dict[str, Any], action: str):
         slot, lease_id = body.get("env_idx"), body.get("lease_id")
         if isinstance(slot, bool) or not isinstance(slot, int) or not isinstance(lease_id, str) or not lease_id:
-            raise ClientError(400, f"{action} requires a valid env_idx and lease_id")
-        return slot, lease_id
+            raise ServiceRequestError(f"{action} requires a valid env_idx and lease_id")
+        return service.lease(slot, lease_id)
 
     async def _reset(body: dict[str, Any]) -> dict[str, Any]:
         if "env_idx" in body:
-            raise ClientError(400, "reset must not include env_idx; the server assigns a slot")
+            raise ServiceRequestError("reset must not include env_idx; the server assigns a slot")
         if "idx" not in body:
-            raise ClientError(400, "reset action requires idx parameter")
-        task_id = body["idx"]
-        if isinstance(task_id, bool) or not isinstance(task_id, int):
-            raise ClientError(400, "task idx must be an integer")
-        mode = body.get("interaction_mode", "single_turn")
-        persona = body.get("if_persona", False)
-        private = body.get("include_private_goal", False)
-        if not isinstance(persona, bool) or not isinstance(private, bool):
-            raise ClientError(400, "if_persona and include_private_goal must be booleans")
-        world.catalog.goal(task_id)  # fail before waiting for a slot
-        env = world.new_env()
-        wait = body.get("wait_timeout", reset_wait_timeout)
-        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, (int, float)) or wait < 0):
-            raise ClientError(400, "wait_timeout must be a non-negative number of seconds")
-        lease = await pool.acquire(env, wait_timeout=wait)
-        try:
-            payload = env.reset(
-                task_id, persona=persona, interaction_mode=mode, include_private_goal=private,
-                session_id=f"slot-{lease.slot}-{task_id}",
-            )
-        except BaseException:
-            pool.release(lease.slot, lease.lease_id)
-            raise
+            raise ServiceRequestError("reset action requires idx parameter")
+        lease, payload = await service.reset(
+            body["idx"], persona=body.get("if_persona", False),
+            interaction_mode=body.get("interaction_mode", "single_turn"),
+            include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
+        )
         payload.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return payload
 
     async def _interact(body: dict[str, Any]) -> dict[str, Any]:
-        slot, lease_id = _lease_fields(body, "interact")
-        lease = pool.get(slot, lease_id)
-        response = body.get("response")
-        if not isinstance(response, str):
-            raise ClientError(400, "interact action requires response parameter")
-        result = lease.session.step(extract_action(response))
-        result.update(env_idx=slot, lease_id=lease_id)
+        lease = _lease(body, "interact")
+        result = service.step(lease, body.get("response"))
+        result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
     async def _terminate(body: dict[str, Any]) -> dict[str, Any]:
-        slot, lease_id = _lease_fields(body, "terminate")
-        lease = pool.get(slot, lease_id)
-        reason = body.get("termination_reason", "action_limit")
-        if reason not in TERMINATION_REASONS:
-            raise ClientError(400, f"unsupported termination reason: {reason}")
-        result = lease.session.terminate(reason)
-        result.update(env_idx=slot, lease_id=lease_id, reward=0.0, message=f"Episode terminated: {reason}")
+        lease = _lease(body, "terminate")
+        result = service.terminate(lease, body.get("termination_reason", "action_limit"))
+        result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
     async def _release_one(body: dict[str, Any]) -> dict[str, Any]:
-        slot, lease_id = _lease_fields(body, "release_one")
-        pool.release(slot, lease_id)
-        return {"message": f"Environment {slot} has been released"}
+        lease = _lease(body, "release_one")
+        service.release(lease)
+        return {"message": f"Environment {lease.slot} has been released"}
 
     async def _release_all(body: dict[str, Any]) -> dict[str, Any]:
-        pool.release_all()
+        service.release_all()
         return {"message": "All environments have been initialized"}
 
+    handlers = {
+        "reset": _reset, "interact": _interact, "terminate": _terminate,
+        "release_one": _release_one, "release_all": _release_all,
+    }
+
+    app.include_router(v1_router(service))
+    app.include_router(ui_router(app.state.runs))
     return app

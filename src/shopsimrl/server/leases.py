@@ -42,11 +42,16 @@ class LeasePool(Generic[T]):
         self._clock = clock
         self._free: deque[int] = deque(range(size))
         self._leases: dict[int, Lease[T]] = {}
+        self._slot_of: dict[str, int] = {}  # lease id -> slot, for the resource-style API
         self._waiters: deque[asyncio.Future[int]] = deque()
 
     @property
     def free_slots(self) -> int:
         return len(self._free)
+
+    @property
+    def live(self) -> int:
+        return len(self._leases)
 
     @property
     def waiting(self) -> int:
@@ -68,6 +73,7 @@ class LeasePool(Generic[T]):
                 raise PoolTimeout(f"no environment slot became free within {wait_timeout} s") from exc
         lease = Lease(slot, uuid.uuid4().hex, session, self._clock())
         self._leases[slot] = lease
+        self._slot_of[lease.lease_id] = slot
         return lease
 
     def _hand_over(self, slot: int) -> None:
@@ -87,16 +93,25 @@ class LeasePool(Generic[T]):
         lease.last_used = self._clock()
         return lease
 
+    def find(self, lease_id: str) -> Lease[T]:
+        """The live lease with this id, wherever it sits (a lease id is unique across slots)."""
+        slot = self._slot_of.get(lease_id)
+        if slot is None:
+            raise LeaseError(f"unknown, released or reclaimed session {lease_id!r}")
+        return self.get(slot, lease_id)
+
     def release(self, slot: object, lease_id: object) -> None:
         lease = self.get(slot, lease_id)
-        del self._leases[lease.slot]
-        self._hand_over(lease.slot)
+        self._drop(lease.slot)
 
     def release_all(self) -> None:
-        slots = list(self._leases)
-        self._leases.clear()
-        for slot in slots:
-            self._hand_over(slot)
+        for slot in list(self._leases):
+            self._drop(slot)
+
+    def _drop(self, slot: int) -> None:
+        lease = self._leases.pop(slot)
+        self._slot_of.pop(lease.lease_id, None)
+        self._hand_over(slot)
 
     def reclaim_idle(self) -> int:
         """Free every lease unused for longer than the idle timeout (its client vanished); returns how many."""
@@ -105,6 +120,5 @@ class LeasePool(Generic[T]):
         now = self._clock()
         stale = [slot for slot, lease in self._leases.items() if now - lease.last_used > self.idle_timeout]
         for slot in stale:
-            del self._leases[slot]
-            self._hand_over(slot)
+            self._drop(slot)
         return len(stale)

@@ -1,0 +1,114 @@
+"""Pydantic models of the resource-style ``/v1`` API, so its OpenAPI schema describes what is really sent.
+
+Page data (``observation_state``, ``reward_detail``, ``purchase``, ``goal``) is versioned by the environment
+(env_spec §5, §6) and passed through as objects; the envelope around it is typed here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+
+InteractionMode = Literal["single_turn", "multi_turn"]
+TerminationReason = Literal["action_limit", "generation_length"]
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="what was wrong with the request")
+
+
+class CreateSession(BaseModel):
+    """Start an episode (the reference ``reset``); waits in FIFO order when every slot is leased."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: StrictInt = Field(description="an active task id of the loaded catalog")
+    persona: StrictBool = Field(False, description="persona mode: the simple instruction plus the user profile")
+    interaction_mode: InteractionMode = "single_turn"
+    include_private_goal: StrictBool = False
+    wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
+
+
+class StepRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    action: str = Field(max_length=20_000, description="canonical `search[...]` / `click[...]`, or model text "
+                        "with one `Action:` line")
+
+
+class TerminateRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reason: TerminationReason = "action_limit"
+
+
+class SessionCreated(BaseModel):
+    session_id: str = Field(description="the lease id; every later call names it")
+    env_idx: int
+    task_instruction: str
+    observation: str
+    message: str
+    idx: int
+    task_mode: Literal["persona", "standard"]
+    interaction_mode: InteractionMode
+    environment_version: str
+    observation_state: dict[str, Any]
+    user_persona: dict[str, Any]
+    private_task_instruction: str | None = None
+    goal_options: list[str] | None = None
+    reason_key: str | None = None
+
+
+class StepResult(BaseModel):
+    done: bool
+    reward: float
+    observation: str
+    observation_state: dict[str, Any]
+    action_feedback: dict[str, Any] | None
+    message: str
+    idx: str
+    reward_detail: dict[str, Any]
+    purchase: dict[str, Any]
+    goal: dict[str, Any]
+    over: bool
+    termination_reason: str | None = None
+
+
+class SessionState(BaseModel):
+    session_id: str
+    env_idx: int
+    task_id: int
+    interaction_mode: InteractionMode
+    done: bool
+    action_count: int
+    max_actions: int
+    termination_reason: str | None
+    observation: str
+    observation_state: dict[str, Any]
+
+
+class Released(BaseModel):
+    released: bool
+    session_id: str
+
+
+class TaskInfo(BaseModel):
+    task_id: int
+    has_persona: bool
+    preview: str = Field(description="the start of the instruction a persona-mode agent sees")
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskInfo]
+
+
+class Health(BaseModel):
+    ready: bool
+    environment_slots: int
+    free_slots: int
+    live_sessions: int
+    waiting_resets: int
+    tasks: int
+    environment_version: str
+    primary_reward: str
+    observation_version: str
+    debug_ui: str
+    replay_ui: str

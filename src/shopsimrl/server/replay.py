@@ -1,0 +1,274 @@
+"""Read-only access to experiment runs (runtime_spec §5) for the replay UI, confined to one runs directory.
+
+A run is a direct sub-directory of the runs root holding at least one of ``manifest.json``, ``summary.json``
+and ``traces.jsonl``. Run names are checked against a strict pattern and the resolved path must sit directly
+inside the root (a symlink pointing elsewhere is refused), so no request can read outside it. Episodes are
+looked up by id in the parsed trace index, never by path. The last trace line for an ``episode_id`` wins;
+blank, broken or foreign lines are counted, not fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..env.fuzzy import token_set_ratio
+from ..errors import ShopSimError
+
+ARTIFACTS = ("manifest.json", "summary.json", "traces.jsonl")
+EPISODE_SCHEMA = "shopsimrl-episode-v4"
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
+
+
+class ReplayError(ShopSimError):
+    """A replay request that cannot be served; ``status`` is 400 (malformed) or 404 (not found)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class TraceIndex:
+    episodes: dict[str, dict[str, Any]]
+    records: int
+    duplicate_records: int
+    invalid_lines: int
+
+
+def _mtime(path: Path) -> str:
+    return datetime.fromtimestamp(path.stat().st_mtime, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _sort_key(record: dict[str, Any]) -> tuple:
+    job = _dict(record.get("job"))
+    task, sample = job.get("task_id"), job.get("sample_id")
+    return (
+        not isinstance(task, int), task if isinstance(task, int) else 0,
+        sample if isinstance(sample, int) else 0, str(record.get("episode_id")),
+    )
+
+
+def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """One row of a run's episode list."""
+    job, final = _dict(record.get("job")), _dict(record.get("final"))
+    detail = _dict(final.get("reward_detail"))
+    steps = [step for step in _list(record.get("steps")) if isinstance(step, dict)]
+    invalid = sum(1 for s in steps if _dict(_dict(s.get("environment")).get("action_feedback")).get("valid") is False)
+    error = record.get("error")
+    return {
+        "episode_id": record.get("episode_id"),
+        "task_id": job.get("task_id"),
+        "sample_id": job.get("sample_id"),
+        "status": record.get("status"),
+        "done": final.get("done") is True,
+        "reward": _number(final.get("reward")),
+        "success": _number(detail.get("r_success")),
+        "termination_reason": final.get("termination_reason"),
+        "steps": len(steps),
+        "environment_actions": sum(1 for s in steps if s.get("environment") is not None),
+        "invalid_actions": invalid,
+        "protocol_errors": sum(1 for s in steps if s.get("protocol_error")),
+        "policy_failures": sum(1 for s in steps if s.get("policy_failure")),
+        "duration_ms": _number(record.get("duration_ms")),
+        "instruction": _dict(record.get("reset")).get("task_instruction"),
+        "task_mode": _dict(record.get("reset")).get("task_mode"),
+        "schema_version": record.get("schema_version"),
+        "error": error if isinstance(error, (str, type(None))) else _dict(error).get("type", str(error)),
+    }
+
+
+def computed_summary(index: TraceIndex, manifest: dict[str, Any] | None) -> dict[str, Any]:
+    """Headline figures recomputed from the traces (runtime_spec §5.3 semantics, a subset)."""
+    rows = [episode_summary(record) for record in index.episodes.values()]
+    jobs = _list(_dict(_dict(manifest).get("plan")).get("jobs"))
+    requested = len(jobs) if jobs else len(rows)
+    completed = [r for r in rows if r["status"] == "completed" and r["done"] and r["schema_version"] == EPISODE_SCHEMA]
+    rewards = [r["reward"] for r in completed if r["reward"] is not None]
+    successes = [r["success"] for r in completed if r["success"] is not None]
+    actions = sum(r["environment_actions"] for r in rows)
+    invalid = sum(r["invalid_actions"] for r in rows)
+    return {
+        "counts": {
+            "requested": requested, "recorded": len(rows), "pending": max(0, requested - len(rows)),
+            "completed": len(completed), "failed": sum(1 for r in rows if r["status"] == "failed"),
+            "scored": len(rewards),
+        },
+        "primary": {"reward_mean": _mean(rewards), "success_rate": _mean(successes)},
+        "behavior": {
+            "steps_mean": _mean([float(r["steps"]) for r in rows]),
+            "environment_actions": actions, "invalid_actions": invalid,
+            "invalid_action_rate": invalid / actions if actions else None,
+            "protocol_errors": sum(r["protocol_errors"] for r in rows),
+            "policy_failures": sum(r["policy_failures"] for r in rows),
+        },
+        "termination_reasons": dict(sorted(Counter(str(r["termination_reason"]) for r in rows).items())),
+        "statuses": dict(sorted(Counter(str(r["status"]) for r in rows).items())),
+    }
+
+
+def _attribute_match(goal_attrs: list[str], bought_attrs: list[str]) -> dict[str, list[str]]:
+    def hit(want: str) -> bool:
+        return any(want in have or token_set_ratio(want, have) > 85 for have in bought_attrs)
+
+    matched = [a for a in goal_attrs if hit(a)]
+    extra = [b for b in bought_attrs if not any(a in b or token_set_ratio(a, b) > 85 for a in goal_attrs)]
+    return {"matched": matched, "missing": [a for a in goal_attrs if a not in matched], "extra": extra}
+
+
+def outcome_comparison(record: dict[str, Any]) -> dict[str, Any]:
+    """Target (``final.goal``) beside the purchase (``final.purchase``): ASIN, attributes, options, price."""
+    final = _dict(record.get("final"))
+    goal, purchase = _dict(final.get("goal")), _dict(final.get("purchase"))
+    detail = _dict(final.get("reward_detail"))
+    goal_attrs = [str(a) for a in _list(goal.get("attributes"))]
+    bought_attrs = [str(a) for a in _list(purchase.get("attributes"))]
+    gold_options = [str(o) for o in _list(goal.get("goal_options"))]
+    chosen = {str(k): str(v) for k, v in _dict(purchase.get("options")).items()}
+    chosen_values = list(chosen.values())
+    target = None
+    if goal.get("asin"):
+        target = {key: goal.get(key) for key in ("asin", "name", "category", "attributes", "goal_options", "price_upper")}
+    return {
+        "target": target,
+        "purchase": ({key: purchase.get(key) for key in ("asin", "name", "category", "attributes", "options", "price")}
+                     if purchase else None),
+        "asin_match": bool(goal.get("asin")) and goal.get("asin") == purchase.get("asin"),
+        "attributes": _attribute_match(goal_attrs, bought_attrs) if purchase else None,
+        "options": {
+            "gold": gold_options, "purchased": chosen,
+            "matched": [o for o in gold_options if o in chosen_values],
+            "missing": [o for o in gold_options if o not in chosen_values],
+        },
+        "price": {"upper": goal.get("price_upper"), "paid": purchase.get("price"),
+                  "verifiable": detail.get("price_verifiable")},
+        "reward_detail": detail,
+    }
+
+
+class RunsStore:
+    """The runs directory, read-only. Parsed trace files are cached by (size, mtime)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        self._cache: dict[Path, tuple[tuple[int, int], TraceIndex]] = {}
+
+    # --------------------------------------------------------------- paths
+    def run_dir(self, name: str) -> Path:
+        if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or name in {".", ".."} or ".." in name:
+            raise ReplayError(400, f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only")
+        path = (self.root / name).resolve()
+        if path.parent != self.root:
+            raise ReplayError(400, f"run {name!r} resolves outside the runs directory")
+        if not path.is_dir() or not any((path / a).is_file() for a in ARTIFACTS):
+            raise ReplayError(404, f"no run named {name!r} in the runs directory")
+        return path
+
+    # --------------------------------------------------------------- reading
+    def list_runs(self) -> dict[str, Any]:
+        runs = []
+        if self.root.is_dir():
+            for path in self.root.iterdir():
+                if not _RUN_NAME.fullmatch(path.name) or not path.is_dir() or path.resolve().parent != self.root:
+                    continue
+                artifacts = {a: (path / a).is_file() for a in ARTIFACTS}
+                if any(artifacts.values()):
+                    runs.append({"name": path.name, "modified_at": _mtime(path), "artifacts": artifacts})
+        runs.sort(key=lambda run: (run["modified_at"], run["name"]), reverse=True)
+        return {"runs_root": str(self.root), "runs": runs}
+
+    @staticmethod
+    def _json(path: Path) -> Any:
+        if not path.is_file():
+            return None
+        if path.stat().st_size > MAX_ARTIFACT_BYTES:
+            raise ReplayError(400, f"{path.name} is too large to show")
+        try:
+            return json.loads(path.read_text("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ReplayError(400, f"{path.name} is not valid JSON: {exc}") from exc
+
+    def traces(self, run: Path) -> TraceIndex:
+        path = run / "traces.jsonl"
+        if not path.is_file():
+            return TraceIndex({}, 0, 0, 0)
+        stat = path.stat()
+        key = (stat.st_size, stat.st_mtime_ns)
+        cached = self._cache.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        if stat.st_size > MAX_ARTIFACT_BYTES:
+            raise ReplayError(400, "traces.jsonl is too large to show")
+        episodes: dict[str, dict[str, Any]] = {}
+        records = invalid = 0
+        with path.open("rb") as handle:
+            for raw in handle:
+                if not raw.strip():
+                    continue
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except (ValueError, UnicodeDecodeError):
+                    invalid += 1
+                    continue
+                if not isinstance(record, dict) or not isinstance(record.get("episode_id"), str):
+                    invalid += 1
+                    continue
+                records += 1
+                episodes.pop(record["episode_id"], None)
+                episodes[record["episode_id"]] = record
+        ordered = dict(sorted(episodes.items(), key=lambda item: _sort_key(item[1])))
+        index = TraceIndex(ordered, records, records - len(ordered), invalid)
+        self._cache[path] = (key, index)
+        return index
+
+    def run(self, name: str) -> dict[str, Any]:
+        path = self.run_dir(name)
+        manifest, summary = self._json(path / "manifest.json"), self._json(path / "summary.json")
+        index = self.traces(path)
+        artifacts = {}
+        for artifact in ARTIFACTS:
+            file = path / artifact
+            artifacts[artifact] = ({"present": True, "bytes": file.stat().st_size, "modified_at": _mtime(file)}
+                                   if file.is_file() else {"present": False})
+        return {
+            "run": {"name": name},
+            "artifacts": artifacts,
+            "manifest": manifest,
+            "artifact_summary": summary,
+            "computed_summary": computed_summary(index, manifest if isinstance(manifest, dict) else None),
+            "trace_index": {"records": index.records, "unique_episodes": len(index.episodes),
+                            "duplicate_records": index.duplicate_records, "invalid_lines": index.invalid_lines},
+            "episodes": [episode_summary(record) for record in index.episodes.values()],
+        }
+
+    def episode(self, name: str, episode_id: str) -> dict[str, Any]:
+        index = self.traces(self.run_dir(name))
+        record = index.episodes.get(episode_id)
+        if record is None:
+            raise ReplayError(404, f"run {name!r} has no episode {episode_id!r}")
+        return {"summary": episode_summary(record), "episode": record, "outcome_comparison": outcome_comparison(record)}

@@ -1,0 +1,123 @@
+"""The service core both HTTP APIs share: leased ``ShopEnv`` sessions over one process-wide ``ShopWorld``.
+
+The reference ``/api/shop_agent`` API and the resource-style ``/v1/sessions`` API are two spellings of
+the same operations, so they cannot drift apart: both call this class, which speaks in library errors
+(``ServiceRequestError``, ``LeaseError``, ``PoolTimeout``, ``UnknownTaskError`` ...) and never in HTTP.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..env.actions import extract_action
+from ..env.session import TERMINATION_REASONS
+from ..env.shop_env import ShopEnv, ShopWorld
+from ..errors import ShopSimError
+from ..versions import EPISODE_LIMITS
+from .leases import Lease, LeasePool
+
+DEFAULT_SLOTS = 256
+DEFAULT_IDLE_TIMEOUT = 600.0
+
+
+class ServiceRequestError(ShopSimError, ValueError):
+    """A request the service refuses as malformed (HTTP 400)."""
+
+
+class EnvService:
+    """Reset / step / terminate / release over a FIFO lease pool; one catalog and index for all sessions."""
+
+    def __init__(
+        self,
+        world: ShopWorld,
+        *,
+        slots: int = DEFAULT_SLOTS,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        reset_wait_timeout: float | None = None,
+    ) -> None:
+        self.world = world
+        self.pool: LeasePool[ShopEnv] = LeasePool(slots, idle_timeout=idle_timeout)
+        self.reset_wait_timeout = reset_wait_timeout
+
+    async def reset(
+        self,
+        task_id: int,
+        *,
+        persona: bool = False,
+        interaction_mode: str = "single_turn",
+        include_private_goal: bool = False,
+        wait_timeout: float | None = None,
+    ) -> tuple[Lease[ShopEnv], dict[str, Any]]:
+        """Check the request, wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
+        if isinstance(task_id, bool) or not isinstance(task_id, int):
+            raise ServiceRequestError("task idx must be an integer")
+        if interaction_mode not in EPISODE_LIMITS:
+            raise ServiceRequestError(
+                f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
+        if not isinstance(persona, bool) or not isinstance(include_private_goal, bool):
+            raise ServiceRequestError("if_persona and include_private_goal must be booleans")
+        if wait_timeout is None:
+            wait_timeout = self.reset_wait_timeout
+        if wait_timeout is not None and (
+                isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not wait_timeout >= 0):
+            raise ServiceRequestError("wait_timeout must be a non-negative number of seconds")
+        self.world.catalog.goal(task_id)  # an unknown task fails before it waits for a slot
+        env = self.world.new_env()
+        lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
+        try:
+            payload = env.reset(
+                task_id, persona=persona, interaction_mode=interaction_mode,
+                include_private_goal=include_private_goal, session_id=f"slot-{lease.slot}-{task_id}",
+            )
+        except BaseException:
+            self.pool.release(lease.slot, lease.lease_id)
+            raise
+        return lease, payload
+
+    def lease(self, slot: object, lease_id: object) -> Lease[ShopEnv]:
+        return self.pool.get(slot, lease_id)
+
+    def find(self, session_id: str) -> Lease[ShopEnv]:
+        return self.pool.find(session_id)
+
+    @staticmethod
+    def step(lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+        """One step; ``response`` is the model's text, the action taken from it as env_spec §4.3 says."""
+        if not isinstance(response, str):
+            raise ServiceRequestError("interact action requires response parameter")
+        return lease.session.step(extract_action(response))
+
+    @staticmethod
+    def terminate(lease: Lease[ShopEnv], reason: object = "action_limit") -> dict[str, Any]:
+        if reason not in TERMINATION_REASONS:
+            raise ServiceRequestError(f"unsupported termination reason: {reason}")
+        result = lease.session.terminate(str(reason))
+        result.update(reward=0.0, message=f"Episode terminated: {reason}")
+        return result
+
+    def release(self, lease: Lease[ShopEnv]) -> None:
+        self.pool.release(lease.slot, lease.lease_id)
+
+    def release_all(self) -> None:
+        self.pool.release_all()
+
+    @staticmethod
+    def state(lease: Lease[ShopEnv]) -> dict[str, Any]:
+        """A session's current page without stepping it (for the resource API and the UIs)."""
+        env = lease.session
+        session = env.session
+        if session is None:  # cannot happen for a live lease; kept as a typed error all the same
+            raise ServiceRequestError("session has no episode")
+        observation, state = session.observe()
+        return {
+            "session_id": lease.lease_id,
+            "env_idx": lease.slot,
+            "task_id": session.task_id,
+            "interaction_mode": session.interaction_mode,
+            "done": session.done,
+            "action_count": session.action_count,
+            "max_actions": session.max_actions,
+            "termination_reason": session.termination_reason if session.done else None,
+            "observation": observation,
+            "observation_state": state,
+        }

@@ -1,0 +1,288 @@
+// Agent View: play one leased episode through the reference API (/api/shop_agent), as an agent would.
+"use strict";
+
+const API = "/api/shop_agent";
+const $ = (id) => document.getElementById(id);
+let lease = null;        // {env_idx, lease_id} while this page holds a session
+let lastAction = "";
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+function pretty(value) {
+  return JSON.stringify(value, null, 2);
+}
+
+async function call(body) {
+  const response = await fetch(API, {
+    method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
+  });
+  const payload = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
+  if (!response.ok || payload.error) {
+    throw new Error(`HTTP ${response.status}: ${payload.error || "unexpected response"}`);
+  }
+  return payload.result;
+}
+
+async function health() {
+  const badge = $("health");
+  try {
+    const info = await (await fetch("/healthz")).json();
+    badge.textContent = `ready · ${info.free_slots}/${info.environment_slots} slots free · ${info.tasks} tasks`;
+    badge.className = "badge ok";
+  } catch (err) {
+    badge.textContent = "service unreachable";
+    badge.className = "badge bad";
+  }
+}
+
+async function loadTasks() {
+  try {
+    const {tasks} = await (await fetch("/v1/tasks")).json();
+    const list = $("task-ids");
+    const select = $("task-select");
+    for (const task of tasks) {
+      const option = document.createElement("option");
+      option.value = String(task.task_id);
+      list.appendChild(option);
+      const entry = document.createElement("option");
+      entry.value = String(task.task_id);
+      entry.textContent = `${task.task_id}${task.has_persona ? " · persona" : ""} · ${task.preview}`;
+      select.appendChild(entry);
+    }
+    if (tasks.length) $("task-id").value = String(tasks[0].task_id);
+    select.addEventListener("change", () => { $("task-id").value = select.value; });
+  } catch (err) {
+    showError(`cannot list tasks: ${err.message}`);
+  }
+}
+
+function setLease(next) {
+  lease = next;
+  $("release").disabled = !lease;
+  $("lease").textContent = lease ? `environment ${lease.env_idx} · lease ${lease.lease_id.slice(0, 8)}…` : "no session";
+}
+
+function renderPage(result) {
+  $("observation").textContent = result.observation;
+  $("observation-state").textContent = pretty(result.observation_state);
+  $("raw").textContent = pretty(result);
+  const state = result.observation_state || {};
+  const done = Boolean(result.done);
+  $("search-box").hidden = done || !state.search_available;
+  const actions = $("actions");
+  actions.replaceChildren();
+  for (const value of done ? [] : (state.actions || [])) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "action";
+    button.dataset.value = value;
+    button.textContent = value;
+    button.addEventListener("click", () => act(`click[${value}]`));
+    actions.appendChild(button);
+  }
+  if (done) {
+    const note = document.createElement("p");
+    note.className = "muted";
+    note.textContent = "episode over";
+    actions.appendChild(note);
+  }
+}
+
+function renderFeedback(feedback) {
+  const box = $("feedback");
+  if (!feedback) {
+    box.textContent = "—";
+    box.className = "feedback";
+    return;
+  }
+  const missing = feedback.missing_option_axes ? ` (missing: ${feedback.missing_option_axes.join(", ")})` : "";
+  box.textContent = `${feedback.valid ? "✓" : "✗"} ${feedback.reason} · ${feedback.message}${missing}`;
+  box.className = `feedback ${feedback.valid ? "valid" : "invalid"}`;
+}
+
+function addTrace(action, result) {
+  const item = document.createElement("li");
+  const feedback = result.action_feedback || {};
+  item.className = feedback.valid === false ? "invalid" : "";
+  item.textContent = `${action} → ${feedback.reason || result.message}${result.done ? " · done" : ""}`;
+  $("trace").appendChild(item);
+}
+
+function row(table, label, value, cls) {
+  const tr = document.createElement("tr");
+  const th = document.createElement("th");
+  th.textContent = label;
+  const td = document.createElement("td");
+  td.textContent = value;
+  if (cls) td.className = cls;
+  tr.append(th, td);
+  table.appendChild(tr);
+}
+
+function fmt(value) {
+  if (value === null || value === undefined) return "—";
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+function renderReward(result) {
+  const panel = $("reward-panel");
+  panel.replaceChildren();
+  const detail = result.reward_detail || {};
+  const purchase = result.purchase || {};
+  const goal = result.goal || {};
+  const big = document.createElement("p");
+  big.className = "reward-big";
+  big.id = "reward-value";
+  big.textContent = `reward ${Number(result.reward).toFixed(3)}`;
+  panel.appendChild(big);
+
+  const summary = document.createElement("table");
+  summary.id = "reward-summary";
+  row(summary, "termination", fmt(result.termination_reason));
+  for (const key of Object.keys(detail).filter((k) => k.startsWith("r_")).sort()) {
+    row(summary, key, fmt(detail[key]));
+  }
+  for (const key of ["num_attr_matches", "num_option_matches", "category_match", "title_score"]) {
+    if (key in detail) row(summary, key, fmt(detail[key]));
+  }
+  row(summary, "price_verifiable", fmt(detail.price_verifiable), detail.price_verifiable ? "match" : "mismatch");
+  row(summary, "target_asin_match", fmt(detail.target_asin_match), detail.target_asin_match ? "match" : "mismatch");
+  panel.appendChild(summary);
+
+  const heading = document.createElement("h3");
+  heading.textContent = "Purchased vs gold";
+  panel.appendChild(heading);
+  const compare = document.createElement("table");
+  compare.id = "purchase-vs-goal";
+  const head = document.createElement("tr");
+  for (const text of ["", "purchased", "gold"]) {
+    const th = document.createElement("th");
+    th.textContent = text;
+    head.appendChild(th);
+  }
+  compare.appendChild(head);
+  const pair = (label, mine, gold, cls) => {
+    const tr = document.createElement("tr");
+    const cells = [label, fmt(mine), fmt(gold)].map((text) => {
+      const td = document.createElement("td");
+      td.textContent = text;
+      return td;
+    });
+    if (cls) cells[1].className = cls;
+    tr.append(...cells);
+    compare.appendChild(tr);
+  };
+  const same = Boolean(purchase.asin) && purchase.asin === goal.asin;
+  pair("ASIN", purchase.asin, goal.asin, same ? "match" : "mismatch");
+  pair("product", purchase.name, goal.name);
+  pair("category", purchase.category, goal.category);
+  pair("options", purchase.options, goal.goal_options);
+  pair("attributes", purchase.attributes, goal.attributes);
+  pair("price / ceiling", purchase.price, goal.price_upper);
+  panel.appendChild(compare);
+  const verdict = document.createElement("p");
+  verdict.id = "asin-verdict";
+  verdict.className = same ? "match" : "mismatch";
+  verdict.textContent = purchase.asin ? (same ? "ASIN MATCH" : "ASIN DIFFERENT") : "no purchase";
+  panel.appendChild(verdict);
+  $("reward-card").hidden = false;
+}
+
+async function start(event) {
+  event.preventDefault();
+  showError("");
+  try {
+    if (lease) await release();
+    const persona = document.querySelector("input[name=mode]:checked").value === "persona";
+    const result = await call({
+      action: "reset", idx: Number($("task-id").value), if_persona: persona,
+      interaction_mode: $("interaction-mode").value,
+    });
+    setLease({env_idx: result.env_idx, lease_id: result.lease_id});
+    $("task-instruction").textContent = result.task_instruction;
+    const persona_ = result.user_persona || {};
+    $("persona").textContent = Object.keys(persona_).length ? pretty(persona_) : "(standard mode: no persona)";
+    $("trace").replaceChildren();
+    $("reward-card").hidden = true;
+    renderFeedback(null);
+    renderPage(result);
+  } catch (err) {
+    showError(err.message);
+  }
+  health();
+}
+
+async function act(action) {
+  if (!lease) {
+    showError("start a task first");
+    return;
+  }
+  showError("");
+  lastAction = action;
+  try {
+    const result = await call({action: "interact", ...lease, response: action});
+    renderFeedback(result.action_feedback);
+    renderPage(result);
+    addTrace(action, result);
+    if (result.done) renderReward(result);
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
+async function release() {
+  if (!lease) return;
+  const held = lease;
+  setLease(null);
+  try {
+    await call({action: "release_one", ...held});
+  } catch (err) {
+    showError(err.message);
+  }
+  health();
+}
+
+function releaseOnLeave() {
+  if (!lease) return;
+  const body = JSON.stringify({action: "release_one", ...lease});
+  lease = null;
+  try {
+    fetch(API, {method: "POST", headers: {"Content-Type": "application/json"}, body, keepalive: true});
+  } catch (err) {
+    navigator.sendBeacon(API, new Blob([body], {type: "text/plain"}));
+  }
+}
+
+$("reset-form").addEventListener("submit", start);
+$("release").addEventListener("click", release);
+$("search-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const query = $("search-input").value.trim();
+  if (query) act(`search[${query}]`);
+});
+$("manual-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("action-input").value;
+  if (text.trim()) act(text);
+  $("action-input").value = "";
+});
+$("action-input").addEventListener("keydown", (event) => {
+  if (event.key === "ArrowUp" && lastAction) {
+    event.preventDefault();
+    $("action-input").value = lastAction;
+  }
+});
+$("copy-observation").addEventListener("click", () => {
+  navigator.clipboard?.writeText($("observation").textContent).catch(() => {});
+});
+window.addEventListener("pagehide", releaseOnLeave);
+window.addEventListener("beforeunload", releaseOnLeave);
+
+health();
+loadTasks();
+setInterval(health, 15000);

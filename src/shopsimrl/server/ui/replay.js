@@ -1,0 +1,241 @@
+// Experiment Replay: browse runs (runtime_spec §5) read-only and step through one episode's turns.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = {run: null, episode: null, step: 0};
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = !message;
+}
+
+async function getJSON(url) {
+  const response = await fetch(url);
+  const payload = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
+  if (!response.ok) throw new Error(`HTTP ${response.status}: ${payload.error || "unexpected response"}`);
+  return payload;
+}
+
+function fmt(value, digits = 3) {
+  if (value === null || value === undefined) return "—";
+  if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toFixed(digits);
+  if (typeof value === "object") return JSON.stringify(value);
+  return String(value);
+}
+
+function cell(tag, text, cls) {
+  const el = document.createElement(tag);
+  el.textContent = text;
+  if (cls) el.className = cls;
+  return el;
+}
+
+function keyValues(table, pairs) {
+  table.replaceChildren();
+  for (const [label, value] of pairs) {
+    const tr = document.createElement("tr");
+    tr.append(cell("th", label), cell("td", fmt(value)));
+    table.appendChild(tr);
+  }
+}
+
+async function loadRuns() {
+  try {
+    const {runs_root: root, runs} = await getJSON("/api/runs");
+    $("runs-root").textContent = root;
+    const list = $("runs");
+    list.replaceChildren();
+    $("no-runs").hidden = runs.length > 0;
+    for (const run of runs) {
+      const item = cell("li", `${run.name} · ${run.modified_at}`);
+      item.dataset.run = run.name;
+      item.addEventListener("click", () => openRun(run.name));
+      list.appendChild(item);
+    }
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
+async function openRun(name) {
+  showError("");
+  try {
+    const run = await getJSON(`/api/runs/${encodeURIComponent(name)}`);
+    state.run = name;
+    for (const item of $("runs").children) item.classList.toggle("selected", item.dataset.run === name);
+    $("run-title").textContent = `Run ${name}`;
+    const summary = run.artifact_summary || {};
+    const computed = run.computed_summary;
+    const plan = (run.manifest || {}).plan || {};
+    keyValues($("run-summary"), [
+      ["model", plan.model_id],
+      ["experiment", plan.experiment],
+      ["episodes recorded", computed.counts.recorded],
+      ["requested", computed.counts.requested],
+      ["completed", computed.counts.completed],
+      ["failed", computed.counts.failed],
+      ["reward mean (r_strict)", (summary.primary || {}).reward_mean ?? computed.primary.reward_mean],
+      ["success rate", (summary.primary || {}).success_rate ?? computed.primary.success_rate],
+      ["steps mean", computed.behavior.steps_mean],
+      ["invalid action rate", computed.behavior.invalid_action_rate],
+      ["termination reasons", computed.termination_reasons],
+      ["trace lines (dup / invalid)", `${run.trace_index.records} (${run.trace_index.duplicate_records} / ${run.trace_index.invalid_lines})`],
+    ]);
+    const table = $("episodes");
+    table.replaceChildren();
+    const head = document.createElement("tr");
+    for (const label of ["episode", "task", "status", "reward", "steps", "end"]) head.appendChild(cell("th", label));
+    table.appendChild(head);
+    for (const episode of run.episodes) {
+      const tr = document.createElement("tr");
+      tr.className = "selectable";
+      tr.dataset.episode = episode.episode_id;
+      tr.append(
+        cell("td", episode.episode_id), cell("td", fmt(episode.task_id)), cell("td", fmt(episode.status)),
+        cell("td", fmt(episode.reward)), cell("td", fmt(episode.steps)), cell("td", fmt(episode.termination_reason)),
+      );
+      tr.addEventListener("click", () => openEpisode(episode.episode_id));
+      table.appendChild(tr);
+    }
+    $("run-card").hidden = false;
+    $("episode-card").hidden = true;
+    $("outcomeComparison").hidden = true;
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
+async function openEpisode(episodeId) {
+  showError("");
+  try {
+    const url = `/api/runs/${encodeURIComponent(state.run)}/episodes/${encodeURIComponent(episodeId)}`;
+    const data = await getJSON(url);
+    state.episode = data;
+    state.step = 0;
+    for (const tr of $("episodes").querySelectorAll("tr.selectable")) {
+      tr.classList.toggle("selected", tr.dataset.episode === episodeId);
+    }
+    $("episode-title").textContent = episodeId;
+    $("episode-instruction").textContent = (data.episode.reset || {}).task_instruction || "";
+    $("episode-card").hidden = false;
+    renderStep();
+    renderOutcome(data.outcome_comparison);
+  } catch (err) {
+    showError(err.message);
+  }
+}
+
+function toolCallText(step) {
+  const model = step.model || {};
+  const calls = model.tool_calls || [];
+  if (calls.length) {
+    return calls.map((call) => {
+      const fn = call.function || {};
+      return `${fn.name}(${fn.arguments})`;
+    }).join("\n") + (step.action ? `\n→ ${step.action}` : "");
+  }
+  if (step.action) return step.action;
+  if (step.protocol_error) return `protocol error: ${fmt(step.protocol_error)}\n${fmt(step.protocol_feedback)}`;
+  if (step.policy_failure) return `policy failure: ${fmt(step.policy_failure)}`;
+  return model.content || "—";
+}
+
+function renderStep() {
+  const steps = state.episode.episode.steps || [];
+  const total = steps.length;
+  $("prev-step").disabled = state.step <= 0;
+  $("next-step").disabled = state.step >= total - 1;
+  if (!total) {
+    $("step-counter").textContent = "no steps";
+    return;
+  }
+  const step = steps[state.step];
+  $("step-counter").textContent = `step ${state.step + 1} / ${total}`;
+  const model = step.model || {};
+  $("step-reasoning").textContent = model.reasoning || model.reasoning_content || "(no reasoning recorded)";
+  $("step-tool-call").textContent = toolCallText(step);
+  const env = step.environment || {};
+  const feedback = env.action_feedback;
+  const box = $("step-feedback");
+  if (feedback) {
+    box.textContent = `${feedback.valid ? "✓" : "✗"} ${feedback.reason} · ${feedback.message}`;
+    box.className = `feedback ${feedback.valid ? "valid" : "invalid"}`;
+  } else {
+    box.textContent = step.protocol_error ? `protocol error: ${fmt(step.protocol_feedback || step.protocol_error)}` : "—";
+    box.className = "feedback invalid";
+  }
+  $("step-observation").textContent = env.observation || step.observation || "—";
+}
+
+function card(title, lines) {
+  const box = document.createElement("div");
+  box.appendChild(cell("h3", title));
+  const table = document.createElement("table");
+  keyValues(table, lines);
+  box.appendChild(table);
+  return box;
+}
+
+function renderOutcome(outcome) {
+  const body = $("outcome-body");
+  body.replaceChildren();
+  const grid = document.createElement("div");
+  grid.className = "compare";
+  const target = outcome.target || {};
+  const bought = outcome.purchase || {};
+  grid.appendChild(card("目标商品", [
+    ["ASIN", target.asin], ["name", target.name], ["category", target.category],
+    ["attributes", target.attributes], ["price ceiling", target.price_upper],
+  ]));
+  grid.appendChild(card("实际购买", [
+    ["ASIN", bought.asin], ["name", bought.name], ["category", bought.category],
+    ["attributes", bought.attributes], ["price", bought.price],
+  ]));
+  body.appendChild(grid);
+
+  const verdict = cell("p", outcome.purchase ? (outcome.asin_match ? "ASIN MATCH" : "ASIN DIFFERENT") : "no purchase",
+    outcome.asin_match ? "match" : "mismatch");
+  verdict.id = "outcome-verdict";
+  body.appendChild(verdict);
+
+  const options = document.createElement("table");
+  options.id = "option-comparison";
+  const head = document.createElement("tr");
+  head.append(cell("th", "axis"), cell("th", "value"), cell("th", ""));
+  options.appendChild(head);
+  const purchased = (outcome.options || {}).purchased || {};
+  const matched = new Set((outcome.options || {}).matched || []);
+  for (const [axis, value] of Object.entries(purchased)) {
+    const tr = document.createElement("tr");
+    tr.append(cell("td", `Purchased option · ${axis}`), cell("td", value),
+      cell("td", matched.has(value) ? "matches gold" : "", matched.has(value) ? "match" : ""));
+    options.appendChild(tr);
+  }
+  for (const value of (outcome.options || {}).gold || []) {
+    const tr = document.createElement("tr");
+    const hit = matched.has(value);
+    tr.append(cell("td", "Gold truth option"), cell("td", value), cell("td", hit ? "bought" : "missing", hit ? "match" : "mismatch"));
+    options.appendChild(tr);
+  }
+  body.appendChild(options);
+
+  const attrs = outcome.attributes;
+  if (attrs) {
+    body.appendChild(card("attributes", [["matched", attrs.matched], ["missing", attrs.missing], ["extra", attrs.extra]]));
+  }
+  const detail = outcome.reward_detail || {};
+  const rewards = Object.keys(detail).filter((k) => k.startsWith("r_")).sort().map((k) => [k, detail[k]]);
+  rewards.push(["price_verifiable", detail.price_verifiable], ["target_asin_match", detail.target_asin_match]);
+  body.appendChild(card("reward", rewards));
+  $("outcomeComparison").hidden = false;
+}
+
+$("prev-step").addEventListener("click", () => {
+  if (state.episode && state.step > 0) { state.step -= 1; renderStep(); }
+});
+$("next-step").addEventListener("click", () => {
+  const steps = state.episode ? state.episode.episode.steps || [] : [];
+  if (state.step < steps.length - 1) { state.step += 1; renderStep(); }
+});
+
+loadRuns();

@@ -1,0 +1,89 @@
+"""The resource-style API: a session is a resource named by its lease id, over the same ``EnvService``.
+
+``POST /v1/sessions`` is the reference ``reset``, ``POST .../step`` is ``interact``, ``POST .../terminate`` is
+``terminate``, ``DELETE`` is ``release_one``; ``GET`` reads the current page without stepping. A released,
+reclaimed or unknown session id is 404 here (the resource is gone); a step after the end is 409.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path
+
+from ..errors import ShopSimError
+from .leases import Lease, LeaseError
+from .models import (
+    CreateSession,
+    ErrorBody,
+    Released,
+    SessionCreated,
+    SessionState,
+    StepRequest,
+    StepResult,
+    TaskList,
+    TerminateRequest,
+)
+from .service import EnvService
+
+SessionId = Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$", description="the session's lease id")
+
+
+class SessionNotFound(ShopSimError):
+    """No live session has this id (HTTP 404)."""
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": ErrorBody} for status in (*statuses, 422)}
+
+
+def v1_router(service: EnvService) -> APIRouter:
+    router = APIRouter(prefix="/v1", tags=["sessions"])
+
+    def find(session_id: str) -> Lease:
+        try:
+            return service.find(session_id)
+        except LeaseError as exc:
+            raise SessionNotFound(str(exc)) from exc
+
+    @router.get("/tasks", response_model=TaskList, summary="Active task ids (for choosing one)")
+    async def tasks() -> dict[str, Any]:
+        rows = []
+        for task_id, goal in sorted(service.world.catalog.goals.items()):
+            visible = goal.get("instruction_simple") if goal.get("user_persona") else goal.get("instruction_text")
+            rows.append({"task_id": task_id, "has_persona": bool(goal.get("user_persona")),
+                         "preview": str(visible or "")[:48]})
+        return {"tasks": rows}
+
+    @router.post("/sessions", response_model=SessionCreated, status_code=201, responses=_errors(400, 404, 503),
+                 summary="Start an episode (reset); queues FIFO for a slot")
+    async def create(body: CreateSession) -> dict[str, Any]:
+        lease, payload = await service.reset(
+            body.task_id, persona=body.persona, interaction_mode=body.interaction_mode,
+            include_private_goal=body.include_private_goal, wait_timeout=body.wait_timeout,
+        )
+        payload.update(session_id=lease.lease_id, env_idx=lease.slot)
+        return payload
+
+    @router.get("/sessions/{session_id}", response_model=SessionState, responses=_errors(404),
+                summary="The session's current page, without stepping")
+    async def state(session_id: str = SessionId) -> dict[str, Any]:
+        return service.state(find(session_id))
+
+    @router.post("/sessions/{session_id}/step", response_model=StepResult, responses=_errors(400, 404, 409),
+                 summary="One action (interact)")
+    async def step(body: StepRequest, session_id: str = SessionId) -> dict[str, Any]:
+        return service.step(find(session_id), body.action)
+
+    @router.post("/sessions/{session_id}/terminate", response_model=StepResult, responses=_errors(400, 404, 409),
+                 summary="End the episode with zero reward (action_limit or generation_length)")
+    async def terminate(body: TerminateRequest | None = None, session_id: str = SessionId) -> dict[str, Any]:
+        return service.terminate(find(session_id), body.reason if body is not None else "action_limit")
+
+    @router.delete("/sessions/{session_id}", response_model=Released, responses=_errors(404),
+                   summary="Release the session's slot")
+    async def release(session_id: str = SessionId) -> dict[str, Any]:
+        service.release(find(session_id))
+        return {"released": True, "session_id": session_id}
+
+    return router

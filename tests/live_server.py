@@ -1,0 +1,99 @@
+"""Test helpers: a real uvicorn server on a loopback port, and a TCP proxy that can drop connections."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import uvicorn
+
+
+@contextlib.contextmanager
+def serve(app, *, max_wait: float = 10.0) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a thread on a free loopback port (bound here first: no port race)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + max_wait
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+class DroppingProxy:
+    """Forwards loopback TCP to ``upstream``; ``drop(n)`` closes every open connection and refuses the next n.
+
+    A refused connection is accepted and closed at once, so the client sees the server vanish mid-request:
+    a real transport error, not a simulated one.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = self._listener.getsockname()[1]
+        self.dropped = 0
+        self._to_drop = 0
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def drop(self, count: int) -> None:
+        with self._lock:
+            self._to_drop = count
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._open.clear()
+        time.sleep(0.05)  # let the client see its pooled connection close
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        self.drop(0)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                if self._to_drop > 0:
+                    self._to_drop -= 1
+                    self.dropped += 1
+                    client.close()
+                    continue
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+                self._open += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
