@@ -43,26 +43,30 @@ ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (ShopSimError, 400),
 )
 
-# The reference request body, described for the OpenAPI schema (the handler parses it itself, so that a
-# non-JSON body is a clear 400 in the reference's own error shape).
+# The reference request body, one schema per action, for the OpenAPI schema (the handler parses the body
+# itself, so that a non-JSON body is a clear 400 in the reference's own error shape). Unknown fields are
+# ignored, as by the reference service, so existing clients keep working.
+_LEASE = {"env_idx": {"type": "integer"}, "lease_id": {"type": "string", "minLength": 1}}
+
+
+def _variant(action: str, required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "required": ["action", *required],
+            "properties": {"action": {"type": "string", "enum": [action]}, **properties}}
+
+
 REFERENCE_BODY = {
     "required": True,
-    "content": {"application/json": {"schema": {
-        "type": "object",
-        "required": ["action"],
-        "properties": {
-            "action": {"type": "string", "enum": ["reset", "interact", "terminate", "release_one", "release_all"]},
-            "idx": {"type": "integer"},
-            "if_persona": {"type": "boolean"},
-            "include_private_goal": {"type": "boolean"},
-            "interaction_mode": {"type": "string", "enum": ["single_turn", "multi_turn"]},
-            "wait_timeout": {"type": "number", "minimum": 0},
-            "env_idx": {"type": "integer"},
-            "lease_id": {"type": "string"},
-            "response": {"type": "string"},
-            "termination_reason": {"type": "string", "enum": ["action_limit", "generation_length"]},
-        },
-    }}},
+    "content": {"application/json": {"schema": {"oneOf": [
+        _variant("reset", ["idx"], idx={"type": "integer"}, if_persona={"type": "boolean"},
+                 include_private_goal={"type": "boolean"},
+                 interaction_mode={"type": "string", "enum": ["single_turn", "multi_turn"]},
+                 wait_timeout={"type": "number", "minimum": 0}),
+        _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),
+        _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
+                 termination_reason={"type": "string", "enum": ["action_limit", "generation_length"]}),
+        _variant("release_one", ["env_idx", "lease_id"], **_LEASE),
+        _variant("release_all", []),
+    ]}}},
 }
 
 

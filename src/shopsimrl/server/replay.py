@@ -23,7 +23,8 @@ from ..errors import ShopSimError
 
 ARTIFACTS = ("manifest.json", "summary.json", "traces.jsonl")
 EPISODE_SCHEMA = "shopsimrl-episode-v4"
-_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
 
 
@@ -180,7 +181,7 @@ class RunsStore:
 
     # --------------------------------------------------------------- paths
     def run_dir(self, name: str) -> Path:
-        if not isinstance(name, str) or not _RUN_NAME.fullmatch(name) or name in {".", ".."} or ".." in name:
+        if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
             raise ReplayError(400, f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only")
         path = (self.root / name).resolve()
         if path.parent != self.root:

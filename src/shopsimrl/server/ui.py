@@ -14,7 +14,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse
 
 from .models import ErrorBody
-from .replay import ReplayError, RunsStore
+from .replay import RUN_NAME_PATTERN, ReplayError, RunsStore
 
 UI_DIR = Path(__file__).parent / "ui"
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -48,7 +48,9 @@ def ui_router(runs: RunsStore) -> APIRouter:
         return _asset("replay.html")
 
     errors = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}}
-    run_name = PathParam(max_length=200, description="a run directory's name inside the runs directory")
+    # The pattern is documented, not enforced by FastAPI: RunsStore checks it and answers 400 itself.
+    run_name = PathParam(description="a run directory's name inside the runs directory",
+                         json_schema_extra={"pattern": RUN_NAME_PATTERN})
 
     def guarded(call, *args: Any) -> Any:
         try:
@@ -66,7 +68,7 @@ def ui_router(runs: RunsStore) -> APIRouter:
 
     @router.get("/api/runs/{run}/episodes/{episode_id}", tags=["replay"], responses=errors,
                 summary="One episode's trace and its target-vs-purchase comparison")
-    def episode(run: str = run_name, episode_id: str = PathParam(max_length=200)) -> Any:
+    def episode(run: str = run_name, episode_id: str = PathParam(description="an episode_id of the run's traces")) -> Any:
         return guarded(runs.episode, run, episode_id)
 
     return router

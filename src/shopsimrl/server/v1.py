@@ -55,7 +55,8 @@ def v1_router(service: EnvService) -> APIRouter:
                          "preview": str(visible or "")[:48]})
         return {"tasks": rows}
 
-    @router.post("/sessions", response_model=SessionCreated, status_code=201, responses=_errors(400, 404, 503),
+    @router.post("/sessions", response_model=SessionCreated, response_model_exclude_unset=True, status_code=201,
+                  responses=_errors(400, 404, 503),
                  summary="Start an episode (reset); queues FIFO for a slot")
     async def create(body: CreateSession) -> dict[str, Any]:
         lease, payload = await service.reset(
@@ -70,12 +71,12 @@ def v1_router(service: EnvService) -> APIRouter:
     async def state(session_id: str = SessionId) -> dict[str, Any]:
         return service.state(find(session_id))
 
-    @router.post("/sessions/{session_id}/step", response_model=StepResult, responses=_errors(400, 404, 409),
+    @router.post("/sessions/{session_id}/step", response_model=StepResult, response_model_exclude_unset=True, responses=_errors(400, 404, 409),
                  summary="One action (interact)")
     async def step(body: StepRequest, session_id: str = SessionId) -> dict[str, Any]:
         return service.step(find(session_id), body.action)
 
-    @router.post("/sessions/{session_id}/terminate", response_model=StepResult, responses=_errors(400, 404, 409),
+    @router.post("/sessions/{session_id}/terminate", response_model=StepResult, response_model_exclude_unset=True, responses=_errors(400, 404, 409),
                  summary="End the episode with zero reward (action_limit or generation_length)")
     async def terminate(body: TerminateRequest | None = None, session_id: str = SessionId) -> dict[str, Any]:
         return service.terminate(find(session_id), body.reason if body is not None else "action_limit")
