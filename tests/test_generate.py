@@ -404,3 +404,26 @@ def test_round_trip_through_prepare(tmp_path: Path) -> None:
     assert stats["standard_task_count"] == 430
     assert stats["inactive_instruction_count"] == 0
     assert stats["split_sizes"] == {"test": 20, "val": 20, "train": 110}
+
+
+def test_attribute_paraphrases_are_safe_and_used(medium: GeneratedCatalog) -> None:
+    """Paraphrases carry no digits or commas (the budget parser reads them) and replace some keywords."""
+    from shopsimrl.generate.vocabulary import load_vocabulary
+
+    table = load_vocabulary().paraphrases
+    assert 0.0 < float(table["share"]) < 1.0
+    for attribute, phrases in table["phrases"].items():
+        for phrase in phrases:
+            assert phrase and phrase != attribute
+            assert not any(ch.isdigit() or ch in "，,。" for ch in phrase), phrase
+    paraphrased = literal = 0
+    for record in medium.records:
+        instruction = record["instructions"][0]
+        for attribute in instruction["attributes"]:
+            if attribute in table["phrases"]:
+                if attribute in instruction["instruction"]:
+                    literal += 1
+                else:
+                    paraphrased += 1
+    assert paraphrased > 0 and literal > 0
+    assert 0.25 < paraphrased / (paraphrased + literal) < 0.65

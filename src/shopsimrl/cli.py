@@ -289,6 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--archive", default="tests/data/fixture_catalog.json")
     demo.add_argument("--out", default="data/fixture")
     demo.set_defaults(func=cmd_demo)
+
+    from .eval.commands import add_commands as add_eval_commands  # eval, compare, report, policy-server
+
+    add_eval_commands(commands)
     return parser
 
 

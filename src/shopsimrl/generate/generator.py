@@ -28,7 +28,7 @@ from .products import ProductDraft, make_brands, make_product
 from .rng import pick_many
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v1"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v2"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -306,7 +306,7 @@ def _vocabulary_sha256() -> str:
 
     digest = hashlib.sha256()
     folder = resources.files(__package__).joinpath("vocab")
-    for name in ("budgets.json", "catalog.json", "personas.json", "pools.json", "text.json"):
+    for name in ("budgets.json", "catalog.json", "paraphrases.json", "personas.json", "pools.json", "text.json"):
         digest.update(name.encode())
         digest.update(folder.joinpath(name).read_bytes())
     return digest.hexdigest()

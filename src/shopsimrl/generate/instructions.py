@@ -43,8 +43,17 @@ def tidy(text: str) -> str:
     return text.strip()
 
 
+def describe_attribute(attribute: str, vocab: Vocabulary, rng: random.Random) -> str:
+    """The attribute as a shopper writes it: often a paraphrase instead of the listing keyword."""
+    table = vocab.paraphrases
+    phrases = table["phrases"].get(attribute)
+    if phrases and rng.random() < float(table["share"]):
+        return pick(rng, phrases)
+    return attribute
+
+
 def join_attributes(attributes: tuple[str, ...] | list[str], vocab: Vocabulary, rng: random.Random) -> str:
-    items = list(attributes)
+    items = [describe_attribute(attribute, vocab, rng) for attribute in attributes]
     if not items:
         return ""
     if len(items) == 1:

@@ -84,6 +84,7 @@ class Vocabulary:
     text: dict[str, Any]
     budgets: dict[str, Any]
     personas: dict[str, Any]
+    paraphrases: dict[str, Any]
     brand_chars: tuple[tuple[str, str], ...]
 
 
@@ -201,5 +202,6 @@ def load_vocabulary() -> Vocabulary:
         text=text,
         budgets=_load_json("budgets.json"),
         personas=_load_json("personas.json"),
+        paraphrases=_load_json("paraphrases.json"),
         brand_chars=brand_chars,
     )
