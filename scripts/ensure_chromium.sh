@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs Debian's chromium for the browser tests when it is missing (Playwright cannot download browsers here).
-# A no-op when /usr/bin/chromium exists; uses sudo only when not root and sudo is available.
+# Installs Debian's chromium (and a small CJK font, so screenshots show the Chinese pages) for the browser tests
+# when missing: Playwright cannot download browsers here. A no-op when both are there; uses sudo only when not
+# root and sudo is available.
 set -euo pipefail
-if [ -x /usr/bin/chromium ]; then
+if [ -x /usr/bin/chromium ] && [ -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc ]; then
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
@@ -18,4 +19,4 @@ if [ "$(id -u)" != "0" ]; then
 fi
 echo "ensure_chromium: installing Debian's chromium" >&2
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-wqy-microhei
