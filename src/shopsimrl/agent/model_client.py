@@ -1,0 +1,122 @@
+"""Any OpenAI-compatible chat-completions endpoint (vLLM, SGLang, Ollama, hosted APIs) via the ``openai`` client.
+
+The official client does transport, timeouts and retries (408/409/429/5xx and connection errors, with
+exponential back-off); a 200 answer is never retried on protocol grounds. The raw JSON body is parsed by the
+shared validator, so ``reasoning_content``/``reasoning``, ``tool_calls``, ``usage`` and tool calls written in the
+content (``<tool_call>…</tool_call>``) are read the same way for every server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ShopSimError
+from .validation import ModelOutput, interpret
+
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_TEMPERATURE = 0.6
+DEFAULT_TOP_P = 1.0
+DEFAULT_TIMEOUT = 180.0
+DEFAULT_MAX_RETRIES = 3
+RESERVED_BODY_KEYS = {"model", "messages", "tools", "tool_choice", "stream"}
+
+
+class ModelRequestError(ShopSimError):
+    """The model endpoint failed (non-retryable HTTP status, or still failing after the retries)."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    temperature: float = DEFAULT_TEMPERATURE
+    top_p: float | None = DEFAULT_TOP_P
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+    send_seed: bool = False
+    checkpoint_id: str | None = None
+
+    def __post_init__(self) -> None:
+        clash = RESERVED_BODY_KEYS & set(self.extra_body)
+        if clash:
+            raise ShopSimError(f"extra body may not set {sorted(clash)}: the runtime owns them")
+        if self.max_tokens < 1:
+            raise ShopSimError("max_tokens must be positive")
+
+    def identity(self) -> dict[str, Any]:
+        """Provenance: everything that shapes an answer (the key itself is never recorded)."""
+        return {
+            "provider": "openai-compatible", "model": self.model, "base_url": self.base_url,
+            "checkpoint_id": self.checkpoint_id, "api_key_env": self.api_key_env,
+            "transport": {"timeout": self.timeout, "max_retries": self.max_retries},
+            "sampling": {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+                         "tool_choice": "auto", "send_seed": self.send_seed,
+                         "extra_body": dict(sorted(self.extra_body.items()))},
+        }
+
+
+class OpenAIChatModel:
+    """One client per evaluation (connection pool shared by all episodes)."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        from openai import AsyncOpenAI
+
+        self.settings = settings
+        key = "EMPTY"  # local servers ignore the key; the client insists on one
+        if settings.api_key_env:
+            key = os.environ.get(settings.api_key_env, "")
+            if not key:
+                raise ShopSimError(f"environment variable {settings.api_key_env} (the API key) is not set")
+        self.model_name = settings.model
+        self._client = AsyncOpenAI(
+            base_url=settings.base_url, api_key=key, timeout=settings.timeout, max_retries=settings.max_retries
+        )
+
+    def identity(self) -> dict[str, Any]:
+        return self.settings.identity()
+
+    def request_body(self, tools: Sequence[Mapping[str, Any]], seed: int) -> dict[str, Any]:
+        s = self.settings
+        body: dict[str, Any] = {"temperature": s.temperature, "max_tokens": s.max_tokens}
+        if s.top_p is not None:
+            body["top_p"] = s.top_p
+        if s.send_seed:
+            body["seed"] = seed
+        if tools:
+            body["tools"] = list(tools)
+            body["tool_choice"] = "auto"
+        return body
+
+    async def generate(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,
+        seed: int = 0, task_id: int | None = None,
+    ) -> ModelOutput:
+        import openai
+
+        started = time.perf_counter()
+        try:
+            raw = await self._client.chat.completions.with_raw_response.create(
+                model=self.settings.model, messages=list(messages), stream=False,
+                extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
+            )
+        except openai.APIStatusError as exc:
+            raise ModelRequestError(f"model endpoint answered HTTP {exc.status_code}: {exc.message}") from exc
+        except openai.APIError as exc:
+            raise ModelRequestError(f"model endpoint failed: {exc}") from exc
+        text = raw.text
+        try:
+            payload: Any = json.loads(text)
+        except ValueError:
+            payload = text
+        return interpret(payload, tools, latency_ms=round((time.perf_counter() - started) * 1000, 3))
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -1,0 +1,234 @@
+"""``shopsimrl policy-server``: an OpenAI-compatible chat-completions server driven by a built-in policy.
+
+It speaks the real protocol (``POST /v1/chat/completions`` with ``tools`` in; ``tool_calls``,
+``finish_reason`` and ``usage`` out; ``GET /v1/models``), so a pipeline can be smoke-tested end to end — the
+``openai`` client, retries, parsing, validation and repair — without a hosted model. The policy sees the
+context rebuilt from the messages, exactly as in-process.
+
+Faults can be injected to exercise every failure path: per request (header ``X-ShopSim-Fault: KIND`` or body
+field ``shopsim_fault``), scripted per model turn (body field ``shopsim_fault_script: {"2": "bad_json"}``; the
+runtime's ``extra_body`` carries it on every request), or server-wide at a seeded rate (``--fault-rate``,
+``--length-rate``), decided by a hash of the request so reruns see the same faults.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from ..env.shop_env import ShopWorld
+from ..errors import ShopSimError
+from .builtin_backend import action_completion, policy_action
+from .policies import make_policy
+from .policy import PolicyAction, PolicyError
+from .validation import offered_names
+
+PROTOCOL_FAULTS = (
+    "no_tool_call", "two_calls", "mixed_content", "bad_json", "unavailable_tool", "wrong_keys",
+    "click_outside_enum",
+)
+OTHER_FAULTS = ("length", "length_with_call", "content_tool_call", "content_tool_call_xml", "http_429_once",
+                "http_500_once")
+FAULT_KINDS = PROTOCOL_FAULTS + OTHER_FAULTS
+OUTSIDE_ENUM_VALUE = "not-an-offered-value"
+FAULT_HEADER = "x-shopsim-fault"
+
+
+class FaultError(ShopSimError):
+    """An unknown fault kind."""
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """Server-wide faults: ``rate`` of requests get one of ``kinds``, ``length_rate`` are cut off."""
+
+    rate: float = 0.0
+    kinds: tuple[str, ...] = PROTOCOL_FAULTS
+    seed: int = 0
+    length_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        for kind in self.kinds:
+            check_fault(kind)
+        if not (0.0 <= self.rate <= 1.0 and 0.0 <= self.length_rate <= 1.0 and self.rate + self.length_rate <= 1.0):
+            raise FaultError("fault rates must be in [0, 1] and sum to at most 1")
+
+    def draw(self, digest: str) -> str | None:
+        if not self.rate and not self.length_rate:
+            return None
+        value = hashlib.sha256(f"{self.seed}:{digest}".encode()).digest()
+        u = int.from_bytes(value[:8], "big") / 2**64
+        if u < self.length_rate:
+            return "length"
+        if u < self.length_rate + self.rate and self.kinds:
+            return self.kinds[int.from_bytes(value[8:16], "big") % len(self.kinds)]
+        return None
+
+
+def check_fault(kind: Any) -> str:
+    if kind not in FAULT_KINDS:
+        raise FaultError(f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)}")
+    return kind
+
+
+def model_turn(messages: Sequence[Mapping[str, Any]]) -> int:
+    """The 1-based model turn a request is for (each earlier turn left one assistant or feedback message)."""
+    turn, seen_user, previous = 1, False, None
+    for message in messages:
+        role = message.get("role")
+        if role == "assistant":
+            turn += 1
+        elif role == "user":
+            if seen_user and previous != "assistant":
+                turn += 1
+            seen_user = True
+        previous = role
+    return turn
+
+
+def apply_fault(
+    kind: str, completion: dict[str, Any], action: PolicyAction, tools: Sequence[Mapping[str, Any]], *,
+    max_tokens: int = 4096,
+) -> dict[str, Any]:
+    """Rewrite a correct completion into one showing ``kind``."""
+    out = copy.deepcopy(completion)
+    choice = out["choices"][0]
+    message = choice["message"]
+    call = message["tool_calls"][0]
+    function = call["function"]
+    key = "query" if action.name == "search" else "value"
+    value = str(action.arguments.get(key, ""))
+    if kind == "no_tool_call":
+        message["content"] = f"Thought: 我应该这样做。\nAction: {action.canonical}"
+        message["tool_calls"] = None
+        choice["finish_reason"] = "stop"
+    elif kind == "two_calls":
+        second = copy.deepcopy(call)
+        second["id"] = call["id"] + "b"
+        message["tool_calls"].append(second)
+    elif kind == "mixed_content":
+        message["content"] = "好的，我来操作。"
+    elif kind == "bad_json":
+        function["arguments"] = function["arguments"][:-1]
+    elif kind == "unavailable_tool":
+        offered = offered_names(tools)
+        name = next((n for n in ("search", "click") if n not in offered), "checkout")
+        function["name"] = name
+        function["arguments"] = json.dumps({"query" if name == "search" else "value": value}, ensure_ascii=False)
+    elif kind == "wrong_keys":
+        function["arguments"] = json.dumps({"q" if action.name == "search" else "val": value}, ensure_ascii=False)
+    elif kind == "click_outside_enum":
+        function["name"] = "click"
+        function["arguments"] = json.dumps({"value": OUTSIDE_ENUM_VALUE}, ensure_ascii=False)
+    elif kind == "length":
+        message["content"] = None
+        message["reasoning_content"] = (message.get("reasoning_content") or "") + " …"
+        message["tool_calls"] = None
+        choice["finish_reason"] = "length"
+        usage = out["usage"]
+        usage["completion_tokens"] = max_tokens
+        usage["total_tokens"] = usage["prompt_tokens"] + max_tokens
+    elif kind == "length_with_call":
+        choice["finish_reason"] = "length"
+    elif kind in ("content_tool_call", "content_tool_call_xml"):
+        arguments = json.loads(function["arguments"])
+        if kind == "content_tool_call":
+            body = json.dumps({"name": function["name"], "arguments": arguments}, ensure_ascii=False)
+        else:
+            params = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in arguments.items())
+            body = f"<function={function['name']}>\n{params}</function>"
+        message["content"] = f"<tool_call>\n{body}\n</tool_call>"
+        message["tool_calls"] = None
+        choice["finish_reason"] = "stop"
+    return out
+
+
+def _digest(body: Mapping[str, Any]) -> str:
+    payload = {"messages": body.get("messages"), "tools": body.get("tools")}
+    return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+
+
+def create_policy_app(
+    world: ShopWorld, *, policy: str = "heuristic", faults: FaultConfig | None = None, model_name: str | None = None,
+) -> FastAPI:
+    """The FastAPI app of the policy server."""
+    chosen = make_policy(policy, world)
+    name = model_name or f"shopsim-{policy}"
+    config = faults or FaultConfig()
+    app = FastAPI(title="ShopSimRL policy server", version="1")
+    once_lock = threading.Lock()
+    once_seen: set[tuple[str, str]] = set()
+    app.state.requests = 0
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "shopsimrl"}]}
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"ready": True, "policy": policy, "model": name, "requests": app.state.requests}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Any:
+        app.state.requests += 1
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "the request body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "the request body must be a JSON object")
+        messages, tools = body.get("messages"), body.get("tools") or []
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            return _error(400, "messages must be a non-empty list of objects")
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            return _error(400, "tools must be a list of objects")
+        if body.get("stream"):
+            return _error(400, "streaming is not supported by the policy server")
+        if body.get("model") not in (None, name):
+            return _error(404, f"model {body.get('model')!r} is not served here (this is {name!r})", "not_found_error")
+        if not tools:
+            return _error(400, "the policy server needs tools: it only answers with tool calls")
+        try:
+            kind = request.headers.get(FAULT_HEADER) or body.get("shopsim_fault")
+            script = body.get("shopsim_fault_script") or {}
+            if kind is None and isinstance(script, dict):
+                kind = script.get(str(model_turn(messages)))
+            digest = _digest(body)
+            if kind is None:
+                kind = config.draw(digest)
+            if kind is not None:
+                check_fault(kind)
+        except FaultError as exc:
+            return _error(400, str(exc))
+        if kind in ("http_429_once", "http_500_once"):
+            with once_lock:
+                first = (kind, digest) not in once_seen
+                once_seen.add((kind, digest))
+            if first:
+                status = 429 if kind == "http_429_once" else 500
+                return _error(status, "injected transient failure", "rate_limit_error" if status == 429 else "server_error")
+            kind = None
+        seed = body.get("seed") if isinstance(body.get("seed"), int) else 0
+        try:
+            action = policy_action(chosen, messages, tools, seed=seed)
+        except PolicyError as exc:
+            return _error(422, f"the {policy} policy cannot act: {exc}", "policy_error")
+        completion = action_completion(action, messages, model=name)
+        if kind is not None:
+            max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 4096
+            completion = apply_fault(kind, completion, action, tools, max_tokens=int(max_tokens))
+        return completion
+
+    return app

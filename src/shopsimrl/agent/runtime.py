@@ -1,0 +1,310 @@
+"""The agent runtime: one episode as a chat between a model and the environment (runtime_spec §1, §3).
+
+``reset`` → system message (rules, persona line, optional skill block) and the first user message → up to
+``max_steps`` model turns, each with the tools of the current page, one model call and strict validation. A
+protocol error gets a repair turn (feedback JSON, same page, no environment action, the turn counts); a valid
+call becomes the canonical action, and the new observation comes back as a ``tool`` message. A cut-off
+generation ends the episode with ``terminate("generation_length")``, running out of turns with
+``terminate("action_limit")``. Every exception is caught and recorded with the stage it happened in; the
+environment is always released.
+
+The runtime works over an asynchronous environment interface; :func:`as_async_env` adapts the in-process
+``ShopEnv`` (directly or in a worker thread) and the service clients (``ShopClient``/``AsyncShopClient``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from ..env.tools import tools_for_state
+from ..errors import ShopSimError
+from ..versions import EPISODE_LIMITS, TRACE_SCHEMA_VERSION
+from .prompt import SYSTEM_PROMPT, first_user_message, system_message
+from .skills import SkillBank, render_skills
+from .validation import ModelOutput, feedback_text, protocol_feedback
+
+ACTION_PROTOCOL = "openai-function-tools-repair-v3"
+HIDDEN_RESET_FIELDS = ("env_idx", "lease_id", "private_task_instruction", "goal_options", "reason_key")
+LEASE_FIELDS = ("env_idx", "lease_id")
+
+
+class RuntimeFailure(ShopSimError):
+    """A state the turn loop cannot continue from (e.g. a page that offers no tool)."""
+
+
+class AsyncEnv(Protocol):
+    async def reset(self, task_id: int, persona: bool, interaction_mode: str) -> dict[str, Any]: ...
+    async def step(self, action: str) -> dict[str, Any]: ...
+    async def terminate(self, reason: str) -> dict[str, Any]: ...
+    async def close(self) -> None: ...
+
+
+class ModelBackend(Protocol):
+    model_name: str
+
+    def identity(self) -> dict[str, Any]: ...
+
+    async def generate(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,
+        seed: int = 0, task_id: int | None = None,
+    ) -> ModelOutput: ...
+
+    async def close(self) -> None: ...
+
+
+class _Adapter:
+    """Makes a sync (``ShopEnv``, ``ShopClient``) or async (``AsyncShopClient``) environment awaitable."""
+
+    def __init__(self, env: Any, *, threaded: bool = False) -> None:
+        self.env = env
+        self.threaded = threaded
+        self.is_async = inspect.iscoroutinefunction(getattr(env, "step", None))
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(self.env, name)
+        if self.is_async:
+            return await method(*args, **kwargs)
+        if self.threaded:
+            return await asyncio.to_thread(method, *args, **kwargs)
+        return method(*args, **kwargs)
+
+    async def reset(self, task_id: int, persona: bool, interaction_mode: str) -> dict[str, Any]:
+        return await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode)
+
+    async def step(self, action: str) -> dict[str, Any]:
+        return await self._call("step", action)
+
+    async def terminate(self, reason: str) -> dict[str, Any]:
+        return await self._call("terminate", reason)
+
+    async def close(self) -> None:
+        close = getattr(self.env, "close", None)
+        if close is not None:
+            await self._call("close")
+
+
+def as_async_env(env: Any, *, threaded: bool = False) -> AsyncEnv:
+    """Adapt any object with the ``ShopEnv`` interface (sync or async) to :class:`AsyncEnv`."""
+    return _Adapter(env, threaded=threaded)
+
+
+class EnvironmentFactory(Protocol):
+    """Opens one environment session per episode and says what it is (provenance)."""
+
+    def new(self) -> AsyncEnv: ...
+
+    def identity(self) -> dict[str, Any]: ...
+
+
+class InProcessEnvironment:
+    """Sessions over a shared in-process ``ShopWorld`` (threaded: run env calls in worker threads)."""
+
+    def __init__(self, world: Any, *, threaded: bool = False) -> None:
+        self.world = world
+        self.threaded = threaded
+
+    def new(self) -> AsyncEnv:
+        return as_async_env(self.world.new_env(), threaded=self.threaded)
+
+    def identity(self) -> dict[str, Any]:
+        return {"adapter": "in-process", "base_url": None}
+
+
+class ServiceEnvironment:
+    """Sessions leased from a ``shopsimrl serve`` service through ``AsyncShopClient`` (one per episode)."""
+
+    def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def new(self) -> AsyncEnv:
+        from ..server.client import AsyncShopClient
+
+        return as_async_env(AsyncShopClient(self.base_url, timeout=self.timeout))
+
+    def identity(self) -> dict[str, Any]:
+        return {"adapter": "http", "base_url": self.base_url}
+
+
+@dataclass(frozen=True)
+class EpisodeJob:
+    task_id: int
+    sample_id: int = 0
+    seed: int = 0
+    split: str = "test"
+
+    @property
+    def episode_id(self) -> str:
+        return f"task-{self.task_id:06d}__sample-{self.sample_id:03d}"
+
+    def record(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "sample_id": self.sample_id, "seed": self.seed, "split": self.split}
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    max_steps: int = EPISODE_LIMITS["single_turn"]
+    persona: bool = True
+    interaction_mode: str = "single_turn"
+    prompt: str = SYSTEM_PROMPT
+
+    def identity(self) -> dict[str, Any]:
+        return {"max_steps": self.max_steps, "action_protocol": ACTION_PROTOCOL}
+
+
+@dataclass
+class RuntimeStats:
+    """Time split of all episodes run so far (for the overhead benchmark; never written to traces)."""
+
+    episodes: int = 0
+    turns: int = 0
+    total_s: float = 0.0
+    model_s: float = 0.0
+    env_s: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _without(payload: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    return {key: value for key, value in payload.items() if key not in keys}
+
+
+class AgentRuntime:
+    """Runs episodes of one model against one environment factory; each ``run`` is independent."""
+
+    def __init__(
+        self, model: ModelBackend, environment: EnvironmentFactory, *, config: RuntimeConfig | None = None,
+        skills: SkillBank | None = None, provenance: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.environment = environment
+        self.config = config or RuntimeConfig()
+        self.skills = skills
+        self.provenance = dict(provenance) if provenance is not None else {}
+        self.stats = RuntimeStats()
+
+    async def run(self, job: EpisodeJob) -> dict[str, Any]:
+        """One episode → its trace record (``shopsimrl-episode-v4``); never raises for episode failures."""
+        clock = time.perf_counter
+        started, t0 = utc_now(), clock()
+        model_s = env_s = 0.0
+        cfg = self.config
+        steps: list[dict[str, Any]] = []
+        messages: list[dict[str, Any]] = []
+        record: dict[str, Any] = {
+            "schema_version": TRACE_SCHEMA_VERSION, "episode_id": job.episode_id, "status": "failed",
+            "job": job.record(), "provenance": self.provenance, "started_at": started, "ended_at": None,
+            "duration_ms": None, "reset": None, "selected_skills": [], "conversation": messages, "steps": steps,
+            "final": None, "error": None,
+        }
+        stage = "reset"
+        env: AsyncEnv | None = None
+        try:
+            env = self.environment.new()
+            t = clock()
+            reset = await env.reset(job.task_id, cfg.persona, cfg.interaction_mode)
+            env_s += clock() - t
+            record["reset"] = _without(reset, HIDDEN_RESET_FIELDS)
+            stage = "skill_selection"
+            selected = self.skills.select(job.task_id) if self.skills is not None else []
+            record["selected_skills"] = [skill.record() for skill in selected]
+            persona = reset.get("user_persona") or {}
+            messages.append({"role": "system", "content": system_message(persona, render_skills(selected), cfg.prompt)})
+            messages.append({"role": "user", "content": first_user_message(reset["task_instruction"], reset["observation"])})
+            shown, page, state = messages[1]["content"], reset["observation"], reset["observation_state"]
+            final: dict[str, Any] | None = None
+            for step_index in range(1, cfg.max_steps + 1):
+                stage = f"model_step_{step_index}"
+                tools = tools_for_state(state)
+                if not tools:
+                    raise RuntimeFailure("the page offers no tool but the episode is not done")
+                t = clock()
+                out = await self.model.generate(messages, tools, seed=job.seed + step_index - 1, task_id=job.task_id)
+                model_s += clock() - t
+                step: dict[str, Any] = {"step_index": step_index, "observation": shown, "tools": tools,
+                                        "model": out.record(), "action": None, "environment": None}
+                steps.append(step)
+                if out.policy_failure is not None:
+                    step["policy_failure"] = out.policy_failure
+                    stage = f"policy_termination_step_{step_index}"
+                    t = clock()
+                    final = await env.terminate("generation_length")
+                    env_s += clock() - t
+                    break
+                if out.protocol_error is not None:
+                    feedback = protocol_feedback(out.protocol_error, tools)
+                    step["protocol_error"], step["protocol_feedback"] = out.protocol_error, feedback
+                    self._append_repair(messages, out, feedback_text(feedback))
+                    shown = page
+                    continue
+                action = out.canonical_action()
+                step["action"] = action
+                call = out.call.wire()
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                stage = f"environment_step_{step_index}"
+                t = clock()
+                result = _without(await env.step(action), LEASE_FIELDS)
+                env_s += clock() - t
+                step["environment"] = result
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result["observation"]})
+                if result.get("done"):
+                    final = result
+                    break
+                shown = page = result["observation"]
+                state = result["observation_state"]
+            if final is None:
+                stage = "action_limit_termination"
+                t = clock()
+                final = await env.terminate("action_limit")
+                env_s += clock() - t
+            record["final"] = _without(final, LEASE_FIELDS)
+            record["status"] = "completed"
+        except Exception as exc:
+            record["error"] = _error(stage, exc)
+        finally:
+            if env is not None:
+                try:
+                    await env.close()
+                except Exception as exc:
+                    if record["error"] is None:
+                        record["error"] = _error("cleanup", exc)
+        total = clock() - t0
+        record["ended_at"] = utc_now()
+        record["duration_ms"] = round(total * 1000, 3)
+        stats = self.stats
+        stats.episodes += 1
+        stats.turns += len(steps)
+        stats.total_s += total
+        stats.model_s += model_s
+        stats.env_s += env_s
+        return record
+
+    @staticmethod
+    def _append_repair(messages: list[dict[str, Any]], out: ModelOutput, text: str) -> None:
+        """Echo the rejected output, then the feedback: one ``tool`` message per call, else a ``user`` one."""
+        visible = out.content if out.content is not None and out.content.strip() else None
+        if out.wire_calls:
+            messages.append({"role": "assistant", "content": visible, "tool_calls": out.wire_calls})
+            messages.extend({"role": "tool", "tool_call_id": call["id"], "content": text} for call in out.wire_calls)
+            return
+        if visible is not None:
+            messages.append({"role": "assistant", "content": visible})
+        messages.append({"role": "user", "content": text})
+
+    async def close(self) -> None:
+        await self.model.close()
+
+
+def _error(stage: str, exc: BaseException) -> dict[str, Any]:
+    return {"stage": stage, "type": type(exc).__name__, "message": str(exc),
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}

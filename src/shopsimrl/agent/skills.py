@@ -1,0 +1,134 @@
+"""Optional skill banks (runtime_spec §8): procedural notes appended to the system message as their own block.
+
+A bank is a JSON file ``{schema_version: "shopsimrl-skillbank-v1", bank_version, metadata, skills: [...]}``;
+each skill has an id (``skill_id``, or ``id``), a ``version`` and a ``content``, optionally ``enabled`` and
+``task_ids``. Selection never reads the private goal; the selected chunks are recorded in every trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ShopSimError
+
+SKILLBANK_SCHEMA = "shopsimrl-skillbank-v1"
+SKILL_RENDERER_VERSION = "plain-skill-context-v1"
+SKILL_HEADER = "[可选策略提示]"
+SKILL_NOTE = "这些提示只提供通用策略；仍需依据当前任务和页面独立核验。"
+
+
+class SkillBankError(ShopSimError):
+    """A skill-bank file that cannot be used (missing, not JSON, wrong schema, malformed skill)."""
+
+
+@dataclass(frozen=True)
+class Skill:
+    skill_id: str
+    version: str
+    content: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    enabled: bool = True
+    task_ids: frozenset[int] | None = None
+
+    @property
+    def content_sha256(self) -> str:
+        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+
+    def record(self) -> dict[str, Any]:
+        """The form written into traces (``selected_skills``)."""
+        return {
+            "skill_id": self.skill_id, "content": self.content, "version": self.version,
+            "metadata": self.metadata, "content_sha256": self.content_sha256,
+        }
+
+
+def _skill(raw: Any, index: int) -> Skill:
+    if not isinstance(raw, dict):
+        raise SkillBankError(f"skill #{index} is not an object")
+    skill_id = raw.get("skill_id", raw.get("id"))
+    content, version = raw.get("content"), raw.get("version", "1")
+    if not isinstance(skill_id, str) or not skill_id.strip():
+        raise SkillBankError(f"skill #{index} has no string skill_id/id")
+    if not isinstance(content, str) or not content.strip():
+        raise SkillBankError(f"skill {skill_id!r} has no content")
+    if not isinstance(version, (str, int)) or isinstance(version, bool):
+        raise SkillBankError(f"skill {skill_id!r}: version must be a string")
+    metadata = raw.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise SkillBankError(f"skill {skill_id!r}: metadata must be an object")
+    task_ids = raw.get("task_ids")
+    if task_ids is not None and (
+        not isinstance(task_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids)
+    ):
+        raise SkillBankError(f"skill {skill_id!r}: task_ids must be a list of integers")
+    return Skill(
+        skill_id=skill_id, version=str(version), content=content, metadata=metadata,
+        enabled=bool(raw.get("enabled", True)), task_ids=frozenset(task_ids) if task_ids is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class SkillBank:
+    skills: tuple[Skill, ...]
+    bank_version: str
+    path: str
+    sha256: str
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> SkillBank:
+        file = Path(path)
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise SkillBankError(f"cannot read skill bank {file}: {exc}") from exc
+        try:
+            payload = json.loads(data)
+        except ValueError as exc:
+            raise SkillBankError(f"skill bank {file} is not JSON: {exc}") from exc
+        if isinstance(payload, list):  # a bare list of chunks
+            payload = {"schema_version": SKILLBANK_SCHEMA, "skills": payload}
+        if not isinstance(payload, dict) or payload.get("schema_version", SKILLBANK_SCHEMA) != SKILLBANK_SCHEMA:
+            raise SkillBankError(f"skill bank {file}: schema_version must be {SKILLBANK_SCHEMA!r}")
+        raw_skills = payload.get("skills")
+        if not isinstance(raw_skills, list):
+            raise SkillBankError(f"skill bank {file}: 'skills' must be a list")
+        skills = tuple(_skill(raw, i) for i, raw in enumerate(raw_skills))
+        ids = [s.skill_id for s in skills]
+        if len(set(ids)) != len(ids):
+            raise SkillBankError(f"skill bank {file}: duplicate skill ids")
+        return cls(skills, str(payload.get("bank_version", "")), str(file), hashlib.sha256(data).hexdigest())
+
+    def select(self, task_id: int | None) -> list[Skill]:
+        """Enabled skills in file order; a skill with ``task_ids`` applies only to those tasks."""
+        return [
+            s for s in self.skills
+            if s.enabled and (s.task_ids is None or (task_id is not None and task_id in s.task_ids))
+        ]
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            "provider": "json-skillbank", "path": self.path, "bank_version": self.bank_version,
+            "sha256": self.sha256, "renderer_version": SKILL_RENDERER_VERSION,
+            "skill_ids": [s.skill_id for s in self.skills if s.enabled],
+        }
+
+
+NO_SKILLS = {"provider": "none", "renderer_version": SKILL_RENDERER_VERSION}
+
+
+def render_skills(skills: list[Skill]) -> str | None:
+    """The skill block (§8), or None when nothing was selected."""
+    if not skills:
+        return None
+    lines = [SKILL_HEADER, SKILL_NOTE]
+    for s in skills:
+        lines.append(f"<skill id={json.dumps(s.skill_id, ensure_ascii=False)} "
+                     f"version={json.dumps(s.version, ensure_ascii=False)}>")
+        lines.append(s.content.strip())
+        lines.append("</skill>")
+    return "\n".join(lines)

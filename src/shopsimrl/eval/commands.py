@@ -1,0 +1,164 @@
+"""The ``eval``, ``compare``, ``report`` and ``policy-server`` commands (registered by ``shopsimrl.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import ShopSimError
+from ..versions import EPISODE_LIMITS
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..agent.builtin_backend import policy_label
+    from ..agent.model_client import ModelSettings
+    from .console import LiveProgress, summary_table
+    from .runner import EvalSettings, evaluate, parse_extra_body
+
+    model = None
+    if args.base_url or args.model:
+        if not (args.base_url and args.model):
+            raise ShopSimError("--base-url and --model go together")
+        model = ModelSettings(
+            base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
+            top_p=args.top_p, max_tokens=args.max_tokens, extra_body=parse_extra_body(args.extra_body),
+            timeout=args.timeout, max_retries=args.max_retries, send_seed=args.send_seed,
+            checkpoint_id=args.checkpoint_id,
+        )
+    out = args.out or f"runs/{args.policy or args.model.replace('/', '_')}-{args.split}"
+    settings = EvalSettings(
+        data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
+        concurrency=args.concurrency, repeats=args.repeats, limit=args.limit, sample_size=args.sample_size,
+        seed=args.seed, max_steps=args.max_steps, persona=args.persona, skills=args.skills,
+        experiment=args.experiment,
+    )
+    label = policy_label(args.policy) if args.policy else args.model
+    console = Console()
+    progress = LiveProgress(f"{label} · {args.split}", enabled=not args.no_progress)
+    try:
+        result = evaluate(settings, on_start=progress.start, on_record=progress.record)
+    finally:
+        progress.stop()
+    console.print(summary_table(result.summary, f"{label} on {args.split} ({out})"))
+    if args.policy == "oracle":
+        console.print("note: the oracle reads the private goal — this is a solvability check, not a baseline")
+    console.print(f"traces:  {result.run_dir.traces_path}")
+    console.print(f"summary: {result.run_dir.summary_path}")
+    if not args.no_report:
+        from .report import write_report
+
+        paths = write_report(out)
+        console.print(f"report:  {paths['html']}  ({paths['md']})")
+    return 0 if result.summary["counts"]["failed"] == 0 else 1
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .compare import compare_runs, comparison_tables
+
+    result = compare_runs(args.run_a, args.run_b, resamples=args.resamples, allow_partial=args.allow_partial)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=2, sort_keys=True) + "\n", "utf-8")
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, indent=2, sort_keys=True))
+        return 0
+    console = Console()
+    for table in comparison_tables(result):
+        console.print(table)
+    for warning in result["alignment"]["warnings"]:
+        console.print(f"[yellow]note:[/yellow] {warning}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    paths = write_report(args.run, vs=args.vs, out=args.out)
+    print(f"report: {paths['html']}  ({paths['md']})")
+    return 0
+
+
+def cmd_policy_server(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ..agent.policy_server import FaultConfig, create_policy_app
+    from ..env.shop_env import ShopWorld
+
+    faults = FaultConfig(
+        rate=args.fault_rate, kinds=tuple(args.faults.split(",")) if args.faults else FaultConfig().kinds,
+        seed=args.fault_seed, length_rate=args.length_rate,
+    )
+    world = ShopWorld.from_data_dir(args.data)
+    app = create_policy_app(world, policy=args.policy, faults=faults, model_name=args.model_name)
+    print(f"[shopsimrl] policy server ({args.policy}) on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def add_commands(commands: Any) -> None:
+    """Register the evaluation subcommands on the top-level subparsers object."""
+    ev = commands.add_parser("eval", help="evaluate a built-in policy or a served model on a task split")
+    ev.add_argument("--data", required=True, help="a prepared data directory")
+    ev.add_argument("--split", default="test")
+    who = ev.add_mutually_exclusive_group()
+    who.add_argument("--policy", choices=("heuristic", "oracle", "random"),
+                     help="built-in policy (oracle = solvability check: it reads the private goal)")
+    who.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    ev.add_argument("--model", help="model name at --base-url")
+    ev.add_argument("--api-key-env", help="environment variable holding the API key (none: no key)")
+    ev.add_argument("--temperature", type=float, default=0.6)
+    ev.add_argument("--top-p", type=float, default=1.0)
+    ev.add_argument("--max-tokens", type=int, default=4096)
+    ev.add_argument("--extra-body", help='JSON merged into the request body, e.g. \'{"enable_thinking": true}\'')
+    ev.add_argument("--timeout", type=float, default=180.0, help="seconds per model request")
+    ev.add_argument("--max-retries", type=int, default=3, help="retries on 408/409/429/5xx and connection errors")
+    ev.add_argument("--send-seed", action="store_true", help="send the per-turn seed to the model")
+    ev.add_argument("--checkpoint-id", help="recorded in the manifest, never sent")
+    ev.add_argument("--env-url", help="use a `shopsimrl serve` service instead of the in-process environment")
+    ev.add_argument("--concurrency", type=int, default=32)
+    ev.add_argument("--repeats", type=int, default=1)
+    ev.add_argument("--limit", type=int, help="only the first N tasks of the split")
+    ev.add_argument("--sample-size", type=int, help="a seeded random sample of N tasks")
+    ev.add_argument("--seed", type=int, default=20260830)
+    ev.add_argument("--max-steps", type=int, default=EPISODE_LIMITS["single_turn"])
+    ev.add_argument("--persona", action=argparse.BooleanOptionalAction, default=None,
+                    help="persona mode (default: what the split declares)")
+    ev.add_argument("--skills", help="skill-bank JSON appended to the system message")
+    ev.add_argument("--experiment", help="experiment name (default: the --out directory name)")
+    ev.add_argument("--out", help="run directory (default runs/<policy-or-model>-<split>)")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-report", action="store_true", help="skip report.md/report.html")
+    ev.set_defaults(func=cmd_eval)
+
+    cmp_ = commands.add_parser("compare", help="paired bootstrap comparison of two runs over the same tasks")
+    cmp_.add_argument("run_a")
+    cmp_.add_argument("run_b")
+    cmp_.add_argument("--resamples", type=int, default=10_000)
+    cmp_.add_argument("--allow-partial", action="store_true", help="compare the tasks completed in both runs")
+    cmp_.add_argument("--out", help="also write the comparison as JSON to this file")
+    cmp_.add_argument("--json", action="store_true")
+    cmp_.set_defaults(func=cmd_compare)
+
+    rep = commands.add_parser("report", help="report.md and report.html with figures for a run")
+    rep.add_argument("run")
+    rep.add_argument("--vs", help="a second run: add the paired differences (RUN - VS)")
+    rep.add_argument("--out", help="output directory (default: the run directory)")
+    rep.set_defaults(func=cmd_report)
+
+    ps = commands.add_parser("policy-server", help="an OpenAI-compatible chat server driven by a built-in policy")
+    ps.add_argument("--data", required=True, help="a prepared data directory (the oracle resolves tasks in it)")
+    ps.add_argument("--policy", default="heuristic", choices=("heuristic", "oracle", "random"))
+    ps.add_argument("--host", default="127.0.0.1")
+    ps.add_argument("--port", type=int, default=8100)
+    ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")
+    ps.add_argument("--fault-rate", type=float, default=0.0, help="share of requests answered with a protocol error")
+    ps.add_argument("--faults", help="comma-separated fault kinds to draw from (default: all protocol errors)")
+    ps.add_argument("--fault-seed", type=int, default=0)
+    ps.add_argument("--length-rate", type=float, default=0.0, help="share of requests cut off (finish_reason length)")
+    ps.set_defaults(func=cmd_policy_server)

@@ -1,0 +1,98 @@
+"""Terminal output of an evaluation: a rich progress bar with the live success rate, and summary tables."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from .rundir import is_completed
+from .summary import reward_detail
+
+
+def _pct(value: Any) -> str:
+    return "—" if value is None else f"{100 * value:.2f}%"
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+class LiveProgress:
+    """Progress over the episodes of one run; the success rate counts completed episodes of this process."""
+
+    def __init__(self, label: str, *, console: Console | None = None, enabled: bool = True) -> None:
+        self.console = console or Console(file=sys.stderr)
+        self.label = label
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("success {task.fields[success]}"), TextColumn("failed {task.fields[failed]}"),
+            TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, disable=not enabled,
+        )
+        self.task: Any = None
+        self.finished = self.successes = self.failures = 0
+        self.seen: set[str] = set()
+
+    def start(self, total: int, skipped: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task(self.label, total=total, completed=skipped, success="—", failed=0)
+        if skipped:
+            self.console.print(f"resuming: {skipped} of {total} episodes already completed")
+
+    def record(self, record: Mapping[str, Any]) -> None:
+        if is_completed(record):
+            self.finished += 1
+            self.successes += 1 if reward_detail(record).get("r_success") == 1 else 0
+            self.progress.advance(self.task)
+        else:
+            self.failures += 1
+        self.progress.update(self.task, success=_pct(self.successes / self.finished) if self.finished else "—",
+                             failed=self.failures)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def summary_table(summary: Mapping[str, Any], title: str) -> Table:
+    counts, primary = summary["counts"], summary["primary"]
+    behavior, cost = summary["behavior"], summary["cost"]
+    table = Table(title=title, show_header=True, header_style="bold")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    sem = primary.get("reward_sem")
+    rows = [
+        ("episodes completed / requested", f"{counts['completed']} / {counts['requested']}"),
+        ("coverage", _pct(counts["coverage"])),
+        ("failed (technical)", str(counts["failed"])),
+        ("reward (r_strict) mean ± SEM", f"{_num(primary['reward_mean'])} ± {_num(sem)}"),
+        ("success rate", _pct(primary["success_rate"])),
+    ]
+    rows += [(f"  {key}", _num(value)) for key, value in summary["reward_components"].items()]
+    rows += [
+        ("steps per episode", _num(behavior["steps_mean"], 2)),
+        ("protocol-error rate (per model step)",
+         f"{_pct(behavior['protocol_error_rate'])} ({behavior['protocol_errors']})"),
+        ("invalid-action rate (per env action)",
+         f"{_pct(behavior['invalid_action_rate'])} ({behavior['invalid_actions']}/{behavior['total_actions']})"),
+        ("policy failures (generation_length)", str(behavior["policy_failures"])),
+        ("terminations", ", ".join(f"{k} {v}" for k, v in behavior["termination_reasons"].items()) or "—"),
+        ("completion tokens per step", _num(cost.get("completion_tokens_per_step"), 1)),
+        ("mean episode wall time", "—" if cost["duration_ms_mean"] is None else f"{cost['duration_ms_mean']:.1f} ms"),
+    ]
+    if summary.get("errors"):
+        rows.append(("error types", ", ".join(f"{k} {v}" for k, v in summary["errors"].items())))
+    for key, value in rows:
+        table.add_row(key, value)
+    return table

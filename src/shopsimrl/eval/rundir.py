@@ -1,0 +1,171 @@
+"""A run directory (runtime_spec §5): ``manifest.json``, append-only ``traces.jsonl``, ``summary.json``.
+
+Every finished attempt is one JSON line, written whole and flushed at once (fsync'd at most once a second and
+on close), so killing the evaluator loses at most the episodes still in flight; the last line of an
+``episode_id`` wins and a broken tail line (a line cut by a crash) is skipped when reading. A directory holds
+one plan: a manifest with another fingerprint is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..agent.runtime import utc_now
+from ..errors import ShopSimError
+from ..versions import TRACE_SCHEMA_VERSION
+from .plan import MANIFEST_SCHEMA, EvalPlan
+
+MANIFEST_FILE = "manifest.json"
+TRACES_FILE = "traces.jsonl"
+SUMMARY_FILE = "summary.json"
+FSYNC_INTERVAL_S = 1.0
+
+
+class RunDirError(ShopSimError):
+    """A run directory that cannot be used for this plan (another plan, unreadable manifest)."""
+
+
+def write_json_atomic(path: Path, payload: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n", "utf-8")
+    os.replace(tmp, path)
+
+
+def is_completed(record: Any) -> bool:
+    """Completed = right schema, ``status == "completed"`` and a terminal ``final`` (§5.3)."""
+    return (
+        isinstance(record, dict) and record.get("schema_version") == TRACE_SCHEMA_VERSION
+        and record.get("status") == "completed" and isinstance(record.get("final"), dict)
+        and record["final"].get("done") is True
+    )
+
+
+def iter_trace_lines(path: Path) -> Iterator[dict[str, Any]]:
+    """Every parseable episode record of a traces file, in file order (blank and broken lines skipped)."""
+    if not path.is_file():
+        return
+    with path.open("rb") as handle:
+        for raw in handle:
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("episode_id"), str):
+                yield record
+
+
+def latest_records(path: Path) -> dict[str, dict[str, Any]]:
+    """The last record of each episode id."""
+    latest: dict[str, dict[str, Any]] = {}
+    for record in iter_trace_lines(path):
+        latest[record["episode_id"]] = record
+    return latest
+
+
+class RunDir:
+    """One run directory; ``open_for(plan)`` creates it or checks that it holds the same plan."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self._lock = threading.Lock()
+        self._handle: Any = None
+        self._last_sync = 0.0
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / MANIFEST_FILE
+
+    @property
+    def traces_path(self) -> Path:
+        return self.root / TRACES_FILE
+
+    @property
+    def summary_path(self) -> Path:
+        return self.root / SUMMARY_FILE
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            manifest = json.loads(self.manifest_path.read_text("utf-8"))
+        except FileNotFoundError as exc:
+            raise RunDirError(f"{self.root} is not a run directory (no {MANIFEST_FILE})") from exc
+        except ValueError as exc:
+            raise RunDirError(f"{self.manifest_path} is not valid JSON: {exc}") from exc
+        if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
+            raise RunDirError(f"{self.manifest_path} is not a {MANIFEST_SCHEMA} manifest")
+        return manifest
+
+    def plan(self) -> EvalPlan:
+        return EvalPlan(self.manifest()["plan"])
+
+    def open_for(self, plan: EvalPlan) -> bool:
+        """Create the manifest, or check the existing one; True when the directory already had this plan."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.manifest_path.exists():
+            existing = self.manifest()
+            if existing.get("plan_fingerprint") != plan.fingerprint:
+                raise RunDirError(
+                    f"{self.root} holds another plan (fingerprint {str(existing.get('plan_fingerprint'))[:12]}…, "
+                    f"this one {plan.fingerprint[:12]}…): use a new --out directory"
+                    + _plan_diff(existing.get("plan"), plan.plan)
+                )
+            return True
+        write_json_atomic(self.manifest_path, {
+            "schema_version": MANIFEST_SCHEMA, "created_at": utc_now(),
+            "plan_fingerprint": plan.fingerprint, "plan": plan.plan,
+        })
+        return False
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        return latest_records(self.traces_path)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record as one line, flushed; fsync'd at most every second (and on close)."""
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        with self._lock:
+            if self._handle is None:
+                self._handle = self.traces_path.open("a", encoding="utf-8")
+                if self._handle.tell() > 0:
+                    self._repair_tail()
+            self._handle.write(line)
+            self._handle.flush()
+            now = time.monotonic()
+            if now - self._last_sync >= FSYNC_INTERVAL_S:
+                os.fsync(self._handle.fileno())
+                self._last_sync = now
+
+    def _repair_tail(self) -> None:
+        """A crash can leave a line without its newline: end it so the next record starts on its own line."""
+        with self.traces_path.open("rb") as handle:
+            handle.seek(-1, os.SEEK_END)
+            last = handle.read(1)
+        if last != b"\n":
+            self._handle.write("\n")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._handle.flush()
+                os.fsync(self._handle.fileno())
+                self._handle.close()
+                self._handle = None
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _plan_diff(old: Any, new: Any) -> str:
+    if not isinstance(old, dict):
+        return ""
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return f" (differs in: {', '.join(keys)})" if keys else ""

@@ -1,0 +1,233 @@
+"""Run an evaluation plan: bounded async concurrency, append-only traces, resume and retry waves.
+
+Completed episodes already in the run directory are skipped; the others run in waves, and an episode that
+failed for a technical reason (an exception recorded with its stage) is retried up to twice more. Each finished
+attempt is appended to ``traces.jsonl`` at once, so a killed evaluator resumes where it stopped without losing
+or duplicating a completed episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..agent.builtin_backend import BuiltinPolicyModel, policy_label
+from ..agent.model_client import ModelSettings, OpenAIChatModel
+from ..agent.prompt import SYSTEM_PROMPT, prompt_identity
+from ..agent.runtime import (
+    AgentRuntime,
+    EnvironmentFactory,
+    EpisodeJob,
+    InProcessEnvironment,
+    ModelBackend,
+    RuntimeConfig,
+    ServiceEnvironment,
+)
+from ..agent.skills import NO_SKILLS, SkillBank
+from ..catalog.store import Catalog
+from ..env.shop_env import ShopWorld
+from ..errors import ShopSimError
+from ..versions import ENVIRONMENT_VERSION, EPISODE_LIMITS, OBSERVATION_VERSION, TOOL_VERSION
+from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
+from .rundir import RunDir, is_completed, write_json_atomic
+from .summary import summarize
+
+MAX_ATTEMPTS = 3  # one run plus two retries of a technically failed episode
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class EvalSettings:
+    """Everything ``shopsimrl eval`` takes (see the CLI for the flags)."""
+
+    data: str
+    out: str
+    split: str = "test"
+    policy: str | None = None
+    model: ModelSettings | None = None
+    env_url: str | None = None
+    concurrency: int = 32
+    repeats: int = 1
+    limit: int | None = None
+    sample_size: int | None = None
+    seed: int = DEFAULT_EVAL_SEED
+    max_steps: int = EPISODE_LIMITS["single_turn"]
+    persona: bool | None = None
+    skills: str | None = None
+    experiment: str | None = None
+    env_timeout: float = 30.0
+    threaded_env: bool | None = None
+
+    def __post_init__(self) -> None:
+        if (self.policy is None) == (self.model is None):
+            raise ShopSimError("choose exactly one of --policy NAME or --base-url URL --model NAME")
+        if self.concurrency < 1:
+            raise ShopSimError("concurrency must be at least 1")
+        if self.max_steps < 1:
+            raise ShopSimError("max_steps must be at least 1")
+
+
+@dataclass
+class EvalResult:
+    run_dir: RunDir
+    plan: EvalPlan
+    summary: dict[str, Any]
+    ran: int = 0
+    skipped: int = 0
+    resumed: bool = False
+    stats: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _task_split(catalog: Catalog, data: str, split: str, persona: bool, ids: Sequence[int]) -> dict[str, Any]:
+    from ..agent.prompt import sha256_json
+
+    return {"name": split, "path": str(Path(data) / "task_splits.json"),
+            "version": catalog.task_splits.get("version"), "persona": persona, "task_count": len(ids),
+            "task_ids_sha256": sha256_json(list(ids))}
+
+
+def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool:
+    declared = catalog.split_is_persona(split)
+    if requested is not None and declared is not None and requested != declared:
+        raise ShopSimError(f"split {split!r} is declared persona={declared}; --persona/--no-persona disagrees")
+    if requested is not None:
+        return requested
+    return True if declared is None else bool(declared)
+
+
+def environment_identity(catalog: Catalog, adapter: Mapping[str, Any], persona: bool) -> dict[str, Any]:
+    manifest = catalog.manifest
+    return {
+        **adapter, "persona": persona, "interaction_mode": "single_turn",
+        "environment_version": ENVIRONMENT_VERSION, "observation_version": OBSERVATION_VERSION,
+        "tool_version": TOOL_VERSION,
+        "catalog": {"data_sha256": manifest.get("output_data_sha256"),
+                    "schema_version": manifest.get("schema_version")},
+    }
+
+
+def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalPlan, AgentRuntime]:
+    """The plan and the runtime for ``settings`` (opens the catalog, the model client and the env factory)."""
+    world = world or ShopWorld.shared(settings.data)
+    catalog = world.catalog
+    ids = catalog.split(settings.split)
+    persona = _persona(catalog, settings.split, settings.persona)
+    jobs = build_jobs(ids, split=settings.split, seed=settings.seed, repeats=settings.repeats,
+                      limit=settings.limit, sample_size=settings.sample_size)
+    model: ModelBackend
+    if settings.policy is not None:
+        model = BuiltinPolicyModel.named(settings.policy, world)
+    else:
+        assert settings.model is not None
+        model = OpenAIChatModel(settings.model)
+    environment: EnvironmentFactory
+    if settings.env_url:
+        environment = ServiceEnvironment(settings.env_url, timeout=settings.env_timeout)
+    else:
+        threaded = settings.policy is None if settings.threaded_env is None else settings.threaded_env
+        environment = InProcessEnvironment(world, threaded=threaded)
+    bank = SkillBank.load(settings.skills) if settings.skills else None
+    config = RuntimeConfig(max_steps=settings.max_steps, persona=persona, prompt=SYSTEM_PROMPT)
+    experiment = settings.experiment or Path(settings.out).name
+    plan = EvalPlan.create(
+        experiment=experiment, model=model.identity(),
+        task_split=_task_split(catalog, settings.data, settings.split, persona, ids), jobs=jobs,
+        environment=environment_identity(catalog, environment.identity(), persona),
+        runtime={**config.identity(), "concurrency": settings.concurrency},
+        prompt=prompt_identity(config.prompt), skills=bank.identity() if bank else dict(NO_SKILLS),
+        seed=settings.seed,
+    )
+    runtime = AgentRuntime(model, environment, config=config, skills=bank, provenance=plan.provenance())
+    return plan, runtime
+
+
+async def run_jobs(
+    runtime: AgentRuntime, jobs: Sequence[EpisodeJob], run_dir: RunDir, *, concurrency: int,
+    max_attempts: int = MAX_ATTEMPTS, on_record: ProgressCallback | None = None,
+) -> int:
+    """Run ``jobs`` in waves (failed ones again, at most ``max_attempts`` times); returns attempts made."""
+    pending = list(jobs)
+    attempts = 0
+    for _ in range(max_attempts):
+        if not pending:
+            break
+        queue: asyncio.Queue[EpisodeJob] = asyncio.Queue()
+        for job in pending:
+            queue.put_nowait(job)
+        failed: list[EpisodeJob] = []
+
+        async def worker(failed: list[EpisodeJob] = failed, queue: asyncio.Queue[EpisodeJob] = queue) -> None:
+            while True:
+                try:
+                    job = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                record = await runtime.run(job)
+                run_dir.append(record)
+                if not is_completed(record):
+                    failed.append(job)
+                if on_record is not None:
+                    on_record(record)
+
+        workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(pending)))]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+        attempts += len(pending)
+        order = {job.episode_id: i for i, job in enumerate(jobs)}
+        pending = sorted(failed, key=lambda job: order[job.episode_id])
+    return attempts
+
+
+def run_summary(plan: EvalPlan, run_dir: RunDir) -> dict[str, Any]:
+    model = plan.plan["model"]
+    label = policy_label(model["policy"]) if model.get("provider") == "builtin" else model.get("model")
+    meta = {"experiment": plan.plan["experiment"], "plan_fingerprint": plan.fingerprint,
+            "model_id": plan.plan["model_id"], "model_label": label, "split": plan.plan["task_split"]["name"]}
+    ids = [job.episode_id for job in plan.jobs()]
+    return summarize(run_dir.records(), episode_ids=ids, meta=meta)
+
+
+async def evaluate_async(
+    settings: EvalSettings, *, world: ShopWorld | None = None, on_start: Callable[[int, int], None] | None = None,
+    on_record: ProgressCallback | None = None,
+) -> EvalResult:
+    plan, runtime = build(settings, world)
+    run_dir = RunDir(settings.out)
+    resumed = run_dir.open_for(plan)
+    done = {eid for eid, record in run_dir.records().items() if is_completed(record)}
+    jobs = [job for job in plan.jobs() if job.episode_id not in done]
+    if on_start is not None:
+        on_start(len(plan.plan["jobs"]), len(plan.plan["jobs"]) - len(jobs))
+    try:
+        with run_dir:
+            attempts = await run_jobs(runtime, jobs, run_dir, concurrency=settings.concurrency, on_record=on_record)
+    finally:
+        await runtime.close()
+    summary = run_summary(plan, run_dir)
+    write_json_atomic(run_dir.summary_path, summary)
+    return EvalResult(run_dir, plan, summary, ran=attempts, skipped=len(done), resumed=resumed,
+                      stats=runtime.stats)
+
+
+def evaluate(settings: EvalSettings, **kwargs: Any) -> EvalResult:
+    return asyncio.run(evaluate_async(settings, **kwargs))
+
+
+def parse_extra_body(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ShopSimError(f"--extra-body must be a JSON object: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ShopSimError("--extra-body must be a JSON object")
+    return value
