@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.runtime import InProcessEnvironment
 from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.errors import ShopSimError
 from shopsimrl.train.rollout import (
     ABORTED,
     COMPLETED,
@@ -92,14 +93,15 @@ def _run(world: ShopWorld, tokenizer: ToyChatTokenizer, generate: Any, task_id: 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(script=st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 50)), max_size=14),
        tools_in_prompt=st.booleans(), keep_reasoning=st.booleans(), max_steps=st.integers(1, 12),
-       task=st.integers(0, 4))
+       task=st.integers(0, 4), mode=st.sampled_from(["resegment", "append"]))
 def test_token_invariants_over_random_turn_sequences(world: ShopWorld, script, tools_in_prompt: bool,
-                                                     keep_reasoning: bool, max_steps: int, task: int) -> None:
+                                                     keep_reasoning: bool, max_steps: int, task: int,
+                                                     mode: str) -> None:
     tokenizer = ToyChatTokenizer(tools_in_prompt=tools_in_prompt)
     generate = ScriptedGenerate(tokenizer, script)
     ids = world.catalog.split("all")
     traj = _run(world, tokenizer, generate, ids[task % len(ids)],
-                RolloutConfig(max_steps=max_steps, keep_reasoning=keep_reasoning))
+                RolloutConfig(max_steps=max_steps, keep_reasoning=keep_reasoning, mode=mode))
     assert traj.status in (COMPLETED, TRUNCATED), traj.error
     generated = [t for sample in generate.samples for t in sample]
     # every sampled token is trained exactly once, in order; nothing else is trained
@@ -127,6 +129,8 @@ def test_token_invariants_over_random_turn_sequences(world: ShopWorld, script, t
         if prompt[: len(prev_prompt) + len(prev_sample)] != prev_prompt + prev_sample
     )
     assert len(traj.segments) == 1 + breaks
+    if mode == "append":
+        assert len(traj.segments) == 1
     assert len(traj.steps) <= max_steps
     cut = "length" in generate.kinds
     assert (traj.status == TRUNCATED) == cut
@@ -150,6 +154,18 @@ def test_tools_in_prompt_start_a_segment_whenever_the_prefix_changes(world: Shop
     assert traj.reward == 1.0
     assert len(traj.segments) == 4  # the click enum differs on every page of this episode
     assert sum(s.turns for s in traj.segments) == 4
+
+
+def test_append_mode_keeps_one_sequence_with_current_context(world: ShopWorld) -> None:
+    tokenizer = ToyChatTokenizer(tools_in_prompt=True)
+    generate = PolicyGenerate(tokenizer, make_policy("oracle", world), reasoning=True)
+    traj = _run(world, tokenizer, generate, config=RolloutConfig(mode="append"))
+    assert traj.reward == 1.0 and len(traj.segments) == 1 and traj.segments[0].turns == 4
+    text = tokenizer.decode(traj.segments[0].tokens)
+    # the sampled reasoning stays in the sequence, and every observation was appended after it
+    assert text.count("<think>") == 4 and text.count("<tool_response>") == 3  # none after the purchase
+    with pytest.raises(ShopSimError):
+        RolloutConfig(mode="other")
 
 
 def test_protocol_error_gets_the_runtime_repair_and_consumes_a_turn(world: ShopWorld) -> None:

@@ -80,6 +80,14 @@ class RolloutConfig:
     max_context_len: int | None = None  # a prompt longer than this ends the episode as generation_length
     keep_reasoning: bool = False  # echo parsed reasoning into the assistant history ("wire message")
     stop_texts: tuple[str, ...] | None = None  # stripped from the decoded text end; None: the tokenizer's eos
+    # "resegment": re-render every turn, fork a segment when the prompt is not an extension (slime, §7);
+    # "append": keep the exact sampled tokens and append only the rendered new messages (one sequence per
+    # episode, for trainers that take one: verl, TRL). The tools block then stays as first rendered.
+    mode: str = "resegment"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("resegment", "append"):
+            raise ShopSimError(f"unknown rollout mode {self.mode!r}: use 'resegment' or 'append'")
 
 
 @dataclass
@@ -201,6 +209,18 @@ def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]
     return [int(t) for t in ids]
 
 
+def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], base: int,
+                 tools: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Tokens of what ``messages[base:]`` add to the rendered conversation, plus the generation header."""
+    full = tokenizer.apply_chat_template(list(messages), tools=list(tools), add_generation_prompt=True,
+                                         tokenize=False)
+    head = tokenizer.apply_chat_template(list(messages[:base]), tools=list(tools), add_generation_prompt=False,
+                                         tokenize=False)
+    if not full.startswith(head):
+        raise RolloutError("the chat template does not render a conversation as an extension of its prefix")
+    return [int(t) for t in tokenizer.encode(full[len(head):], add_special_tokens=False)]
+
+
 def _stop_texts(tokenizer: Any, config: RolloutConfig) -> tuple[str, ...]:
     if config.stop_texts is not None:
         return config.stop_texts
@@ -301,12 +321,17 @@ async def run_rollout(
         state = reset["observation_state"]
         final: Mapping[str, Any] | None = None
         truncated = False
+        base: int | None = None  # append mode: messages already covered by the sequence
         for step_index in range(1, cfg.max_steps + 1):
             stage = f"model_step_{step_index}"
             tools = tools_for_state(state)
             if not tools:
                 raise RolloutError("the page offers no tool but the episode is not done")
-            prompt_ids = render_prompt(tokenizer, messages, tools)
+            if cfg.mode == "append" and base is not None and ledger.segments:
+                prompt_ids = ledger.segments[-1].tokens + render_delta(tokenizer, messages, base, tools)
+            else:
+                prompt_ids = render_prompt(tokenizer, messages, tools)
+            turn_start = len(messages)
             if cfg.max_context_len is not None and len(prompt_ids) >= cfg.max_context_len:
                 steps.append({"step_index": step_index, "action": None, "context_overflow": len(prompt_ids)})
                 truncated = True
@@ -330,6 +355,7 @@ async def run_rollout(
                     feedback = protocol_feedback(out.protocol_error, tools)
                     step["protocol_error"] = out.protocol_error
                     AgentRuntime._append_repair(messages, out, feedback_text(feedback))
+                    base = turn_start + (1 if messages[turn_start]["role"] == "assistant" else 0)
                     continue
             if truncated:
                 stage = f"policy_termination_step_{step_index}"
@@ -344,6 +370,7 @@ async def run_rollout(
             if cfg.keep_reasoning and out.reasoning:
                 assistant["reasoning_content"] = out.reasoning
             messages.append(assistant)
+            base = len(messages)
             stage = f"environment_step_{step_index}"
             t = clock()
             result = await env.step(action)

@@ -35,6 +35,7 @@ class ToyChatTokenizer:
         self.tools_in_prompt = tools_in_prompt
         self.cache_size = cache_size
         self.renders: dict[tuple[int, ...], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self.last: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = None
 
     # -- text ⇄ ids
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
@@ -105,6 +106,8 @@ class ToyChatTokenizer:
     def apply_chat_template(self, conversation: Sequence[Mapping[str, Any]], tools: Any = None,
                             add_generation_prompt: bool = False, tokenize: bool = True, **_: Any) -> Any:
         text = self.render(conversation, tools, add_generation_prompt)
+        if add_generation_prompt:  # the prompt the next generate call answers (append-mode prompts too)
+            self.last = ([dict(m) for m in conversation], list(tools or []))
         if not tokenize:
             return text
         ids = self.encode(text)
@@ -114,7 +117,13 @@ class ToyChatTokenizer:
         return ids
 
     def conversation_for(self, prompt_ids: Sequence[int]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        return self.renders[tuple(prompt_ids)]
+        """The conversation a prompt was rendered from (else the latest generation prompt: append mode)."""
+        found = self.renders.get(tuple(prompt_ids))
+        if found is None:
+            if self.last is None:
+                raise KeyError("no conversation was rendered for this prompt")
+            return self.last
+        return found
 
 
 def tool_call_text(name: str, arguments: Mapping[str, Any], reasoning: str = "") -> str:
