@@ -1,0 +1,273 @@
+"""slime adapter (runtime_spec §7): a custom generate function, the group filter and the reward post-process.
+
+Flags (see docs/training.md for a full launch)::
+
+    --custom-generate-function-path shopsimrl.train.slime.generate
+    --dynamic-sampling-filter-path shopsimrl.train.slime.fully_scored_group_filter
+    --custom-reward-post-process-path shopsimrl.train.slime.normalize_grpo_by_prompt_and_rollout
+    --reward-key reward --n-samples-per-prompt 8 --rollout-top-p 1.0 --rollout-top-k -1
+
+One episode is one rollout: :func:`generate` runs the rollout core (re-segmenting mode) against the shop and
+samples exact tokens from the SGLang router's ``/generate``; each segment becomes a ``Sample`` (a copy of the
+input sample, so slime's own class is used) with ``loss_mask`` 1 only on sampled tokens, the rollout
+log-probs, ``reward = {"reward": r_strict, …}`` and status ``TRUNCATED`` for a ``generation_length`` end, else
+``COMPLETED``. An unscored episode is one ``ABORTED`` placeholder with ``remove_sample=True``.
+
+This module imports without slime; slime itself is only needed for the tokenizer (``GenerateState``) and the
+filter's return type, and it is imported when used (``pip install slime`` from its repository: slime is not
+on PyPI; the ``shopsimrl[train]`` extra covers the rest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..agent.runtime import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
+from ..errors import ShopSimError
+from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision, segment_advantages, unique_rewards
+from .rollout import TRUNCATED, Generation, RolloutConfig, RolloutContext, Trajectory, run_rollout
+
+TASKS_SCHEMA = "shopsimrl-slime-tasks-v1"
+INSTALL_HINT = ("slime is not installed: install it from its repository (it is not on PyPI) together with "
+                "`pip install 'shopsimrl[train]'`")
+DEFAULT_EPISODE_CONCURRENCY = 16
+
+
+class SlimeAdapterError(ShopSimError):
+    """A slime setting this adapter refuses (partial rollout, eval mode, truncated sampling, …)."""
+
+
+def _require_slime(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise SlimeAdapterError(INSTALL_HINT) from exc
+
+
+@dataclass
+class SlimeHooks:
+    """Where the adapter gets its tokenizer, generation backend and environment (replaceable for tests)."""
+
+    tokenizer: Callable[[Any], Any] | None = None
+    backend: Callable[[Any, Mapping[str, Any]], Callable[[list[int]], Any]] | None = None
+    environment: Callable[[Any], EnvironmentFactory] | None = None
+
+
+HOOKS = SlimeHooks()
+_SEMAPHORES: dict[int, asyncio.Semaphore] = {}
+_ENVIRONMENTS: dict[tuple[Any, ...], EnvironmentFactory] = {}
+
+
+def configure(**hooks: Any) -> None:
+    """Replace hooks (``tokenizer``, ``backend``, ``environment``); ``None`` restores the default."""
+    for name, value in hooks.items():
+        if not hasattr(HOOKS, name):
+            raise SlimeAdapterError(f"unknown hook {name!r}")
+        setattr(HOOKS, name, value)
+
+
+def _tokenizer(args: Any) -> Any:
+    if HOOKS.tokenizer is not None:
+        return HOOKS.tokenizer(args)
+    return _require_slime("slime.rollout.sglang_rollout").GenerateState(args).tokenizer
+
+
+def sglang_backend(args: Any, sampling_params: Mapping[str, Any]) -> Callable[[list[int]], Any]:
+    """Exact-token generation through the SGLang router's native ``/generate`` (log-probs on)."""
+    import httpx
+
+    url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate"
+    params = dict(sampling_params)
+
+    async def generate(prompt_ids: list[int]) -> Generation:
+        async with httpx.AsyncClient(timeout=None) as client:
+            response = await client.post(url, json={"input_ids": prompt_ids, "sampling_params": params,
+                                                     "return_logprob": True})
+            response.raise_for_status()
+            out = response.json()
+        meta = out.get("meta_info") or {}
+        pairs = meta.get("output_token_logprobs") or []
+        finish = (meta.get("finish_reason") or {}).get("type", "stop")
+        return Generation([int(p[1]) for p in pairs], [float(p[0]) for p in pairs], str(finish))
+
+    return generate
+
+
+def _environment(args: Any) -> EnvironmentFactory:
+    if HOOKS.environment is not None:
+        return HOOKS.environment(args)
+    url = getattr(args, "shopsim_env_url", None)
+    data = getattr(args, "shopsim_data", None)
+    key = (url, data)
+    if key not in _ENVIRONMENTS:
+        if url:
+            _ENVIRONMENTS[key] = ServiceEnvironment(url)
+        elif data:
+            from ..env.shop_env import ShopWorld
+
+            _ENVIRONMENTS[key] = InProcessEnvironment(ShopWorld.shared(data), threaded=True)
+        else:
+            raise SlimeAdapterError("set --shopsim-env-url URL (a `shopsimrl serve`) or --shopsim-data DIR")
+    return _ENVIRONMENTS[key]
+
+
+def task_of(sample: Any) -> tuple[int, str]:
+    """The task id and split of a task-data line (``prompt`` = the id, ``metadata`` per §7)."""
+    meta = getattr(sample, "metadata", None) or {}
+    raw = meta.get("task_id", getattr(sample, "prompt", None))
+    try:
+        task_id = int(raw)
+    except (TypeError, ValueError) as exc:
+        raise SlimeAdapterError(f"sample has no task id (prompt={raw!r})") from exc
+    return task_id, str(meta.get("split", "train"))
+
+
+def check_args(args: Any, sampling_params: Mapping[str, Any], sample: Any, evaluation: bool = False) -> None:
+    """The reference guards: training only, no partial rollout or group RM, untruncated sampling."""
+    if getattr(args, "partial_rollout", False):
+        raise SlimeAdapterError("partial rollout is not supported: an episode must run to its end")
+    if getattr(args, "group_rm", False):
+        raise SlimeAdapterError("--group-rm is not supported: the environment scores each episode")
+    if evaluation:
+        raise SlimeAdapterError("evaluation runs use `shopsimrl eval`, not the training generate function")
+    _, split = task_of(sample)
+    if split != "train":
+        raise SlimeAdapterError(f"split {split!r}: only train tasks are rolled out here (use `shopsimrl eval`)")
+    top_p = float(sampling_params.get("top_p", 1.0))
+    top_k = int(sampling_params.get("top_k", -1))
+    if top_p != 1.0 or top_k != -1:
+        raise SlimeAdapterError("exact log-prob replay needs top_p == 1.0 and top_k == -1")
+
+
+def reward_dict(trajectory: Trajectory) -> dict[str, Any]:
+    """``reward`` = r_strict (slime's ``--reward-key reward``) plus the numeric reward components."""
+    out: dict[str, Any] = {"reward": trajectory.reward}
+    for key, value in (trajectory.reward_detail or {}).items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = float(value)
+    if trajectory.scored and out["reward"] != out.get("r_strict"):
+        raise SlimeAdapterError("reward must equal r_strict")
+    return out
+
+
+def to_samples(sample: Any, trajectory: Trajectory, tokenizer: Any) -> list[Any]:
+    """Fan a trajectory out into slime ``Sample``s (copies of the input sample, one per segment)."""
+    status_cls = type(sample).Status
+    rollout_id = sample.index
+    base_meta = {**(getattr(sample, "metadata", None) or {}), "rollout_id": rollout_id,
+                 "termination_reason": trajectory.metadata.get("termination_reason"),
+                 "shopsim_steps": len(trajectory.steps)}
+    if not trajectory.scored:
+        placeholder = copy.copy(sample)
+        placeholder.tokens, placeholder.response_length, placeholder.loss_mask = [0, 0], 1, [0]
+        placeholder.rollout_log_probs, placeholder.response = [0.0], ""
+        placeholder.reward = {"reward": 0.0}
+        placeholder.remove_sample = True
+        placeholder.status = status_cls.ABORTED
+        placeholder.metadata = {**base_meta, "shopsim_scored": False, "shopsim_error": trajectory.error,
+                                "segment": 0, "segments": 1}
+        return [placeholder]
+    status = status_cls.TRUNCATED if trajectory.status == TRUNCATED else status_cls.COMPLETED
+    reward = reward_dict(trajectory)
+    out = []
+    for k, segment in enumerate(trajectory.segments):
+        s = copy.copy(sample)
+        s.tokens = list(segment.tokens)
+        s.response_length = len(segment.tokens) - segment.prompt_length
+        s.loss_mask = list(segment.response_mask)
+        s.rollout_log_probs = list(segment.response_log_probs)
+        s.response = tokenizer.decode(segment.response_tokens, skip_special_tokens=False)
+        s.reward = dict(reward)
+        s.status = status
+        s.remove_sample = False
+        s.metadata = {**base_meta, "shopsim_scored": True, "segment": k, "segments": len(trajectory.segments)}
+        out.append(s)
+    return out
+
+
+async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
+    """slime's custom generate: one episode → one ``Sample`` (or a list, one per segment)."""
+    check_args(args, sampling_params, sample, evaluation)
+    task_id, _ = task_of(sample)
+    tokenizer = _tokenizer(args)
+    backend = (HOOKS.backend or sglang_backend)(args, sampling_params)
+    limit = int(getattr(args, "shopsim_episode_concurrency", DEFAULT_EPISODE_CONCURRENCY))
+    semaphore = _SEMAPHORES.setdefault(limit, asyncio.Semaphore(limit))
+    config = RolloutConfig(max_steps=int(getattr(args, "shopsim_max_steps", 30)),
+                           max_context_len=getattr(args, "rollout_max_context_len", None))
+    meta = {"group_index": sample.group_index, "rollout_id": sample.index}
+    async with semaphore:
+        trajectory = await run_rollout(RolloutContext(task_id), tokenizer, backend, _environment(args),
+                                       config=config, metadata=meta)
+    samples = to_samples(sample, trajectory, tokenizer)
+    return samples[0] if len(samples) == 1 else samples
+
+
+def _flatten(samples: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for s in samples:
+        out.extend(_flatten(s) if isinstance(s, (list, tuple)) else [s])
+    return out
+
+
+def _scored(s: Any) -> bool:
+    meta = getattr(s, "metadata", None) or {}
+    reward = (s.reward or {}).get("reward") if isinstance(s.reward, Mapping) else s.reward
+    return bool(meta.get("shopsim_scored", True)) and isinstance(reward, (int, float)) and math.isfinite(reward)
+
+
+def _rollout_id(s: Any) -> Any:
+    return (getattr(s, "metadata", None) or {}).get("rollout_id", s.index)
+
+
+def _reward(s: Any) -> float:
+    return float(s.reward["reward"] if isinstance(s.reward, Mapping) else s.reward)
+
+
+@dataclass
+class FilterOutput:
+    """Same fields as slime's ``DynamicFilterOutput`` (used when slime is not importable)."""
+
+    keep: bool
+    reason: str | None = None
+
+
+def fully_scored_group_filter(args: Any, samples: Sequence[Any], **kwargs: Any) -> Any:
+    """Drop a group with any unscored sibling, or with zero reward spread over unique rollouts (§7)."""
+    flat = _flatten(samples)
+    scored = [_scored(s) for s in flat]
+    rewards = unique_rewards((_rollout_id(s), _reward(s)) for s, ok in zip(flat, scored, strict=True) if ok)
+    decision = group_decision(scored, rewards)
+    try:
+        from slime.rollout.filter_hub.base_types import DynamicFilterOutput as Output
+    except ImportError:
+        Output = FilterOutput
+    return Output(keep=decision == KEEP, reason=None if decision == KEEP else decision)
+
+
+def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:
+    """Raw rewards and GRPO advantages per segment: per group over unique rollouts, broadcast to segments."""
+    flat = _flatten(samples)
+    raw = [_reward(s) for s in flat]
+    advantages = segment_advantages([_rollout_id(s) for s in flat], raw, [s.group_index for s in flat],
+                                    std_normalization=bool(getattr(args, "grpo_std_normalization", True)))
+    return raw, advantages
+
+
+__all__ = [
+    "DROP_UNSCORED", "DROP_ZERO_SPREAD", "TASKS_SCHEMA", "configure", "fully_scored_group_filter", "generate",
+    "normalize_grpo_by_prompt_and_rollout", "sglang_backend", "task_lines",
+]
+
+
+def task_lines(task_ids: Sequence[int], split: str = "train") -> list[dict[str, Any]]:
+    """slime task data (JSONL lines): the prompt is the task id; the real prompt comes from the reset."""
+    return [{"prompt": str(t), "metadata": {"schema_version": TASKS_SCHEMA, "task_id": int(t), "split": split}}
+            for t in task_ids]
