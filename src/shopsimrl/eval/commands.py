@@ -44,16 +44,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
         result = evaluate(settings, on_start=progress.start, on_record=progress.record)
     finally:
         progress.stop()
-    console.print(summary_table(result.summary, f"{label} on {args.split} ({out})"))
+    console.print(summary_table(result.summary, f"{label} on {args.split}"))
     if args.policy == "oracle":
-        console.print("note: the oracle reads the private goal — this is a solvability check, not a baseline")
-    console.print(f"traces:  {result.run_dir.traces_path}")
-    console.print(f"summary: {result.run_dir.summary_path}")
+        print("note: the oracle reads the private goal — this is a solvability check, not a baseline")
+    print(f"traces:  {result.run_dir.traces_path}")
+    print(f"summary: {result.run_dir.summary_path}")
     if not args.no_report:
         from .report import write_report
 
         paths = write_report(out)
-        console.print(f"report:  {paths['html']}  ({paths['md']})")
+        print(f"report:  {paths['html']}  ({paths['md']})")
+    sys.stdout.flush()
     return 0 if result.summary["counts"]["failed"] == 0 else 1
 
 
