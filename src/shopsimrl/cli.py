@@ -293,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .eval.commands import add_commands as add_eval_commands  # eval, compare, report, policy-server
 
     add_eval_commands(commands)
+    from .train.commands import add_commands as add_train_commands  # export-sft
+
+    add_train_commands(commands)
     return parser
 
 
