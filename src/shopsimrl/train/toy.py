@@ -13,6 +13,7 @@ built-in policy. It finds the conversation behind a prompt in the tokenizer's re
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,8 @@ from .rollout import FINISH_LENGTH, FINISH_STOP, Generation
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|pad|>"
 SPECIALS = (PAD, IM_START, IM_END)
 CHAR_OFFSET = len(SPECIALS)
+_SPECIAL_IDS = {token: i for i, token in enumerate(SPECIALS)}
+_SPECIAL_SPLIT = re.compile("(" + "|".join(re.escape(t) for t in SPECIALS) + ")")
 
 
 class ToyChatTokenizer:
@@ -40,16 +43,11 @@ class ToyChatTokenizer:
     # -- text ⇄ ids
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         ids: list[int] = []
-        i = 0
-        while i < len(text):
-            for special in SPECIALS:
-                if text.startswith(special, i):
-                    ids.append(SPECIALS.index(special))
-                    i += len(special)
-                    break
-            else:
-                ids.append(ord(text[i]) + CHAR_OFFSET)
-                i += 1
+        for piece in _SPECIAL_SPLIT.split(text):
+            if piece in _SPECIAL_IDS:
+                ids.append(_SPECIAL_IDS[piece])
+            elif piece:
+                ids.extend(ord(c) + CHAR_OFFSET for c in piece)
         return ids
 
     def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = False, **_: Any) -> str:
