@@ -111,6 +111,8 @@ def _content_text(content: Any) -> str:
 
 
 def _is_protocol_feedback(text: str) -> bool:
+    if not text.startswith("{"):  # observations are page text; only feedback is JSON
+        return False
     try:
         payload = json.loads(text)
     except (ValueError, TypeError):

@@ -186,13 +186,16 @@ async def run_jobs(
     return attempts
 
 
-def run_summary(plan: EvalPlan, run_dir: RunDir) -> dict[str, Any]:
+def run_summary(
+    plan: EvalPlan, run_dir: RunDir, records: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The summary of a run directory (``records``: its latest records when already in memory)."""
     model = plan.plan["model"]
     label = policy_label(model["policy"]) if model.get("provider") == "builtin" else model.get("model")
     meta = {"experiment": plan.plan["experiment"], "plan_fingerprint": plan.fingerprint,
             "model_id": plan.plan["model_id"], "model_label": label, "split": plan.plan["task_split"]["name"]}
     ids = [job.episode_id for job in plan.jobs()]
-    return summarize(run_dir.records(), episode_ids=ids, meta=meta)
+    return summarize(run_dir.records() if records is None else records, episode_ids=ids, meta=meta)
 
 
 async def evaluate_async(
@@ -202,16 +205,23 @@ async def evaluate_async(
     plan, runtime = build(settings, world)
     run_dir = RunDir(settings.out)
     resumed = run_dir.open_for(plan)
-    done = {eid for eid, record in run_dir.records().items() if is_completed(record)}
+    latest = run_dir.records()
+    done = {eid for eid, record in latest.items() if is_completed(record)}
     jobs = [job for job in plan.jobs() if job.episode_id not in done]
     if on_start is not None:
         on_start(len(plan.plan["jobs"]), len(plan.plan["jobs"]) - len(jobs))
+
+    def remember(record: dict[str, Any]) -> None:
+        latest[record["episode_id"]] = record
+        if on_record is not None:
+            on_record(record)
+
     try:
         with run_dir:
-            attempts = await run_jobs(runtime, jobs, run_dir, concurrency=settings.concurrency, on_record=on_record)
+            attempts = await run_jobs(runtime, jobs, run_dir, concurrency=settings.concurrency, on_record=remember)
     finally:
         await runtime.close()
-    summary = run_summary(plan, run_dir)
+    summary = run_summary(plan, run_dir, latest)
     write_json_atomic(run_dir.summary_path, summary)
     return EvalResult(run_dir, plan, summary, ran=attempts, skipped=len(done), resumed=resumed,
                       stats=runtime.stats)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
-from ...budget import parse_budget_detail
-from ..page_text import Page, PageItem, parse_page
+from ...budget import parse_budget_detail as _parse_budget_detail
+from ..page_text import Page, PageItem
+from ..page_text import parse_page as _parse_page
 from ..policy import PolicyAction, PolicyContext, PolicyError
 
 BACK, NEXT, PREV, BUY = "back to search", "next >", "< prev", "buy now"
@@ -27,7 +29,14 @@ _FILLER = re.compile(
 )
 
 
-def terms(text: str) -> set[str]:
+# Pure functions of immutable strings, called again for every earlier turn (the policy is stateless): memoised.
+# The cached values are never mutated by this module.
+parse_page = lru_cache(maxsize=4096)(_parse_page)
+parse_budget_detail = lru_cache(maxsize=4096)(_parse_budget_detail)
+
+
+@lru_cache(maxsize=65536)
+def terms(text: str) -> frozenset[str]:
     """Han bigrams (unigrams for one-character runs) and Latin/number tokens of ``text``, casefolded."""
     out: set[str] = set()
     for run in _HAN.findall(text):
@@ -36,7 +45,7 @@ def terms(text: str) -> set[str]:
         else:
             out.update(run[i : i + 2] for i in range(len(run) - 1))
     out.update(token.casefold() for token in _LATIN.findall(text))
-    return out
+    return frozenset(out)
 
 
 def _strings(value: Any) -> list[str]:
