@@ -9,7 +9,9 @@ DATA ?= data/fixture
 $(BIN)/shopsimrl: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	# torch first and pinned, so that pip takes the CPU build (the training extra would otherwise pull CUDA)
+	$(BIN)/pip install --quiet 'torch==2.13.0'
+	$(BIN)/pip install --quiet -e '.[dev,train]'
 	@touch $(BIN)/shopsimrl
 
 setup: $(BIN)/shopsimrl
