@@ -13,8 +13,6 @@ from ..versions import EPISODE_LIMITS
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from ..agent.builtin_backend import policy_label
     from ..agent.model_client import ModelSettings
     from .console import LiveProgress, summary_table
@@ -38,7 +36,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         experiment=args.experiment,
     )
     label = policy_label(args.policy) if args.policy else args.model
-    console = Console()
+    if args.force:
+        _clear_run_dir(Path(out))
+    console = _console()
     progress = LiveProgress(f"{label} · {args.split}", enabled=not args.no_progress)
     try:
         result = evaluate(settings, on_start=progress.start, on_record=progress.record)
@@ -58,9 +58,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0 if result.summary["counts"]["failed"] == 0 else 1
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
+RUN_ARTIFACTS = ("manifest.json", "traces.jsonl", "summary.json", "report.md", "report.html", "comparison.json")
+
+
+def _clear_run_dir(root: Path) -> None:
+    """Remove a run directory's own artifacts (and nothing else) so a new plan can start there."""
+    import shutil
+
+    for name in RUN_ARTIFACTS:
+        (root / name).unlink(missing_ok=True)
+    shutil.rmtree(root / "report_figures", ignore_errors=True)
+
+
+def _console() -> Any:
     from rich.console import Console
 
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare_runs, comparison_tables
 
     result = compare_runs(args.run_a, args.run_b, resamples=args.resamples, allow_partial=args.allow_partial)
@@ -69,7 +85,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, ensure_ascii=False, indent=2, sort_keys=True))
         return 0
-    console = Console()
+    console = _console()
     for table in comparison_tables(result):
         console.print(table)
     for warning in result["alignment"]["warnings"]:
@@ -135,6 +151,8 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--out", help="run directory (default runs/<policy-or-model>-<split>)")
     ev.add_argument("--no-progress", action="store_true")
     ev.add_argument("--no-report", action="store_true", help="skip report.md/report.html")
+    ev.add_argument("--force", action="store_true",
+                    help="start over: remove this run directory's manifest, traces, summary and report first")
     ev.set_defaults(func=cmd_eval)
 
     cmp_ = commands.add_parser("compare", help="paired bootstrap comparison of two runs over the same tasks")
