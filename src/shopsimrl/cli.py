@@ -210,7 +210,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     base = f"http://{args.host}:{args.port}"
     _progress(f"serving {len(world.catalog.goals)} tasks on {base}/api/shop_agent ({args.slots} slots)")
     _progress(f"agent view {base}/debug-ui · experiment replay {base}/replay-ui (runs: {args.runs}) · API docs {base}/docs")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.log_level == "debug",
+                proxy_headers=False, server_header=False, date_header=False)
     return 0
 
 
