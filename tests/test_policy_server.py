@@ -165,3 +165,17 @@ def test_server_wide_fault_rate_is_deterministic(world):
     codes = [[[(s.get("protocol_error") or {}).get("code") for s in r["steps"]] for r in run] for run in runs]
     assert codes[0] == codes[1]
     assert any(code for episode_codes in codes[0] for code in episode_codes)
+
+
+def test_request_carries_sampling_tools_and_extra_body_at_top_level(world):
+    app = create_policy_app(world, policy="heuristic")
+    with serve(app) as url:
+        episode(world, url, extra_body={"enable_thinking": True}, max_steps=1)
+        body = app.state.last_request
+        assert body["enable_thinking"] is True and "chat_template_kwargs" not in body
+        assert body["tool_choice"] == "auto" and [t["function"]["name"] for t in body["tools"]] == ["search"]
+        assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.6, 1.0, 4096)
+        assert "seed" not in body and body["model"] == "shopsim-heuristic"
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+        episode(world, url, send_seed=True, max_steps=1)
+        assert app.state.last_request["seed"] == 0

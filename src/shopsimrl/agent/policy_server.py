@@ -171,6 +171,7 @@ def create_policy_app(
     once_lock = threading.Lock()
     once_seen: set[tuple[str, str]] = set()
     app.state.requests = 0
+    app.state.last_request = None
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -189,6 +190,7 @@ def create_policy_app(
             return _error(400, "the request body is not JSON")
         if not isinstance(body, dict):
             return _error(400, "the request body must be a JSON object")
+        app.state.last_request = body  # what the client sent (inspected by smoke tests)
         messages, tools = body.get("messages"), body.get("tools") or []
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             return _error(400, "messages must be a non-empty list of objects")
