@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from live_server import DroppingProxy, serve
 from shopsimrl.env.actions import extract_action
@@ -332,3 +334,105 @@ def test_client_close_releases_and_refuses_a_second_lease(base_url):
         ctx.reset(4)
         raise ValueError("boom")
     assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4
+
+
+# --------------------------------------------------------------------------------------------- pool properties
+OPS = st.lists(st.one_of(
+    st.tuples(st.just("acquire"), st.integers(0, 0)),
+    st.tuples(st.just("release"), st.integers(0, 20)),
+    st.tuples(st.just("stale"), st.integers(0, 20)),
+    st.tuples(st.just("advance"), st.integers(1, 8)),
+    st.tuples(st.just("release_all"), st.integers(0, 0)),
+), max_size=40)
+
+
+@given(size=st.integers(1, 4), ops=OPS)
+@settings(max_examples=150, deadline=None)
+def test_pool_invariants_under_random_operations(size, ops):
+    """Slots are conserved, a slot has at most one live lease, waiters are served strictly in arrival order,
+    nobody waits while a slot is free, and released or reclaimed leases are stale (LeaseError)."""
+
+    async def scenario() -> None:
+        now = [0.0]
+        pool: LeasePool[int] = LeasePool(size, idle_timeout=5, clock=lambda: now[0])
+        live: list = []        # leases handed out and not yet released, in hand-out order
+        dead: list = []        # leases released or reclaimed
+        arrivals: list[int] = []
+        served: list[int] = []
+        pending: list[asyncio.Task] = []
+
+        async def acquire(ticket: int) -> None:
+            lease = await pool.acquire(ticket)
+            served.append(ticket)
+            live.append(lease)
+
+        for number, (op, arg) in enumerate(ops):
+            if op == "acquire":
+                arrivals.append(number)
+                pending.append(asyncio.create_task(acquire(number)))
+            elif op == "release" and live:
+                lease = live.pop(arg % len(live))
+                pool.release(lease.slot, lease.lease_id)
+                dead.append(lease)
+            elif op == "stale" and dead:
+                lease = dead[arg % len(dead)]
+                with pytest.raises(LeaseError):
+                    pool.get(lease.slot, lease.lease_id)
+            elif op == "advance":
+                now[0] += arg
+                before = {lease.lease_id for lease in live}
+                pool.reclaim_idle()
+                for lease in list(live):
+                    if now[0] - lease.last_used > 5:
+                        live.remove(lease)
+                        dead.append(lease)
+                assert {lease.lease_id for lease in live} <= before
+            elif op == "release_all":
+                pool.release_all()
+                dead += live
+                live.clear()
+            for _ in range(3):
+                await asyncio.sleep(0)  # let handed-over waiters run
+            assert pool.live == len(live) and pool.live + pool.free_slots == size
+            assert len({lease.slot for lease in live}) == len(live)
+            assert len({lease.lease_id for lease in live + dead}) == len(live) + len(dead)
+            assert pool.waiting == 0 or pool.free_slots == 0
+            assert served == arrivals[:len(served)]  # FIFO: the served are exactly the earliest arrivals
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    asyncio.run(scenario())
+
+
+def test_router_route_answers_like_the_fast_path(world):
+    """``ServiceApp`` answers /api/shop_agent before routing; the FastAPI route behind it gives the same bytes."""
+    from fastapi import FastAPI
+
+    app = create_app(world, slots=2)
+
+    async def router_only(scope, receive, send):
+        await FastAPI.__call__(app, scope, receive, send)
+
+    async def run() -> None:
+        for target in (app, router_only):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=target), base_url="http://t") as http:
+                reset = (await http.post("/api/shop_agent", json={"action": "reset", "idx": 0})).json()["result"]
+                lease = {"env_idx": reset["env_idx"], "lease_id": reset["lease_id"]}
+                step = await http.post("/api/shop_agent", json={"action": "interact", **lease,
+                                                                "response": f"search[{QUERY}]"})
+                bad = await http.post("/api/shop_agent", content=b"\xff")
+                results.append((step.status_code, step.json()["result"]["observation"], bad.status_code,
+                                bad.json(), step.headers["content-type"]))
+                await http.post("/api/shop_agent", json={"action": "release_all"})
+
+    results: list = []
+    asyncio.run(run())
+    assert results[0] == results[1] and results[0][0] == 200 and results[0][2] == 400
+
+
+def test_serve_refuses_several_workers_with_a_reason(prepared_dir, capsys):
+    from shopsimrl.cli import main
+
+    assert main(["serve", "--data", str(prepared_dir), "--workers", "2"]) == 2
+    assert "a lease lives in the memory of the process that issued it" in capsys.readouterr().err
