@@ -1,7 +1,7 @@
 """Service benchmark on loopback: steps/s and p50/p99 step latency with 1, 32 and 256 concurrent sessions,
 and server RSS with 1,024 live sessions against one.
 
-Usage: python benchmarks/bench_server.py [--data DIR] [--seconds 5] [--procs 1] [--clients 1,32,256]
+Usage: python benchmarks/bench_server.py [--data DIR] [--seconds 5] [--procs 2] [--clients 1,32,256]
 (default data: the fixture catalog, prepared on demand).
 
 The server runs in its own process (``shopsimrl serve``: uvicorn, with uvloop/httptools when installed). The
@@ -74,8 +74,12 @@ async def _session(port: int, task: int, ready: asyncio.Barrier, clock: dict, la
     lease = {"env_idx": reset["env_idx"], "lease_id": reset["lease_id"]}
     actions = ACTIONS if task == 0 else FALLBACK_ACTIONS
     steps = 0
-    await ready.wait()  # every session of this process holds its lease: start the clock together
-    stop_at = clock.setdefault("stop_at", time.perf_counter() + clock["seconds"])
+    if await ready.wait() == 0:  # every session of this process holds its lease; then all processes line up
+        await asyncio.get_running_loop().run_in_executor(None, clock["all_ready"].wait)
+        clock["stop_at"] = time.perf_counter() + clock["seconds"]  # CLOCK_MONOTONIC: the same in every process
+        clock["go"].set()
+    await clock["go"].wait()
+    stop_at = clock["stop_at"]
     while (now := time.perf_counter()) < stop_at:
         result = await conn.post({"action": "interact", **lease, "response": actions[steps % len(actions)]})
         latencies.append(time.perf_counter() - now)
@@ -89,10 +93,10 @@ async def _session(port: int, task: int, ready: asyncio.Barrier, clock: dict, la
     return steps
 
 
-def _load_process(port: int, clients: int, tasks: list[int], seconds: float, queue) -> None:
+def _load_process(port: int, clients: int, tasks: list[int], seconds: float, all_ready, queue) -> None:
     async def main() -> tuple[int, list[float], float]:
         latencies: list[float] = []
-        clock: dict = {"seconds": seconds}
+        clock: dict = {"seconds": seconds, "all_ready": all_ready, "go": asyncio.Event()}
         ready = asyncio.Barrier(clients)
         sessions = [asyncio.create_task(_session(port, tasks[i % len(tasks)], ready, clock, latencies))
                     for i in range(clients)]
@@ -112,10 +116,11 @@ def run_level(port: int, clients: int, tasks: list[int], seconds: float, procs: 
     procs = max(1, min(procs, clients))
     queue: mp.Queue = mp.Queue()
     share = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
-    workers = [mp.Process(target=_load_process, args=(port, n, tasks, seconds, queue)) for n in share]
+    all_ready = mp.Barrier(procs)
+    workers = [mp.Process(target=_load_process, args=(port, n, tasks, seconds, all_ready, queue)) for n in share]
     for worker in workers:
         worker.start()
-    results = [queue.get() for _ in workers]
+    results = [queue.get(timeout=seconds + 300) for _ in workers]
     for worker in workers:
         worker.join()
     steps = sum(r[0] for r in results)
@@ -163,7 +168,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default="data/fixture")
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--procs", type=int, default=1, help="load-generator processes")
+    parser.add_argument("--procs", type=int, default=min(2, os.cpu_count() or 1), help="load-generator processes")
     parser.add_argument("--clients", default="1,32,256")
     parser.add_argument("--rss-sessions", type=int, default=1024)
     args = parser.parse_args()
