@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-DATA ?= data/fixture
+DATA ?= data/default
+RUN ?= runs/heuristic-test
 
 .PHONY: run test setup lint bench clean
 
@@ -18,7 +19,8 @@ setup: $(BIN)/shopsimrl
 	bash scripts/ensure_chromium.sh
 
 run: setup
-	$(BIN)/shopsimrl demo --archive tests/data/fixture_catalog.json --out $(DATA)
+	$(BIN)/shopsimrl data build-default --out $(DATA)
+	$(BIN)/shopsimrl eval --data $(DATA) --split test --policy heuristic --out $(RUN)
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks
@@ -28,4 +30,4 @@ bench: setup
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) data build *.egg-info
+	rm -rf $(VENV) data runs build *.egg-info
