@@ -12,7 +12,7 @@ $(BIN)/shopsimrl: pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned, so that pip takes the CPU build (the training extra would otherwise pull CUDA)
 	$(BIN)/pip install --quiet 'torch==2.13.0'
-	$(BIN)/pip install --quiet -e '.[dev,train]'
+	$(BIN)/pip install --quiet -e '.[dev,train,ray]'
 	@touch $(BIN)/shopsimrl
 
 setup: $(BIN)/shopsimrl

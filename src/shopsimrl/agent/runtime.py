@@ -305,6 +305,17 @@ class AgentRuntime:
         await self.model.close()
 
 
+def failure_record(job: EpisodeJob, provenance: Mapping[str, Any], stage: str, exc: BaseException) -> dict[str, Any]:
+    """The record of an episode that failed outside ``AgentRuntime.run`` (e.g. its remote worker was lost)."""
+    now = utc_now()
+    return {
+        "schema_version": TRACE_SCHEMA_VERSION, "episode_id": job.episode_id, "status": "failed",
+        "job": job.record(), "provenance": dict(provenance), "started_at": now, "ended_at": now,
+        "duration_ms": None, "reset": None, "selected_skills": [], "conversation": [], "steps": [],
+        "final": None, "error": _error(stage, exc),
+    }
+
+
 def _error(stage: str, exc: BaseException) -> dict[str, Any]:
     return {"stage": stage, "type": type(exc).__name__, "message": str(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}

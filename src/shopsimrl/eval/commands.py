@@ -33,7 +33,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
         concurrency=args.concurrency, repeats=args.repeats, limit=args.limit, sample_size=args.sample_size,
         seed=args.seed, max_steps=args.max_steps, persona=args.persona, skills=args.skills,
-        experiment=args.experiment,
+        experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
+        ray_data=args.ray_data,
     )
     label = policy_label(args.policy) if args.policy else args.model
     if args.force:
@@ -47,6 +48,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     console.print(summary_table(result.summary, f"{label} on {args.split}"))
     if args.policy == "oracle":
         print("note: the oracle reads the private goal — this is a solvability check, not a baseline")
+    if result.extra.get("ray_workers"):
+        print(f"ray:     {result.extra['ray_workers']} workers")
     print(f"traces:  {result.run_dir.traces_path}")
     print(f"summary: {result.run_dir.summary_path}")
     if not args.no_report:
@@ -139,6 +142,11 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--checkpoint-id", help="recorded in the manifest, never sent")
     ev.add_argument("--env-url", help="use a `shopsimrl serve` service instead of the in-process environment")
     ev.add_argument("--concurrency", type=int, default=32)
+    ev.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run episodes on Ray workers (no ADDRESS: start a local instance; 'auto' or "
+                         "ray://HOST:10001: connect); needs the `ray` extra")
+    ev.add_argument("--ray-cpus", type=int, help="CPUs of the local Ray instance --ray starts (default: all)")
+    ev.add_argument("--ray-data", help="the --data directory's path on the Ray nodes (default: the same, absolute)")
     ev.add_argument("--repeats", type=int, default=1)
     ev.add_argument("--limit", type=int, help="only the first N tasks of the split")
     ev.add_argument("--sample-size", type=int, help="a seeded random sample of N tasks")

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..agent.builtin_backend import BuiltinPolicyModel, policy_label
 from ..agent.model_client import ModelSettings, OpenAIChatModel
@@ -40,6 +40,12 @@ MAX_ATTEMPTS = 3  # one run plus two retries of a technically failed episode
 ProgressCallback = Callable[[dict[str, Any]], None]
 
 
+class EpisodeRunner(Protocol):
+    """What plays one episode for :func:`run_jobs`: an ``AgentRuntime`` or a ``RayEpisodePool``."""
+
+    async def run(self, job: EpisodeJob) -> dict[str, Any]: ...
+
+
 @dataclass
 class EvalSettings:
     """Everything ``shopsimrl eval`` takes (see the CLI for the flags)."""
@@ -61,6 +67,9 @@ class EvalSettings:
     experiment: str | None = None
     env_timeout: float = 30.0
     threaded_env: bool | None = None
+    ray: str | None = None  # None: local; "": start a local Ray instance; else the address to connect to
+    ray_cpus: int | None = None  # CPUs of a local Ray instance (default: all)
+    ray_data: str | None = None  # the data directory as the Ray workers see it (default: ``data``, absolute)
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.model is None):
@@ -147,7 +156,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
 
 
 async def run_jobs(
-    runtime: AgentRuntime, jobs: Sequence[EpisodeJob], run_dir: RunDir, *, concurrency: int,
+    runtime: EpisodeRunner, jobs: Sequence[EpisodeJob], run_dir: RunDir, *, concurrency: int,
     max_attempts: int = MAX_ATTEMPTS, on_record: ProgressCallback | None = None,
 ) -> int:
     """Run ``jobs`` in waves (failed ones again, at most ``max_attempts`` times); returns attempts made."""
@@ -202,6 +211,10 @@ async def evaluate_async(
     settings: EvalSettings, *, world: ShopWorld | None = None, on_start: Callable[[int, int], None] | None = None,
     on_record: ProgressCallback | None = None,
 ) -> EvalResult:
+    if settings.ray is not None:
+        from .ray_runner import import_ray
+
+        import_ray()  # a clear error naming the extra before anything is written
     plan, runtime = build(settings, world)
     run_dir = RunDir(settings.out)
     resumed = run_dir.open_for(plan)
@@ -216,15 +229,27 @@ async def evaluate_async(
         if on_record is not None:
             on_record(record)
 
+    runner: EpisodeRunner = runtime
+    pool = None
+    extra: dict[str, Any] = {}
     try:
+        if settings.ray is not None and jobs:
+            from .ray_runner import RayEpisodePool
+
+            runner = pool = RayEpisodePool.start(settings, plan, episodes=len(jobs))
+            extra["ray_workers"] = len(pool.actors)
         with run_dir:
-            attempts = await run_jobs(runtime, jobs, run_dir, concurrency=settings.concurrency, on_record=remember)
+            attempts = await run_jobs(runner, jobs, run_dir, concurrency=settings.concurrency, on_record=remember)
     finally:
         await runtime.close()
+        stats = runtime.stats
+        if pool is not None:
+            stats = pool.stats()
+            await pool.close()
     summary = run_summary(plan, run_dir, latest)
     write_json_atomic(run_dir.summary_path, summary)
     return EvalResult(run_dir, plan, summary, ran=attempts, skipped=len(done), resumed=resumed,
-                      stats=runtime.stats)
+                      stats=stats, extra=extra)
 
 
 def evaluate(settings: EvalSettings, **kwargs: Any) -> EvalResult:
