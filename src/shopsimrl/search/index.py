@@ -10,6 +10,11 @@ which is most of the contract query's cost. Our builder therefore inserts produc
 rowid order *is* ASIN order; such an index is queried by ``ORDER BY score, rowid`` with the ASINs looked up
 in memory afterwards, which gives exactly the contract's results. Any other index (e.g. one built by the
 reference) is queried with the contract SQL itself.
+
+Faster still: when opened, the index loads its postings into numpy arrays (``postings.Postings``, checked
+against SQLite's own statistics) and ranks with FTS5's bm25 arithmetic computed over them, exactly; a sample
+of title queries must then give byte-identical results on both paths, or the index stays on SQLite (logged).
+``SHOPSIMRL_SEARCH_BACKEND=sqlite`` or ``accelerate=False`` forces SQLite.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import math
 import os
 import platform
+import random
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,7 +41,10 @@ from typing import Any
 from .. import versions
 from ..errors import SearchIndexError
 from .documents import FIELDS, product_search_fields
+from .postings import Postings, PostingsUnavailable
 from .text import search_tokens
+
+logger = logging.getLogger("shopsimrl.search")
 
 FTS_COLUMNS: tuple[str, ...] = ("asin", *FIELDS)
 #: The contract's field weights (§3.4), read-only.
@@ -49,6 +60,10 @@ CREATE_PRODUCTS_SQL = (
 #: Cached result lists (one per distinct token tuple and k); about 13 KB each at k = 150.
 DEFAULT_CACHE_SIZE = 4096
 _MMAP_BYTES = 1 << 30
+#: ``sqlite`` forces the SQLite ranking path; anything else (or unset) tries the exact in-memory one.
+BACKEND_ENV = "SHOPSIMRL_SEARCH_BACKEND"
+#: Title queries compared between the two paths when an index opens.
+VERIFY_QUERIES = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,6 +264,7 @@ class SearchIndex:
         asin_of_rowid: Mapping[int, str],
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        accelerate: bool | None = None,
     ) -> None:
         self.path = path
         self.manifest: dict[str, Any] = dict(manifest)
@@ -272,6 +288,81 @@ class SearchIndex:
         self._lock = threading.Lock()
         self._closed = False
         self._cached = lru_cache(maxsize=cache_size)(self._run)
+        #: The exact in-memory ranking, or None when this index ranks with SQLite (see ``backend_reason``).
+        self.postings: Postings | None = None
+        self.backend = "sqlite"
+        self.backend_reason = ""
+        self.postings_load_s = 0.0
+        if accelerate is None:
+            accelerate = os.environ.get(BACKEND_ENV, "").strip().lower() != "sqlite"
+        if accelerate:
+            self._start_postings()
+        else:
+            self.backend_reason = f"forced ({BACKEND_ENV}=sqlite or accelerate=False)"
+
+    def _start_postings(self) -> None:
+        """Load the postings and check them against SQLite on sample queries; on any doubt stay on SQLite."""
+        start = time.perf_counter()
+        connection = sqlite3.connect(
+            f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+        )
+        try:
+            if _file_identity(self.path) != self._identity:
+                raise PostingsUnavailable("the index file changed while opening")
+            weights = bm25_column_weights(self.manifest["field_weights"])
+            ordered = sorted(self._asin_of_rowid.items(), key=lambda item: item[1])
+            tie_rank = {rowid: rank for rank, (rowid, _) in enumerate(ordered)}
+            connection.execute("CREATE VIRTUAL TABLE temp.shopsimrl_vocab USING fts5vocab('main', 'products', 'row')")
+            postings = Postings.load(connection, FTS_COLUMNS, [weights[c] for c in FTS_COLUMNS], tie_rank)
+            problem = self._verify(postings, connection)
+            if problem:
+                raise PostingsUnavailable(problem)
+        except (PostingsUnavailable, sqlite3.Error, MemoryError) as exc:
+            self.backend_reason = str(exc)
+            logger.warning("search index %s ranks with SQLite: %s", self.path, exc)
+            return
+        finally:
+            connection.close()
+        self.postings = postings
+        self.backend = "postings"
+        self.backend_reason = f"verified on {VERIFY_QUERIES} title queries"
+        self.postings_load_s = time.perf_counter() - start
+
+    def verification_queries(self, connection: sqlite3.Connection) -> list[tuple[str, ...]]:
+        """Deterministic token tuples from product titles (plus attribute/option words) for the open-time check."""
+        rowids = sorted(self._asin_of_rowid)
+        rng = random.Random(20240521)
+        picked = sorted(rng.sample(rowids, min(VERIFY_QUERIES, len(rowids))))
+        texts = {
+            rowid: (str(title or "").split(), str(other or "").split())
+            for rowid, title, other in connection.execute(
+                "SELECT rowid, title, attributes || ' ' || options || ' ' || model FROM products WHERE rowid IN "
+                f"({', '.join('?' * len(picked))})",
+                picked,
+            )
+        }
+        queries = []
+        for i, rowid in enumerate(picked):
+            title, other = texts.get(rowid, ([], []))
+            words = rng.sample(title, min(len(title), rng.randint(1, 6)))
+            if other and i % 3 == 0:
+                words.append(rng.choice(other))
+            queries.append(tuple(dict.fromkeys(words)) or ("的",))
+        return queries
+
+    def _verify(self, postings: Postings, connection: sqlite3.Connection) -> str:
+        """'' when every sample query ranks byte-identically on both paths, else what differed."""
+        for tokens in self.verification_queries(connection):
+            ours = postings.rank(tokens, versions.SEARCH_TOP_K)
+            if ours is None:
+                continue
+            rows = connection.execute(self._sql, (match_expression(tokens), versions.SEARCH_TOP_K)).fetchall()
+            if not self.rowid_is_asin_order:
+                ours = [(self._asin_of_rowid[rowid], score) for rowid, score in ours]
+            theirs = [(key, -bm25) for key, bm25 in rows]
+            if ours != theirs:
+                return f"the in-memory ranking differs from SQLite's for the query {match_expression(tokens)!r}"
+        return ""
 
     @classmethod
     def open(
@@ -281,8 +372,12 @@ class SearchIndex:
         expected_product_sha256: str | None = None,
         expected_field_weights: Mapping[str, float] | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        accelerate: bool | None = None,
     ) -> SearchIndex:
-        """Open ``path`` read-only after the §3.6 checks; any mismatch raises ``SearchIndexError``."""
+        """Open ``path`` read-only after the §3.6 checks; any mismatch raises ``SearchIndexError``.
+
+        ``accelerate`` (default: unless ``SHOPSIMRL_SEARCH_BACKEND=sqlite``) loads the exact in-memory ranking.
+        """
         file = Path(path)
         if not file.is_file():
             raise SearchIndexError(
@@ -316,7 +411,7 @@ class SearchIndex:
             connection.close()
         if problems:
             raise SearchIndexError(f"search index {file} refused: " + "; ".join(problems) + f"; {rebuild_hint(file)}")
-        return cls(file, manifest, asins, cache_size=cache_size)
+        return cls(file, manifest, asins, cache_size=cache_size, accelerate=accelerate)
 
     # -- connections ---------------------------------------------------------------------------------------
 
@@ -359,6 +454,22 @@ class SearchIndex:
             self._release(connection)
 
     def _run(self, tokens: tuple[str, ...], k: int) -> tuple[SearchHit, ...]:
+        postings = self.postings
+        if postings is not None:
+            if self._closed:
+                raise SearchIndexError(f"search index {self.path} is closed")
+            try:
+                same_file = _file_identity(self.path) == self._identity
+            except OSError:
+                same_file = False
+            if not same_file:
+                raise SearchIndexError(
+                    f"search index {self.path} was replaced or removed after it was opened; open it again"
+                )
+            ranked = postings.rank(tokens, k)
+            if ranked is not None:
+                asin_of = self._asin_of_rowid
+                return tuple(SearchHit(rank, asin_of[rowid], score) for rank, (rowid, score) in enumerate(ranked, 1))
         rows = self.raw_fts_query(tokens, k)
         if self.rowid_is_asin_order:
             asin_of = self._asin_of_rowid
