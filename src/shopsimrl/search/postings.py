@@ -159,11 +159,12 @@ class Postings:
         indexed = list(range(1, n_cols))
         vocab = connection.execute("SELECT term, doc, cnt FROM temp.shopsimrl_vocab").fetchall()
         term_ids = {term: i for i, (term, _, _) in enumerate(vocab)}
-        rows = connection.execute(f"SELECT rowid, {', '.join(columns[1:])} FROM products ORDER BY rowid").fetchall()
-        if not rows:
+        rowids = np.fromiter(
+            (rowid for (rowid,) in connection.execute("SELECT rowid FROM products ORDER BY rowid")), dtype=np.int64
+        )
+        n_docs = int(rowids.size)
+        if not n_docs:
             raise PostingsUnavailable("the FTS table is empty")
-        n_docs = len(rows)
-        rowids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=n_docs)
         # One pass per column over all rows joined by a marker token: the unicode61 split of ASCII
         # separators is one regex substitution, the term lookup one map().
         lookup = {**term_ids, _ROW_MARK: -1}.__getitem__
@@ -171,8 +172,10 @@ class Postings:
         sizes = np.zeros((n_docs, n_cols), dtype=np.int64)
         column_ids: list[np.ndarray] = []
         try:
-            for col in indexed:
-                text = f" {_ROW_MARK} ".join(str(row[col] or "") for row in rows)
+            for col in indexed:  # a column at a time keeps the peak memory down
+                stored = connection.execute(f"SELECT {columns[col]} FROM products ORDER BY rowid").fetchall()
+                text = f" {_ROW_MARK} ".join(str(value or "") for (value,) in stored)
+                del stored
                 ids_col = _term_ids_of(text.split(), lookup, get)
                 marks = np.flatnonzero(ids_col == -1)
                 if marks.size != n_docs - 1:
@@ -220,10 +223,11 @@ class Postings:
         pair_docs = inst_doc[pair_start].astype(np.int32)
         weights = np.asarray(column_weights, dtype=np.float64)
         inst_weight = weights[inst_col]
-        freq = np.zeros(pair_start.size, dtype=np.float64)
-        for step in range(int(pair_len.max(initial=0))):  # one instance at a time, as xInst adds them
-            live = pair_len > step
-            freq[live] += inst_weight[pair_start[live] + step]
+        freq = 0.0 + inst_weight[pair_start]  # the first instance; then one at a time, as xInst adds them
+        repeated = np.flatnonzero(pair_len > 1)
+        for step in range(1, int(pair_len.max(initial=1))):
+            repeated = repeated[pair_len[repeated] > step]
+            freq[repeated] += inst_weight[pair_start[repeated] + step]
         docs_per_term = np.bincount(pair_term, minlength=n_terms)
         cnt_per_term = np.bincount(inst_term, minlength=n_terms)
         expected_docs = np.fromiter((d for _, d, _ in vocab), dtype=np.int64, count=n_terms)
