@@ -17,11 +17,9 @@ compares this path with SQLite on sample queries when it opens and falls back to
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -38,9 +36,8 @@ _ASCII_SEPARATORS = {code: " " for code in range(128) if chr(code) not in _ASCII
 #: Han ranges of the §3.2 tokenizer; which of their code points unicode61 treats as token characters
 #: depends on the Unicode tables of the SQLite build, so it is asked once (``_sqlite_han_token_chars``).
 _HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF))
-#: Joins the rows of one column for the bulk split; a row holding it fails the docsize check.
-_ROW_MARK = "\x01"
-_ASCII_SEPARATOR_RUN = re.compile("[" + re.escape("".join(chr(c) for c in _ASCII_SEPARATORS if chr(c) != _ROW_MARK)) + "]+")
+#: True for the ASCII separators, indexed by code point (index 128 stands for every non-ASCII one: a token char).
+_SEPARATOR_TABLE = np.array([code in _ASCII_SEPARATORS for code in range(129)], dtype=bool)
 _KEY_COL_SHIFT = 32
 _KEY_DOC_SHIFT = 35
 
@@ -165,25 +162,18 @@ class Postings:
         n_docs = int(rowids.size)
         if not n_docs:
             raise PostingsUnavailable("the FTS table is empty")
-        # One pass per column over all rows joined by a marker token: the unicode61 split of ASCII
-        # separators is one regex substitution, the term lookup one map().
-        lookup = {**term_ids, _ROW_MARK: -1}.__getitem__
-        get = {**term_ids, _ROW_MARK: -1}.get
+        # One vectorised pass per column over all rows: unicode61's split of our stored text (token characters
+        # between ASCII separators), then each token's term id by a packed code-point key.
+        lookup = _TermLookup(term_ids)
         sizes = np.zeros((n_docs, n_cols), dtype=np.int64)
         column_ids: list[np.ndarray] = []
-        try:
-            for col in indexed:  # a column at a time keeps the peak memory down
-                stored = connection.execute(f"SELECT {columns[col]} FROM products ORDER BY rowid").fetchall()
-                text = f" {_ROW_MARK} ".join(str(value or "") for (value,) in stored)
-                del stored
-                ids_col = _term_ids_of(text.split(), lookup, get)
-                marks = np.flatnonzero(ids_col == -1)
-                if marks.size != n_docs - 1:
-                    raise PostingsUnavailable("stored text contains the row marker")
-                sizes[:, col] = np.diff(np.concatenate(([-1], marks, [ids_col.size]))) - 1
-                column_ids.append(ids_col[ids_col != -1])
-        except KeyError as exc:
-            raise PostingsUnavailable(f"stored token {exc.args[0]!r} is not an FTS5 term as unicode61 split it") from exc
+        rows = connection.execute(f"SELECT {', '.join(columns[1:])} FROM products ORDER BY rowid").fetchall()
+        if len(rows) != n_docs:
+            raise PostingsUnavailable("the table changed while loading")
+        for col in indexed:
+            ids_col, sizes[:, col] = lookup.column([str(row[col - 1] or "") for row in rows])
+            column_ids.append(ids_col)
+        del rows
 
         # SQLite's own length bookkeeping must equal what we counted, row by row and in total.
         docsize = connection.execute("SELECT id, sz FROM products_docsize ORDER BY id").fetchall()
@@ -345,23 +335,50 @@ class Postings:
         return list(zip(self.rowids[candidates[order]].tolist(), values[order].tolist(), strict=True))
 
 
-def _term_ids_of(tokens: list[str], lookup: Callable[[str], int], get: Callable[[str, int], int]) -> np.ndarray:
-    """Term ids of space-split stored tokens, each split further at ASCII separators as unicode61 does.
+class _TermLookup:
+    """Term ids of stored column text, vectorised: a token of up to three characters is looked up by its code
+    points packed into one int64 (21 bits each), a longer one in a dict; a token that is no term is refused."""
 
-    Most stored tokens are terms already; only the misses (``usb-c``, ``1.2``) go through the regex.
-    """
-    ids = np.fromiter(map(get, tokens, itertools.repeat(-2, len(tokens))), dtype=np.int32, count=len(tokens))
-    misses = np.flatnonzero(ids == -2)
-    if not misses.size:
-        return ids
-    pieces = [[lookup(piece) for piece in _ASCII_SEPARATOR_RUN.sub(" ", tokens[i]).split()] for i in misses.tolist()]
-    counts = np.ones(ids.size, dtype=np.int64)
-    counts[misses] = [len(p) for p in pieces]
-    out = np.repeat(ids, counts)
-    starts = (np.cumsum(counts) - counts)[misses].tolist()
-    for start, piece in zip(starts, pieces, strict=True):
-        out[start : start + len(piece)] = piece
-    return out
+    def __init__(self, term_ids: dict[str, int]) -> None:
+        short = {_pack(term): i for term, i in term_ids.items() if len(term) <= 3}
+        self._keys = np.fromiter(sorted(short), dtype=np.int64, count=len(short))
+        self._ids = np.fromiter((short[key] for key in self._keys.tolist()), dtype=np.int32, count=len(short))
+        self._long = {term: i for term, i in term_ids.items() if len(term) > 3}
+
+    def column(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(term ids in row/offset order, tokens per row) of one column's texts."""
+        text = " ".join(texts)
+        try:
+            points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        except UnicodeEncodeError as exc:
+            raise PostingsUnavailable(f"stored text is not encodable: {exc}") from exc
+        is_token = ~_SEPARATOR_TABLE[np.minimum(points, 128)]
+        edges = np.diff(np.concatenate(([False], is_token, [False])).astype(np.int8))
+        begins = np.flatnonzero(edges == 1)
+        lengths = np.flatnonzero(edges == -1) - begins
+        padded = np.concatenate((points, [0, 0]))
+        keys = padded[begins] << 42
+        keys |= np.where(lengths > 1, padded[begins + 1], 0) << 21
+        keys |= np.where(lengths > 2, padded[begins + 2], 0)
+        where = np.minimum(np.searchsorted(self._keys, keys), max(self._keys.size - 1, 0))
+        found = (lengths <= 3) & (self._keys[where] == keys) if self._keys.size else np.zeros(keys.size, dtype=bool)
+        ids = np.where(found, self._ids[where] if self._ids.size else 0, -1).astype(np.int32)
+        for i in np.flatnonzero(~found).tolist():
+            token = text[begins[i] : begins[i] + lengths[i]]
+            if token not in self._long:
+                raise PostingsUnavailable(f"stored token {token!r} is not an FTS5 term as unicode61 split it")
+            ids[i] = self._long[token]
+        row_of_char = np.zeros(points.size + 1, dtype=np.int32)
+        row_of_char[np.cumsum([len(t) + 1 for t in texts[:-1]], dtype=np.int64)] = 1
+        rows = np.cumsum(row_of_char, dtype=np.int32)[begins]
+        return ids, np.bincount(rows, minlength=len(texts))
+
+
+def _pack(term: str) -> int:
+    key = 0
+    for shift, ch in zip((42, 21, 0), term, strict=False):
+        key |= ord(ch) << shift
+    return key
 
 
 def _row_major(column_ids: list[np.ndarray], sizes: np.ndarray, indexed: list[int]) -> np.ndarray:
