@@ -128,17 +128,30 @@ def run_level(port: int, clients: int, tasks: list[int], seconds: float, procs: 
     return steps / seconds, latencies
 
 
+def _tree(pid: int) -> list[int]:
+    """The server process and its worker processes (``--workers``)."""
+    pids = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        pids += [int(child) for child in (task / "children").read_text().split()]
+    return pids
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process: a per-step cost that holds even on a busy, shared machine."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU time of the server (all its processes): a per-step cost that holds on a busy machine."""
+    total = 0
+    for member in _tree(pid):
+        fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
+    total = 0
+    for member in _tree(pid):
+        for line in Path(f"/proc/{member}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total
 
 
 async def _hold_sessions(port: int, count: int, tasks: list[int], pid: int) -> int:
@@ -171,6 +184,7 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=min(2, os.cpu_count() or 1), help="load-generator processes")
     parser.add_argument("--clients", default="1,32,256")
     parser.add_argument("--rss-sessions", type=int, default=1024)
+    parser.add_argument("--workers", type=int, default=1, help="server worker processes (serve --workers)")
     args = parser.parse_args()
     if not (Path(args.data) / "manifest.json").is_file():
         fixture = Path(__file__).resolve().parents[1] / "tests" / "data" / "fixture_catalog.json"
@@ -178,14 +192,15 @@ def main() -> None:
     port = _port()
     slots = max(args.rss_sessions, max(int(c) for c in args.clients.split(","))) + 8
     server = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", "serve", "--data", args.data, "--port",
-                               str(port), "--slots", str(slots), "--idle-timeout", "0"])
+                               str(port), "--slots", str(slots), "--idle-timeout", "0", "--workers", str(args.workers)])
     try:
-        for _ in range(300):
+        for _ in range(1200):
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
                 time.sleep(0.1)
+        time.sleep(0.5)
         tasks = [0]  # task 0 has the product the action mix opens; others (persona and standard) mix in
         try:
             import httptools  # noqa: F401
@@ -194,7 +209,8 @@ def main() -> None:
             stack = "uvicorn + uvloop + httptools"
         except ImportError:
             stack = "uvicorn (asyncio, h11)"
-        print(f"server: {stack}, one process, {slots} slots; load: raw keep-alive HTTP/1.1, {args.procs} process(es)")
+        shape = "one process" if args.workers == 1 else f"front + {args.workers} worker processes"
+        print(f"server: {stack}, {shape}, {slots} slots; load: raw keep-alive HTTP/1.1, {args.procs} process(es)")
 
         asyncio.run(_hold_sessions(port, 1, tasks, server.pid))  # warm the engine (search cache, product pages)
         rss_one = asyncio.run(_hold_sessions(port, 1, tasks, server.pid))

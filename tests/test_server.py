@@ -431,8 +431,10 @@ def test_router_route_answers_like_the_fast_path(world):
     assert results[0] == results[1] and results[0][0] == 200 and results[0][2] == 400
 
 
-def test_serve_refuses_several_workers_with_a_reason(prepared_dir, capsys):
+def test_serve_refuses_impossible_worker_counts(prepared_dir, capsys):
     from shopsimrl.cli import main
 
-    assert main(["serve", "--data", str(prepared_dir), "--workers", "2"]) == 2
-    assert "a lease lives in the memory of the process that issued it" in capsys.readouterr().err
+    assert main(["serve", "--data", str(prepared_dir), "--workers", "0"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
+    assert main(["serve", "--data", str(prepared_dir), "--workers", "3", "--slots", "2"]) == 2
+    assert "--slots (2) must be at least --workers (3)" in capsys.readouterr().err

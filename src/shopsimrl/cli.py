@@ -196,12 +196,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .env.shop_env import ShopWorld
     from .server import create_app
 
-    if args.workers != 1:
-        raise ShopSimError(
-            "--workers > 1 is not supported: a lease lives in the memory of the process that issued it, so every "
-            "request of a session would have to reach that process; one process already serves thousands of steps "
-            "per second (see README), so run several services on different ports if you need more"
-        )
+    if args.workers < 1:
+        raise ShopSimError("--workers must be at least 1")
+    if args.workers > 1:  # a front process routes each request to the worker holding its lease
+        from .server.workers import serve_workers
+
+        _progress(f"serving on http://{args.host}:{args.port} with {args.workers} worker processes ({args.slots} slots)")
+        serve_workers(data=args.data, host=args.host, port=args.port, slots=args.slots, workers=args.workers,
+                      idle_timeout=args.idle_timeout or None, wait_timeout=args.wait_timeout, runs=args.runs,
+                      log_level=args.log_level, progress=_progress)
+        return 0
     world = ShopWorld.from_data_dir(args.data)
     app = create_app(
         world, slots=args.slots, idle_timeout=args.idle_timeout or None, reset_wait_timeout=args.wait_timeout,
@@ -278,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=5700)
     serve.add_argument("--slots", type=int, default=256)
-    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--workers", type=int, default=1,
+                       help="worker processes behind a front that routes by lease (default 1: one process)")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an unused lease is reclaimed (0: never)")
     serve.add_argument("--wait-timeout", type=float, default=None,
                        help="default seconds a reset waits for a free slot before 503 (default: wait forever)")

@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - the standard library encoder gives the
     orjson = None
 
 REAP_INTERVAL = 5.0
+FREE_SLOTS_HEADER = b"x-shopsim-free-slots"  # free slots, or minus the queued resets when there are none
 logger = logging.getLogger("shopsimrl.server")
 
 # Library error -> HTTP status; the first matching class wins.
@@ -97,8 +98,14 @@ def create_app(
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     reset_wait_timeout: float | None = None,
     runs_dir: str | Path = "runs",
+    first_slot: int = 0,
+    lease_prefix: str = "",
+    advertise_free_slots: bool = False,
 ) -> FastAPI:
-    service = EnvService(world, slots=slots, idle_timeout=idle_timeout, reset_wait_timeout=reset_wait_timeout)
+    """The service app. ``first_slot``, ``lease_prefix`` and ``advertise_free_slots`` are for a worker behind
+    ``shopsimrl serve --workers`` (see ``workers.py``); a single process keeps the defaults."""
+    service = EnvService(world, slots=slots, idle_timeout=idle_timeout, reset_wait_timeout=reset_wait_timeout,
+                         first_slot=first_slot, lease_prefix=lease_prefix)
     pool = service.pool
 
     @contextlib.asynccontextmanager
@@ -238,6 +245,7 @@ def create_app(
     app.include_router(v1_router(service))
     app.include_router(ui_router(app.state.runs))
     app.state.dispatch = dispatch
+    app.state.advertise_free_slots = advertise_free_slots
     return app
 
 
@@ -260,6 +268,8 @@ class ServiceApp(FastAPI):
     """
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.state.advertise_free_slots:
+            send = self._advertising(send)
         if scope["type"] != "http" or scope["path"] != "/api/shop_agent" or scope["method"] != "POST":
             await super().__call__(scope, receive, send)
             return
@@ -280,3 +290,16 @@ class ServiceApp(FastAPI):
         await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
+
+    def _advertising(self, send: Any) -> Any:
+        """Adds ``x-shopsim-free-slots`` to every response, so a front process knows where a reset fits."""
+        pool = self.state.pool
+
+        async def advertise(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                free = pool.free_slots if not pool.waiting else -pool.waiting
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (FREE_SLOTS_HEADER, str(free).encode())]}
+            await send(message)
+
+        return advertise

@@ -34,13 +34,22 @@ class Lease(Generic[T]):
 
 
 class LeasePool(Generic[T]):
-    def __init__(self, size: int, *, idle_timeout: float | None = 600.0, clock: Callable[[], float] = time.monotonic):
+    """``size`` slots numbered from ``first_slot``; lease ids are ``lease_prefix`` + a uuid4 hex.
+
+    The offset and prefix let several worker processes share one slot and lease namespace (each holds a
+    disjoint range and its own prefix), so a front process can route any request by its slot or lease id.
+    """
+
+    def __init__(self, size: int, *, idle_timeout: float | None = 600.0, clock: Callable[[], float] = time.monotonic,
+                 first_slot: int = 0, lease_prefix: str = ""):
         if size < 1:
             raise ValueError("the pool needs at least one slot")
         self.size = size
+        self.first_slot = first_slot
+        self.lease_prefix = lease_prefix
         self.idle_timeout = idle_timeout
         self._clock = clock
-        self._free: deque[int] = deque(range(size))
+        self._free: deque[int] = deque(range(first_slot, first_slot + size))
         self._leases: dict[int, Lease[T]] = {}
         self._slot_of: dict[str, int] = {}  # lease id -> slot, for the resource-style API
         self._waiters: deque[asyncio.Future[int]] = deque()
@@ -71,7 +80,7 @@ class LeasePool(Generic[T]):
                     self._hand_over(waiter.result())
                 waiter.cancel()
                 raise PoolTimeout(f"no environment slot became free within {wait_timeout} s") from exc
-        lease = Lease(slot, uuid.uuid4().hex, session, self._clock())
+        lease = Lease(slot, self.lease_prefix + uuid.uuid4().hex, session, self._clock())
         self._leases[slot] = lease
         self._slot_of[lease.lease_id] = slot
         return lease

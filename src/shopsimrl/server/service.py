@@ -34,9 +34,12 @@ class EnvService:
         slots: int = DEFAULT_SLOTS,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         reset_wait_timeout: float | None = None,
+        first_slot: int = 0,
+        lease_prefix: str = "",
     ) -> None:
         self.world = world
-        self.pool: LeasePool[ShopEnv] = LeasePool(slots, idle_timeout=idle_timeout)
+        self.pool: LeasePool[ShopEnv] = LeasePool(
+            slots, idle_timeout=idle_timeout, first_slot=first_slot, lease_prefix=lease_prefix)
         self.reset_wait_timeout = reset_wait_timeout
 
     async def reset(

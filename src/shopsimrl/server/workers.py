@@ -1,0 +1,273 @@
+"""``shopsimrl serve --workers W``: W worker processes behind one front process that routes by lease.
+
+A lease lives in the memory of the worker that issued it, so requests cannot land on a random worker (as
+with SO_REUSEPORT). Each worker is a full service (its own catalog, index and lease pool) on a Unix socket
+and owns a disjoint slot range, ``[offset_k, offset_k + size_k)``, and a lease-id prefix (``%02x`` of k).
+The front is a small ASGI app that forwards each request, byte for byte, over keep-alive connections:
+
+* ``reset`` and ``POST /v1/sessions`` go to the worker with the most free slots (each worker reports its
+  count in a response header); when every slot is taken they queue at the worker with the fewest waiting,
+  so queueing is FIFO within a worker and close to FIFO overall;
+* ``interact`` / ``terminate`` / ``release_one`` go to the worker owning ``env_idx``; ``/v1/sessions/{id}``
+  to the worker named by the id's prefix; anything unroutable to worker 0, which answers the usual 4xx;
+* ``release_all`` goes to every worker; ``/healthz`` adds up the workers' figures;
+* everything else (UIs, replay API, OpenAPI) goes to worker 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import multiprocessing as mp
+import os
+import re
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import ShopSimError
+from .app import FREE_SLOTS_HEADER, decode, encode
+
+HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
+_SESSION_PATH = re.compile(r"^/v1/sessions/([0-9a-f]{2})")
+START_TIMEOUT = 120.0
+
+
+class _Conn:
+    """One keep-alive HTTP/1.1 connection to a worker's Unix socket (content-length or chunked responses)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def exchange(self, head: bytes, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        self.writer.write(head + body)
+        lines = (await self.reader.readuntil(b"\r\n\r\n"))[:-4].split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        headers: list[tuple[bytes, bytes]] = []
+        length, chunked = 0, False
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+            headers.append((name, value))
+        if not chunked:
+            return status, headers, await self.reader.readexactly(length)
+        parts = []
+        while (size := int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)) > 0:
+            parts.append((await self.reader.readexactly(size + 2))[:-2])
+        await self.reader.readuntil(b"\r\n")
+        return status, headers, b"".join(parts)
+
+
+class Worker:
+    def __init__(self, index: int, socket_path: str, first_slot: int, size: int) -> None:
+        self.index, self.socket_path, self.first_slot, self.size = index, socket_path, first_slot, size
+        self.free = size  # last reported free slots (negative: that many resets queued)
+        self.process: Any = None
+        self._idle: list[_Conn] = []
+
+    async def request(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
+                      ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        lines = [f"{method} ".encode() + target + b" HTTP/1.1", b"host: worker"]
+        lines += [name + b": " + value for name, value in headers if name not in HOP_HEADERS and name != b"host"]
+        lines.append(b"content-length: %d" % len(body))
+        head = b"\r\n".join(lines) + b"\r\n\r\n"
+        conn = self._idle.pop() if self._idle else _Conn(*await asyncio.open_unix_connection(self.socket_path))
+        try:
+            status, out_headers, data = await conn.exchange(head, body)
+        except BaseException:
+            conn.writer.close()
+            raise
+        self._idle.append(conn)
+        for name, value in out_headers:
+            if name == FREE_SLOTS_HEADER:
+                self.free = int(value)
+        return status, out_headers, data
+
+
+class Front:
+    """The front process's ASGI app."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+        self.offsets = [w.first_slot for w in workers]
+        self.total = sum(w.size for w in workers)
+        self._turn = 0
+
+    # ------------------------------------------------------------------ routing
+    def _for_reset(self) -> Worker:
+        self._turn += 1
+        order = self.workers[self._turn % len(self.workers):] + self.workers[:self._turn % len(self.workers)]
+        chosen = max(order, key=lambda w: w.free)  # most free slots (or fewest queued); ties rotate
+        chosen.free -= 1  # until its next answer says otherwise, so a burst of resets spreads out
+        return chosen
+
+    def _for_slot(self, slot: Any) -> Worker:
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.total:
+            return self.workers[0]  # it answers the proper 400/409
+        return self.workers[bisect.bisect_right(self.offsets, slot) - 1]
+
+    def _for_prefix(self, prefix: str) -> Worker:
+        index = int(prefix, 16)
+        return self.workers[index] if index < len(self.workers) else self.workers[0]
+
+    async def route(self, method: str, path: str, body: bytes) -> list[Worker]:
+        if path == "/api/shop_agent" and method == "POST":
+            try:
+                request = decode(body or b"null")
+            except ValueError:
+                return [self.workers[0]]
+            if not isinstance(request, dict):
+                return [self.workers[0]]
+            action = request.get("action")
+            if action == "reset":
+                return [self._for_reset()]
+            if action == "release_all":
+                return self.workers
+            return [self._for_slot(request.get("env_idx"))]
+        if path == "/v1/sessions" and method == "POST":
+            return [self._for_reset()]
+        match = _SESSION_PATH.match(path)
+        if match:
+            return [self._for_prefix(match.group(1))]
+        return [self.workers[0]]
+
+    # ------------------------------------------------------------------ ASGI
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        method, path = scope["method"], scope["path"]
+        target = scope.get("raw_path") or path.encode()
+        if scope.get("query_string"):
+            target += b"?" + scope["query_string"]
+        headers = list(scope.get("headers", []))
+        try:
+            if path == "/healthz" and method == "GET":
+                status, out_headers, data = await self._health(headers)
+            else:
+                targets = await self.route(method, path, body)
+                answers = await asyncio.gather(*(w.request(method, target, headers, body) for w in targets))
+                status, out_headers, data = answers[0]
+        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+            status, out_headers = 502, [(b"content-type", b"application/json")]
+            data = encode({"error": f"a worker process is not answering: {exc.__class__.__name__}"})
+        out = [(n, v) for n, v in out_headers if n not in HOP_HEADERS and n != FREE_SLOTS_HEADER]
+        out.append((b"content-length", str(len(data)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": out})
+        await send({"type": "http.response.body", "body": data})
+
+    async def _health(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, list, bytes]:
+        answers = await asyncio.gather(*(w.request("GET", b"/healthz", headers, b"") for w in self.workers))
+        reports = [decode(data) for _, _, data in answers]
+        merged = dict(reports[0])
+        for key in ("environment_slots", "free_slots", "live_sessions", "waiting_resets"):
+            merged[key] = sum(report[key] for report in reports)
+        merged["ready"] = all(report["ready"] for report in reports)
+        merged["workers"] = len(self.workers)
+        return 200, [(b"content-type", b"application/json")], encode(merged)
+
+
+def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size: int, idle_timeout: float | None,
+                 wait_timeout: float | None, runs: str, log_level: str) -> None:
+    import threading
+
+    import uvicorn
+
+    from ..env.shop_env import ShopWorld
+    from .app import create_app
+
+    parent = os.getppid()
+
+    def orphan_watch() -> None:  # the front was killed outright (no clean stop): do not outlive it
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=orphan_watch, daemon=True).start()
+    app = create_app(ShopWorld.from_data_dir(data), slots=size, idle_timeout=idle_timeout,
+                     reset_wait_timeout=wait_timeout, runs_dir=runs, first_slot=first_slot,
+                     lease_prefix=f"{index:02x}", advertise_free_slots=True)
+    uvicorn.run(app, uds=socket_path, log_level=log_level, access_log=False, proxy_headers=False,
+                server_header=False, date_header=False, timeout_keep_alive=24 * 3600)
+
+
+def _wait_ready(workers: list[Worker]) -> None:
+    import socket
+
+    deadline = time.monotonic() + START_TIMEOUT
+    for worker in workers:
+        while True:
+            if not worker.process.is_alive():
+                raise ShopSimError(f"worker {worker.index} exited during start (exit code {worker.process.exitcode})")
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(worker.socket_path)
+                break
+            if time.monotonic() > deadline:
+                raise ShopSimError(f"worker {worker.index} did not start within {START_TIMEOUT:.0f} s")
+            time.sleep(0.05)
+
+
+def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, idle_timeout: float | None,
+                  wait_timeout: float | None, runs: str, log_level: str, progress: Any = None) -> None:
+    """Start ``workers`` worker processes and the front on ``host:port``; stop the workers when it stops."""
+    import uvicorn
+
+    if workers > 64:
+        raise ShopSimError("--workers is at most 64")
+    if slots < workers:
+        raise ShopSimError(f"--slots ({slots}) must be at least --workers ({workers})")
+    folder = tempfile.mkdtemp(prefix="shopsimrl-workers-")
+    context = mp.get_context("spawn")
+    pool: list[Worker] = []
+    first = 0
+    for index in range(workers):
+        size = slots // workers + (1 if index < slots % workers else 0)
+        worker = Worker(index, os.path.join(folder, f"worker-{index}.sock"), first, size)
+        worker.process = context.Process(
+            target=_worker_main, name=f"shopsimrl-worker-{index}", daemon=True,
+            args=(data, worker.socket_path, index, first, size, idle_timeout, wait_timeout, runs, log_level))
+        worker.process.start()
+        pool.append(worker)
+        first += size
+    def stop(signum: int, frame: Any) -> None:  # uvicorn re-raises SIGTERM after its clean stop: end via finally
+        raise SystemExit(0)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        _wait_ready(pool)
+        if progress:
+            progress(f"{workers} workers ready ({', '.join(f'slots {w.first_slot}-{w.first_slot + w.size - 1}' for w in pool)})")
+        uvicorn.run(Front(pool), host=host, port=port, log_level=log_level, access_log=False, proxy_headers=False,
+                    server_header=False, date_header=False)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for worker in pool:
+            if worker.process.is_alive():
+                worker.process.terminate()
+        for worker in pool:
+            worker.process.join(timeout=10)
+            with contextlib.suppress(OSError):
+                Path(worker.socket_path).unlink()
+        with contextlib.suppress(OSError):
+            Path(folder).rmdir()
