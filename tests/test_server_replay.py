@@ -55,13 +55,14 @@ def test_ui_pages_and_assets_are_served_uncached(http):
     assert "ShopSimulator · Agent View" in agent.text and "Experiment Replay" in agent.text
     assert agent.headers["cache-control"].startswith("no-store")
     assert http.get("/debug-ui/").text == agent.text
-    script = http.get("/debug-ui/agent.js")
+    script = http.get("/debug-ui/app.js")
     assert script.headers["content-type"].startswith("text/javascript")
     for needle in ("/api/shop_agent", "action_feedback", "result.observation", "task_instruction", "sendBeacon",
                    "keepalive", "release_one"):
         assert needle in script.text, needle
     assert "result.instruction" not in script.text
-    assert http.get("/debug-ui/styles.css").headers["content-type"].startswith("text/css")
+    for sheet in ("styles.css", "replay.css"):
+        assert http.get(f"/debug-ui/{sheet}").headers["content-type"].startswith("text/css")
     replay = http.get("/replay-ui")
     assert "ShopSimRL · Experiment Replay" in replay.text and "任务轨迹" in replay.text
     assert 'id="outcomeComparison"' in replay.text and "/debug-ui/replay.js" in replay.text
