@@ -84,10 +84,16 @@ class Worker:
         except BaseException:
             conn.writer.close()
             raise
-        self._idle.append(conn)
+        keep = True
         for name, value in out_headers:
             if name == FREE_SLOTS_HEADER:
                 self.free = int(value)
+            elif name == b"connection" and value.lower() == b"close":
+                keep = False
+        if keep:
+            self._idle.append(conn)
+        else:
+            conn.writer.close()
         return status, out_headers, data
 
 
