@@ -238,3 +238,27 @@ def test_mutating_an_observation_does_not_touch_shared_page_data(world):
     state["products"][0]["title"] = "篡改"
     clean = second.step(f"search[{QUERY}]")["observation_state"]
     assert "篡改" not in json.dumps(clean, ensure_ascii=False)
+
+
+from hypothesis import given as _given  # noqa: E402
+from hypothesis import strategies as _st  # noqa: E402
+
+_json_like = _st.recursive(
+    _st.none() | _st.booleans() | _st.integers() | _st.floats(allow_nan=False) | _st.text(max_size=5),
+    lambda inner: _st.lists(inner, max_size=4) | _st.tuples(inner, inner)
+    | _st.dictionaries(_st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@_given(_json_like)
+def test_plain_copy_equals_deepcopy_and_is_independent(value: object) -> None:
+    import copy
+
+    from shopsimrl.catalog.plain_copy import plain_copy
+
+    copied = plain_copy(value)
+    assert copied == copy.deepcopy(value)
+    assert type(copied) is type(value)
+    if isinstance(value, (dict, list)):
+        assert copied is not value

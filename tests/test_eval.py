@@ -284,3 +284,17 @@ def test_resume_after_sigkill_loses_and_duplicates_nothing(prepared_dir, tmp_pat
     assert done_before <= set(completed)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["completed"] == total and summary["counts"]["coverage"] == 1.0
+
+
+def test_trace_line_is_compact_json_and_falls_back_for_what_orjson_refuses() -> None:
+    import json as _json
+
+    from shopsimrl.eval.rundir import trace_line
+
+    record = {"b": 1, "a": [1.5, None, "中文"], "nested": {"x": (1, 2)}}
+    line = trace_line(record)
+    assert line.endswith("\n") and "\n" not in line[:-1]
+    assert line == _json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    big = {"n": 2**70}
+    assert _json.loads(trace_line(big)) == big
+    assert _json.loads(trace_line({"r": float("nan")})) == {"r": None}

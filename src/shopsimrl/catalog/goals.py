@@ -9,6 +9,7 @@ from typing import Any
 
 from ..budget import resolve_price_upper
 from ..errors import DatasetBuildError
+from .plain_copy import plain_copy
 from .records import Product
 
 
@@ -16,7 +17,7 @@ def strip_reasoning(persona: Mapping[str, Any] | None) -> dict[str, Any]:
     """The public persona: a copy without the internal ``__reasoning__`` key."""
     if not isinstance(persona, Mapping):
         return {}
-    return {key: copy.deepcopy(value) for key, value in persona.items() if key != "__reasoning__"}
+    return {key: plain_copy(value) for key, value in persona.items() if key != "__reasoning__"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,19 +24,28 @@ class OptionLabel:
     value: str
 
 
-@dataclass(frozen=True, slots=True)
 class ProductView:
-    asin: str
-    product: Product
-    summary: Mapping[str, Any]
-    axes: tuple[str, ...]
-    values: Mapping[str, tuple[str, ...]]
-    labels: tuple[OptionLabel, ...]
+    """A product's page data. The summary (all a result list needs) is made at once; the option axes,
+    values and click labels only when the product page is first built, since most listed products are
+    never opened."""
+
+    __slots__ = ("_axes", "_labels", "_values", "asin", "product", "summary")
+
+    def __init__(self, asin: str, product: Product, summary: Mapping[str, Any]) -> None:
+        self.asin = asin
+        self.product = product
+        self.summary = summary
+        self._axes: tuple[str, ...] | None = None
+        self._values: Mapping[str, tuple[str, ...]] | None = None
+        self._labels: tuple[OptionLabel, ...] | None = None
 
     @classmethod
     def of(cls, product: Product) -> ProductView:
+        return cls(asin=product.asin, product=product, summary=product_summary(product.raw))
+
+    def _build_options(self) -> None:
         values: dict[str, tuple[str, ...]] = {}
-        for axis, entries in product.customization_options.items():
+        for axis, entries in self.product.customization_options.items():
             if entries is None:
                 continue
             values[str(axis)] = tuple(
@@ -50,14 +59,31 @@ class ProductView:
                 if label not in seen:
                     seen.add(label)
                     labels.append(OptionLabel(label, axis, value))
-        return cls(
-            asin=product.asin,
-            product=product,
-            summary=product_summary(product.raw),
-            axes=tuple(values),
-            values=values,
-            labels=tuple(labels),
-        )
+        # Assigned last: a concurrent reader sees either nothing or complete data (all three are immutable).
+        self._values = values
+        self._labels = tuple(labels)
+        self._axes = tuple(values)
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        if self._axes is None:
+            self._build_options()
+        assert self._axes is not None
+        return self._axes
+
+    @property
+    def values(self) -> Mapping[str, tuple[str, ...]]:
+        if self._axes is None:
+            self._build_options()
+        assert self._values is not None
+        return self._values
+
+    @property
+    def labels(self) -> tuple[OptionLabel, ...]:
+        if self._axes is None:
+            self._build_options()
+        assert self._labels is not None
+        return self._labels
 
     def available_options(self) -> dict[str, list[str]]:
         return {axis: list(values[:MAX_VALUES_PER_AXIS]) for axis, values in self.values.items()}

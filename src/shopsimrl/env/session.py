@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..catalog.plain_copy import plain_copy
 from ..errors import EpisodeTerminatedError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
@@ -235,9 +236,9 @@ class ShopSession:
             "action_feedback": copy.copy(feedback) if feedback is not None else None,
             "message": "Continue interaction" if valid else "Invalid action",
             "idx": self.session_id,
-            "reward_detail": copy.deepcopy(self.reward_detail) if self.done else {},
-            "purchase": copy.deepcopy(self.purchase) if self.done else {},
-            "goal": copy.deepcopy(dict(self.goal)) if self.done else {},
+            "reward_detail": plain_copy(self.reward_detail) if self.done else {},
+            "purchase": plain_copy(self.purchase) if self.done else {},
+            "goal": plain_copy(dict(self.goal)) if self.done else {},
             "over": self.done,
         }
         if self.done:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..agent.runtime import utc_now
 from ..errors import ShopSimError
 from ..versions import TRACE_SCHEMA_VERSION
@@ -25,6 +27,19 @@ MANIFEST_FILE = "manifest.json"
 TRACES_FILE = "traces.jsonl"
 SUMMARY_FILE = "summary.json"
 FSYNC_INTERVAL_S = 1.0
+
+
+def trace_line(record: dict[str, Any]) -> str:
+    """One compact JSON line (keys in insertion order, non-ASCII kept), encoded with orjson for speed.
+
+    Records orjson cannot encode (integers beyond 64 bits, non-string keys) go through ``json.dumps``; the
+    same record always gives the same line. NaN and Infinity, which no record should hold, are written as
+    ``null`` (strict JSON) instead of Python's non-standard tokens.
+    """
+    try:
+        return orjson.dumps(record).decode("utf-8") + "\n"
+    except TypeError:
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 class RunDirError(ShopSimError):
@@ -128,7 +143,7 @@ class RunDir:
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record as one line, flushed; fsync'd at most every second (and on close)."""
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        line = trace_line(record)
         with self._lock:
             if self._handle is None:
                 self._handle = self.traces_path.open("a", encoding="utf-8")

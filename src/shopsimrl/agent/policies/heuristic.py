@@ -9,6 +9,7 @@ budget parsed from the visible text, and buys. Stateless: each decision is recom
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
@@ -62,6 +63,7 @@ class Request:
     """What the visible task and persona say the user wants."""
 
     def __init__(self, instruction: str, persona: Mapping[str, Any]) -> None:
+        self._scores: dict[tuple[str, str, str, tuple[str, ...]], float] = {}
         detail = parse_budget_detail(instruction)
         self.budget = detail.price_upper if detail is not None else None
         text = instruction.replace(detail.evidence, " ") if detail is not None and detail.evidence else instruction
@@ -90,7 +92,14 @@ class Request:
         return " ".join(dict.fromkeys(word for word in words if word)).strip() or "商品"
 
     def item_score(self, item: PageItem) -> float:
-        """How well a listed product covers the request (higher is better)."""
+        """How well a listed product covers the request (higher is better); memoised per listed item."""
+        key = (item.asin, item.title, item.price, tuple(item.attributes))
+        score = self._scores.get(key)
+        if score is None:
+            score = self._scores[key] = self._item_score(item)
+        return score
+
+    def _item_score(self, item: PageItem) -> float:
         haystack = item.title + " " + " ".join(item.attributes)
         item_terms = terms(haystack)
         score = len(item_terms & self.terms) + 0.5 * len((item_terms & self.evidence_terms) - self.terms)
@@ -150,6 +159,12 @@ def _fits_budget(request: Request, page: Page) -> bool:
     return bounds is None or bounds[1] <= request.budget
 
 
+@lru_cache(maxsize=1024)
+def _request(instruction: str, persona_json: str) -> Request:
+    """The parsed request of a task (the same for every turn of its episodes, so it is built once)."""
+    return Request(instruction, json.loads(persona_json))
+
+
 class HeuristicPolicy:
     """A real public-information baseline (see the module docstring)."""
 
@@ -159,7 +174,7 @@ class HeuristicPolicy:
         self.max_candidates = max_candidates
 
     def act(self, context: PolicyContext) -> PolicyAction:
-        request = Request(context.instruction, context.persona or {})
+        request = _request(context.instruction, json.dumps(context.persona or {}, ensure_ascii=False, sort_keys=True))
         page = parse_page(context.observation)
         clicks = context.click_values()
         if context.search_offered:
