@@ -427,3 +427,24 @@ def test_attribute_paraphrases_are_safe_and_used(medium: GeneratedCatalog) -> No
                     paraphrased += 1
     assert paraphrased > 0 and literal > 0
     assert 0.25 < paraphrased / (paraphrased + literal) < 0.65
+
+
+def test_no_product_claims_contradictory_attributes(medium: GeneratedCatalog) -> None:
+    """Opposites (long and short sleeves, loose and slim fit, small and large) are exclusive choices."""
+    opposites = [("长袖", "短袖"), ("宽松", "修身"), ("薄款", "加厚"), ("轻薄", "加厚"), ("短款", "中长款"),
+                 ("短款", "长款"), ("小号", "大号"), ("小号", "中号"), ("中号", "大号")]
+    for record in medium.records:
+        attributes = set(record["attribute"])
+        for first, second in opposites:
+            assert not (first in attributes and second in attributes), (record["title"], first, second)
+
+
+def test_no_leaf_offers_opposites_as_independent_attributes() -> None:
+    from shopsimrl.generate.vocabulary import load_vocabulary
+
+    opposites = [("长袖", "短袖"), ("宽松", "修身"), ("薄款", "加厚"), ("薄款", "厚款"), ("轻薄", "加厚"),
+                 ("短款", "中长款"), ("短款", "长款"), ("小号", "大号"), ("小号", "中号"), ("中号", "大号")]
+    for leaf in load_vocabulary().leaves:
+        singles = {slot.values[0] for slot in leaf.slots if len(slot.values) == 1}
+        for first, second in opposites:
+            assert not (first in singles and second in singles), (leaf.category, first, second)

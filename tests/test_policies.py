@@ -218,3 +218,12 @@ def test_data_stats_json_keys(small_dir: Path) -> None:
 def test_in_process_env_from_data_dir(small_dir: Path) -> None:
     env = ShopEnv.from_data_dir(small_dir)
     assert env.reset(sorted(env.world.catalog.goals)[0])["observation"].startswith("页面：搜索首页")
+
+
+def test_build_default_regenerates_when_the_vocabulary_changes(small_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shopsimrl.generate.default as default
+
+    archive = small_dir / "source" / "default_catalog.json.gz"
+    assert default._archive_is_current(archive, 7, SMALL)
+    monkeypatch.setattr(default, "vocabulary_sha256", lambda: "0" * 64)
+    assert not default._archive_is_current(archive, 7, SMALL)

@@ -16,7 +16,14 @@ from typing import Any
 from ..catalog.archive import file_sha256
 from ..catalog.prepare import PrepareOptions, prepare_dataset
 from ..errors import DatasetBuildError
-from .generator import DEFAULT_SEED, GENERATOR_VERSION, GeneratorConfig, manifest_path_for, write_catalog
+from .generator import (
+    DEFAULT_SEED,
+    GENERATOR_VERSION,
+    GeneratorConfig,
+    manifest_path_for,
+    vocabulary_sha256,
+    write_catalog,
+)
 
 SOURCE_DIR = "source"
 ARCHIVE_NAME = "default_catalog.json.gz"
@@ -35,6 +42,7 @@ def _archive_is_current(archive: Path, seed: int, config: GeneratorConfig) -> bo
         manifest.get("generator_version") == GENERATOR_VERSION
         and manifest.get("seed") == seed
         and manifest.get("config") == asdict(config)
+        and manifest.get("vocabulary_sha256") == vocabulary_sha256()
         and manifest.get("archive_sha256") == file_sha256(archive)
     )
 

@@ -28,7 +28,7 @@ from .products import ProductDraft, make_brands, make_product
 from .rng import pick_many
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v2"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v3"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -301,12 +301,13 @@ def manifest_path_for(path: str | os.PathLike[str]) -> Path:
     return target.with_name(target.name + MANIFEST_SUFFIX)
 
 
-def _vocabulary_sha256() -> str:
+def vocabulary_sha256() -> str:
+    """SHA-256 over the vocabulary data files (a changed vocabulary means a different catalog)."""
     from importlib import resources
 
     digest = hashlib.sha256()
     folder = resources.files(__package__).joinpath("vocab")
-    for name in ("budgets.json", "catalog.json", "paraphrases.json", "personas.json", "pools.json", "text.json"):
+    for name in sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".json")):
         digest.update(name.encode())
         digest.update(folder.joinpath(name).read_bytes())
     return digest.hexdigest()
@@ -357,7 +358,7 @@ def write_catalog(
         "archive": target.name,
         "archive_sha256": sha256_hex(archive),
         "data_sha256": sha256_hex(data),
-        "vocabulary_sha256": _vocabulary_sha256(),
+        "vocabulary_sha256": vocabulary_sha256(),
         "counts": catalog_statistics(catalog),
     }
     atomic_write_bytes(manifest_path_for(target), dump_json_file_bytes(manifest))
