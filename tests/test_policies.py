@@ -227,3 +227,18 @@ def test_build_default_regenerates_when_the_vocabulary_changes(small_dir: Path, 
     assert default._archive_is_current(archive, 7, SMALL)
     monkeypatch.setattr(default, "vocabulary_sha256", lambda: "0" * 64)
     assert not default._archive_is_current(archive, 7, SMALL)
+
+
+def test_bad_generator_and_stats_arguments_get_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    from shopsimrl.cli import main
+    from shopsimrl.errors import GeneratorConfigError, ShopSimError
+
+    with pytest.raises(GeneratorConfigError, match="two_axis_products"):
+        GeneratorConfig(products=10)
+    assert issubclass(GeneratorConfigError, ShopSimError)
+    assert main(["data", "generate", "--out", "/dev/null/x.json", "--products", "10"]) == 2
+    assert "two_axis_products" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["data", "stats", "somewhere", "--oracle-sample", "-3"])
+    assert exit_info.value.code == 2
+    assert "must be at least 1" in capsys.readouterr().err

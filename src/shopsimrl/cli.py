@@ -15,6 +15,17 @@ def _print_json(payload: object) -> None:
     print(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer ≥ 1 (a clear usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _progress(message: str) -> None:
     print(f"[shopsimrl] {message}", file=sys.stderr, flush=True)
 
@@ -258,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate = data.add_parser("generate", help="write the generated default catalog's raw archive (+ manifest)")
     generate.add_argument("--out", required=True, help="archive path (.json.gz: deterministic gzip; else JSON)")
     generate.add_argument("--seed", type=int, default=20240521)
-    generate.add_argument("--products", type=int, default=23421)
+    generate.add_argument("--products", type=_positive_int, default=23421)
     generate.add_argument("--two-axis-products", type=int, default=695)
     generate.add_argument("--persona-tasks", type=int, default=4526)
     generate.set_defaults(func=cmd_data_generate)
@@ -272,13 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
     stats = data.add_parser("stats", help="catalog statistics, oracle solvability and heuristic difficulty")
     stats.add_argument("dir")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-    stats.add_argument("--oracle-sample", type=int, help="play the oracle on the first N tasks (default: all)")
-    stats.add_argument("--workers", type=int, help="worker processes (default: CPU count)")
+    stats.add_argument("--oracle-sample", type=_positive_int, help="play the oracle on the first N tasks (default: all)")
+    stats.add_argument("--workers", type=_positive_int, help="worker processes (default: CPU count)")
     stats.add_argument("--no-cache", action="store_true", help="recompute even if DIR/stats.json matches")
     stats.set_defaults(func=cmd_data_stats)
 
     serve = commands.add_parser("serve", help="HTTP service: the reference /api/shop_agent API with leased sessions")
-    serve.add_argument("--data", default="data/fixture", help="a prepared data directory")
+    serve.add_argument("--data", default="data/default", help="a prepared data directory (default: the one `make run` builds)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=5700)
     serve.add_argument("--slots", type=int, default=256)

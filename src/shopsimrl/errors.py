@@ -9,6 +9,10 @@ class ArchiveError(ShopSimError, ValueError):
     """An archive cannot be read or fails validation (names record index, ASIN and field)."""
 
 
+class GeneratorConfigError(ShopSimError, ValueError):
+    """Generator settings that cannot describe a catalog (counts out of range, too few two-axis leaves)."""
+
+
 class DatasetBuildError(ShopSimError):
     """The data-preparation pipeline cannot complete (bad inputs, refusing to overwrite, ...)."""
 

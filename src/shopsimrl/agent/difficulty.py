@@ -9,6 +9,7 @@ once; results are merged in task order, so the figures do not depend on the work
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -16,6 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
+from ..catalog.retrieval import evaluate_split
+from ..catalog.statistics import catalog_shape
+from ..catalog.store import Catalog
 from ..env.shop_env import ShopWorld
 from .play import play_episode
 from .policies import make_policy
@@ -115,13 +120,6 @@ def data_statistics(
     ``oracle_sample`` limits the oracle to the first N task ids (default: every active task).
     ``progress(label, done, total)`` reports episodes as they finish.
     """
-    import json
-
-    from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
-    from ..catalog.retrieval import evaluate_split
-    from ..catalog.statistics import catalog_shape
-    from ..catalog.store import Catalog
-
     root = Path(root)
     catalog = Catalog.from_data_dir(root)
     shape = catalog_shape(root, catalog)

@@ -24,66 +24,67 @@ class OptionLabel:
     value: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Options:
+    axes: tuple[str, ...]
+    values: Mapping[str, tuple[str, ...]]
+    labels: tuple[OptionLabel, ...]
+
+
+def _build_options(product: Product) -> _Options:
+    """Display values per option axis and the ``axis=value`` click labels (first occurrence wins)."""
+    values: dict[str, tuple[str, ...]] = {}
+    for axis, entries in product.customization_options.items():
+        if entries is None:
+            continue
+        values[str(axis)] = tuple(
+            display_option_value(entry["value"]) for entry in entries if isinstance(entry, Mapping)
+        )
+    labels: list[OptionLabel] = []
+    seen: set[str] = set()
+    for axis, axis_values in values.items():
+        for value in axis_values:
+            label = f"{axis}={value}"
+            if label not in seen:
+                seen.add(label)
+                labels.append(OptionLabel(label, axis, value))
+    return _Options(axes=tuple(values), values=values, labels=tuple(labels))
+
+
 class ProductView:
     """A product's page data. The summary (all a result list needs) is made at once; the option axes,
     values and click labels only when the product page is first built, since most listed products are
     never opened."""
 
-    __slots__ = ("_axes", "_labels", "_values", "asin", "product", "summary")
+    __slots__ = ("_options", "asin", "product", "summary")
 
     def __init__(self, asin: str, product: Product, summary: Mapping[str, Any]) -> None:
         self.asin = asin
         self.product = product
         self.summary = summary
-        self._axes: tuple[str, ...] | None = None
-        self._values: Mapping[str, tuple[str, ...]] | None = None
-        self._labels: tuple[OptionLabel, ...] | None = None
+        self._options: _Options | None = None
 
     @classmethod
     def of(cls, product: Product) -> ProductView:
         return cls(asin=product.asin, product=product, summary=product_summary(product.raw))
 
-    def _build_options(self) -> None:
-        values: dict[str, tuple[str, ...]] = {}
-        for axis, entries in self.product.customization_options.items():
-            if entries is None:
-                continue
-            values[str(axis)] = tuple(
-                display_option_value(entry["value"]) for entry in entries if isinstance(entry, Mapping)
-            )
-        labels: list[OptionLabel] = []
-        seen: set[str] = set()
-        for axis, axis_values in values.items():
-            for value in axis_values:
-                label = f"{axis}={value}"
-                if label not in seen:
-                    seen.add(label)
-                    labels.append(OptionLabel(label, axis, value))
-        # Assigned last: a concurrent reader sees either nothing or complete data (all three are immutable).
-        self._values = values
-        self._labels = tuple(labels)
-        self._axes = tuple(values)
+    def _built(self) -> _Options:
+        # One assignment of an immutable tuple: concurrent readers see nothing or complete data.
+        if self._options is None:
+            self._options = _build_options(self.product)
+        return self._options
 
     @property
     def axes(self) -> tuple[str, ...]:
-        if self._axes is None:
-            self._build_options()
-        assert self._axes is not None
-        return self._axes
+        return self._built().axes
 
     @property
     def values(self) -> Mapping[str, tuple[str, ...]]:
-        if self._axes is None:
-            self._build_options()
-        assert self._values is not None
-        return self._values
+        return self._built().values
 
     @property
     def labels(self) -> tuple[OptionLabel, ...]:
-        if self._axes is None:
-            self._build_options()
-        assert self._labels is not None
-        return self._labels
+        return self._built().labels
 
     def available_options(self) -> dict[str, list[str]]:
         return {axis: list(values[:MAX_VALUES_PER_AXIS]) for axis, values in self.values.items()}

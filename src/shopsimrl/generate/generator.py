@@ -22,6 +22,7 @@ from typing import Any
 
 from ..catalog.archive import atomic_write_bytes, dump_archive_json, dump_json_file_bytes, sha256_hex
 from ..catalog.splits import normalize_text
+from ..errors import GeneratorConfigError
 from .instructions import Requirements, choose_requirements, full_instruction
 from .personas import User, make_user, persona_task
 from .products import ProductDraft, make_brands, make_product
@@ -54,11 +55,11 @@ class GeneratorConfig:
 
     def __post_init__(self) -> None:
         if self.products < 1:
-            raise ValueError("products must be positive")
+            raise GeneratorConfigError("products must be positive")
         if not 0 <= self.two_axis_products <= self.products:
-            raise ValueError("two_axis_products must be between 0 and products")
+            raise GeneratorConfigError("two_axis_products must be between 0 and products")
         if not 0 <= self.persona_tasks <= self.products - self.two_axis_products:
-            raise ValueError("persona_tasks must fit among the kept (single-price-axis) products")
+            raise GeneratorConfigError("persona_tasks must fit among the kept (single-price-axis) products")
 
     @property
     def standard_tasks(self) -> int:
@@ -177,7 +178,7 @@ def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = Non
     slots = [(li, local) for li, size in enumerate(sizes) for local in range(size)]
     eligible = [i for i, (li, _) in enumerate(slots) if len(leaves[li].axes) >= 2]
     if config.two_axis_products > len(eligible):
-        raise ValueError("not enough leaves with two option axes for the requested two-axis products")
+        raise GeneratorConfigError("not enough leaves with two option axes for the requested two-axis products")
     two_axis = set(pick_many(master, eligible, config.two_axis_products))
     kept = [i for i in range(len(slots)) if i not in two_axis]
     persona = set(pick_many(master, kept, config.persona_tasks))

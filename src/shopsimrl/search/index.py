@@ -422,6 +422,11 @@ class SearchIndex:
                 raise SearchIndexError(f"search index {self.path} is closed")
             if self._pool:
                 return self._pool.pop()
+        self._check_same_file()
+        return _read_only(self.path)
+
+    def _check_same_file(self) -> None:
+        """Refuse to answer from an index file that was replaced or removed after it was opened."""
         try:
             same_file = _file_identity(self.path) == self._identity
         except OSError:
@@ -430,7 +435,6 @@ class SearchIndex:
             raise SearchIndexError(
                 f"search index {self.path} was replaced or removed after it was opened; open it again"
             )
-        return _read_only(self.path)
 
     def _release(self, connection: sqlite3.Connection) -> None:
         with self._lock:
@@ -458,14 +462,7 @@ class SearchIndex:
         if postings is not None:
             if self._closed:
                 raise SearchIndexError(f"search index {self.path} is closed")
-            try:
-                same_file = _file_identity(self.path) == self._identity
-            except OSError:
-                same_file = False
-            if not same_file:
-                raise SearchIndexError(
-                    f"search index {self.path} was replaced or removed after it was opened; open it again"
-                )
+            self._check_same_file()
             ranked = postings.rank(tokens, k)
             if ranked is not None:
                 asin_of = self._asin_of_rowid

@@ -249,6 +249,18 @@ def create_app(
     return app
 
 
+async def read_body(receive: Any) -> bytes | None:
+    """The whole request body of an ASGI HTTP request, or None when the client disconnected first."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
 def decode(raw: bytes) -> Any:
     return orjson.loads(raw) if orjson is not None else json.loads(raw)
 
@@ -273,16 +285,11 @@ class ServiceApp(FastAPI):
         if scope["type"] != "http" or scope["path"] != "/api/shop_agent" or scope["method"] != "POST":
             await super().__call__(scope, receive, send)
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
+        raw = await read_body(receive)
+        if raw is None:
+            return
         try:
-            status, payload = await self.state.dispatch(b"".join(chunks))
+            status, payload = await self.state.dispatch(raw)
             body = encode(payload)
         except Exception:  # a bug, never a client mistake: the same 500 FastAPI would give, and a log line
             logger.exception("unhandled error in /api/shop_agent")

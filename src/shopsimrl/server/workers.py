@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ShopSimError
-from .app import FREE_SLOTS_HEADER, decode, encode
+from .app import FREE_SLOTS_HEADER, decode, encode, read_body
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
 _SESSION_PATH = re.compile(r"^/v1/sessions/([0-9a-f]{2})")
@@ -154,15 +154,9 @@ class Front:
             return
         if scope["type"] != "http":
             return
-        chunks = []
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
+        body = await read_body(receive)
+        if body is None:
+            return
         method, path = scope["method"], scope["path"]
         target = scope.get("raw_path") or path.encode()
         if scope.get("query_string"):

@@ -192,11 +192,11 @@ class HeuristicPolicy:
 
     def _on_results(self, request: Request, page: Page, context: PolicyContext, clicks: list[str]) -> PolicyAction:
         rejected = {asin for asin, _ in _visited(context.history)}
-        for item in self._ranked(request, page)[: self.max_candidates]:
+        ranked = self._ranked(request, page)
+        for item in ranked[: self.max_candidates]:
             if item.asin not in rejected and item.asin in clicks:
                 return PolicyAction.click(item.asin, f"heuristic: open candidate {item.asin}")
         # Every candidate was rejected: buy the best-scoring one anyway rather than nothing.
-        ranked = self._ranked(request, page)
         if ranked and ranked[0].asin in clicks:
             return PolicyAction.click(ranked[0].asin, "heuristic: fall back to the best candidate")
         return PolicyAction.click(BACK if BACK in clicks else clicks[0], "heuristic: nothing to open")
