@@ -42,3 +42,14 @@ class EpisodeTerminatedError(ShopSimError, RuntimeError):
 
 class ObservationError(ShopSimError, ValueError):
     """A structured observation that the renderer refuses (wrong version, hidden keys, ...)."""
+
+
+class PersonaUnavailableError(ShopSimError, ValueError):
+    """A persona-mode reset of a standard task (one without a user persona)."""
+
+    def __init__(self, task_id: object) -> None:
+        super().__init__(
+            f"task {task_id} is a standard task without a persona: reset it in standard mode "
+            f"(persona=False, if_persona false) or leave the mode unset to use the task's own mode"
+        )
+        self.task_id = task_id

@@ -51,7 +51,7 @@ class PolicyMeasure:
         }
 
 
-def _play_chunk(root: str, policy_name: str, task_ids: Sequence[int], persona: bool) -> list[tuple[int, bool, int]]:
+def _play_chunk(root: str, policy_name: str, task_ids: Sequence[int], persona: bool | None) -> list[tuple[int, bool, int]]:
     world = ShopWorld.shared(root)
     env = world.new_env()
     policy = make_policy(policy_name, world)
@@ -67,7 +67,7 @@ def measure_policy(
     policy_name: str,
     task_ids: Sequence[int],
     *,
-    persona: bool = True,
+    persona: bool | None = None,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> PolicyMeasure:
