@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..env.shop_env import ShopWorld
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
+from .api_docs import install_offline_docs
 from .leases import LeaseError, PoolTimeout
 from .models import ErrorBody, Health
 from .replay import ReplayError, RunsStore
@@ -124,7 +125,9 @@ def create_app(
     app = ServiceApp(
         title="ShopSimRL environment service", version=ENVIRONMENT_VERSION, lifespan=lifespan,
         description="Leased shopping-environment sessions: the reference `/api/shop_agent` API and `/v1/sessions`.",
+        docs_url=None, redoc_url=None,  # /docs is served with local assets (api_docs.py), never from a CDN
     )
+    install_offline_docs(app)
     app.state.service = service
     app.state.pool = pool
     app.state.world = world
