@@ -151,7 +151,7 @@ class EpisodeJob:
 @dataclass(frozen=True)
 class RuntimeConfig:
     max_steps: int = EPISODE_LIMITS["single_turn"]
-    persona: bool | None = True  # None: each task in its own mode (mixed splits)
+    persona: bool | None = None  # None: each task in its own mode (persona iff it has one)
     interaction_mode: str = "single_turn"
     prompt: str = SYSTEM_PROMPT
 

@@ -35,10 +35,24 @@ def swagger_assets_dir() -> Path:
 
 
 def install_offline_docs(app: FastAPI) -> None:
-    """Serve ``/docs`` (Swagger UI over ``app.openapi_url``) with every asset from this server."""
-    app.mount(ASSETS_URL, StaticFiles(directory=swagger_assets_dir()), name="docs-assets")
+    """Serve ``/docs`` (Swagger UI over ``app.openapi_url``) with every asset from this server.
+
+    Without the assets (a stale environment) the service still starts; ``/docs`` then says what is missing
+    and points at ``/openapi.json``, rather than the whole server failing over its documentation page.
+    """
     title = f"{app.title} - API docs"
     openapi_url = app.openapi_url or "/openapi.json"
+    try:
+        assets = swagger_assets_dir()
+    except ShopSimError as exc:
+        problem = str(exc)
+
+        @app.get(DOCS_URL, include_in_schema=False)
+        async def docs_unavailable() -> HTMLResponse:
+            return HTMLResponse(f"<!doctype html><title>{title}</title><p>{problem}</p>"
+                                f'<p>The schema is at <a href="{openapi_url}">{openapi_url}</a>.</p>', status_code=503)
+        return
+    app.mount(ASSETS_URL, StaticFiles(directory=assets), name="docs-assets")
 
     @app.get(DOCS_URL, include_in_schema=False)
     async def docs() -> HTMLResponse:

@@ -1,0 +1,24 @@
+"""/docs uses only assets served by this server (issue 18 item 8); the browser suite checks it renders offline."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from live_server import serve
+from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.server import create_app
+
+
+def test_docs_page_and_its_assets_come_from_this_server(prepared_dir):
+    with serve(create_app(ShopWorld.from_data_dir(prepared_dir), slots=1)) as url:
+        page = httpx.get(f"{url}/docs")
+        assert page.status_code == 200
+        sources = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert sources and all(source.startswith("/") for source in sources), sources
+        assert "cdn" not in page.text.lower()
+        for source in sources:
+            asset = httpx.get(f"{url}{source}")
+            assert asset.status_code == 200 and len(asset.content) > 1000, source
+        assert httpx.get(f"{url}/openapi.json").json()["paths"]["/v1/sessions"]
