@@ -36,6 +36,10 @@ class UnknownTaskError(ShopSimError, KeyError):
         return str(self.args[0])
 
 
+class InvalidGoalError(ShopSimError, ValueError):
+    """A goal that cannot be scored (missing or mistyped fields): it must never silently score partially."""
+
+
 class EpisodeTerminatedError(ShopSimError, RuntimeError):
     """A step or terminate call on an episode that has already ended."""
 

@@ -25,6 +25,33 @@ from .records import Product
 SPLIT_ALIASES = {"validation": "val", "persona_test": "test", "persona_val": "val", "persona_train": "train"}
 
 
+def _not_prepared(path: Path) -> str:
+    return (
+        f"{path} is not a prepared data directory (no {MANIFEST_FILE}); build the default catalog with "
+        f"`shopsimrl data build-default --out {path}` (or `make run`, which builds data/default), or prepare "
+        "a real archive with `shopsimrl data prepare --archive FILE --out DIR`"
+    )
+
+
+def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> None:
+    """The cheap checks of a data directory and a split name, from two small JSON files.
+
+    Opening a catalog takes seconds (archive, goals, index); a typo in a path or a split name must be
+    reported before that, not after.
+    """
+    path = Path(root)
+    if not (path / MANIFEST_FILE).is_file():
+        raise DatasetBuildError(_not_prepared(path))
+    if split is None:
+        return
+    try:
+        splits = json.loads((path / TASK_SPLITS_FILE).read_text("utf-8"))["splits"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DatasetBuildError(f"{path}: cannot read {TASK_SPLITS_FILE}: {exc}") from exc
+    if SPLIT_ALIASES.get(split, split) not in splits:
+        raise SplitError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}")
+
+
 @dataclass
 class Catalog:
     """Everything an episode needs from the data, shared by all sessions of a process."""
@@ -43,10 +70,7 @@ class Catalog:
         path = Path(root)
         manifest_path = path / MANIFEST_FILE
         if not manifest_path.is_file():
-            raise DatasetBuildError(
-                f"{path} is not a prepared data directory (no {MANIFEST_FILE}); "
-                "run `shopsimrl data prepare --archive FILE --out DIR` first"
-            )
+            raise DatasetBuildError(_not_prepared(path))
         manifest = json.loads(manifest_path.read_text("utf-8"))
         data = read_archive_bytes(path / PRODUCTS_FILE)
         if sha256_hex(data) != manifest.get("output_data_sha256"):
