@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from live_server import DroppingProxy, serve
 from shopsimrl.env.actions import extract_action
 from shopsimrl.env.shop_env import ShopWorld
-from shopsimrl.errors import ShopSimError
 from shopsimrl.server import AsyncShopClient, LeasePool, PoolTimeout, ServiceError, ShopClient, create_app
 from shopsimrl.server.leases import LeaseError
 

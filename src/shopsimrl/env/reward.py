@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..search.text import LATIN_TOKEN  # the §3.2 Latin/number token shape
 from ..errors import InvalidGoalError
+from ..search.text import LATIN_TOKEN  # the §3.2 Latin/number token shape
 from ..versions import REWARD_VERSION
 from .fuzzy import token_set_ratio
 from .variant_price import PASS, resolve_variant_price

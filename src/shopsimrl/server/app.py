@@ -146,7 +146,12 @@ def create_app(
         return _error(503, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method in ("POST", "PUT", "PATCH") and not kind.endswith("json"):
+            # curl -d sends application/x-www-form-urlencoded: say what to send, not "a valid dictionary"
+            return _error(422, f"the request body must be JSON sent with the header Content-Type: application/json "
+                               f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'")
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors())
         return _error(422, f"invalid request: {problems}")
