@@ -171,6 +171,8 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     from .agent.difficulty import data_statistics
 
     _check_data(args.dir)
+    _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
+              "on the test split (cached in stats.json)")
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         transient=True, disable=args.json and not sys.stderr.isatty(),
