@@ -145,7 +145,7 @@ def price_reward(price_upper: float | None, resolution: Mapping[str, Any]) -> fl
     return 1.0 if price <= price_upper else 0.0
 
 
-GOAL_FIELDS = {"category": (str,), "name": (str,), "attributes": (list, tuple), "goal_options": (list, tuple),
+GOAL_FIELDS = {"category": (str,), "name": (str,), "attributes": (list, tuple), "goal_options": (list, tuple, Mapping),
                "price_upper": (int, float, type(None))}
 
 
