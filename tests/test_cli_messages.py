@@ -37,6 +37,23 @@ def test_split_errors_come_before_the_catalog_is_opened(prepared_dir, tmp_path, 
 
 
 @pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["eval", "--data", "{data}", "--split", "test", "--no-persona", "--policy", "heuristic"],
+         "declared persona=True"),
+        (["eval", "--data", "{data}", "--split", "test", "--policy", "heuristic", "--skills", "{tmp}/none.json"],
+         "cannot read skill bank"),
+        (["export-sft", "{tmp}", "--out", "{tmp}/x.csv"], "unknown output format"),
+    ],
+)
+def test_other_argument_errors_come_before_the_catalog_is_opened(prepared_dir, tmp_path, capsys, no_catalog_open,
+                                                                  argv, message):
+    argv = [a.format(data=prepared_dir, tmp=tmp_path) for a in argv]
+    assert main([*argv, "--out", str(tmp_path / "run")] if argv[0] == "eval" else argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     "argv",
     [
         ["data", "search", "{missing}", "床"],

@@ -82,3 +82,15 @@ def test_clients_raise_the_typed_error_and_default_to_the_tasks_own_mode(base_ur
 
     assert asyncio.run(run())["task_mode"] == "standard"
     assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 2
+
+
+def test_async_client_reset_after_terminate_re_leases(base_url):
+    async def run() -> tuple[dict, int]:
+        async with AsyncShopClient(base_url) as client:
+            await client.reset(PERSONA)
+            await client.terminate("generation_length")
+            again = await client.reset(PERSONA)
+            return again, httpx.get(f"{base_url}/healthz").json()["free_slots"]
+
+    again, free = asyncio.run(run())
+    assert again["observation"].startswith("页面：搜索首页") and free == 1

@@ -33,8 +33,9 @@ def _not_prepared(path: Path) -> str:
     )
 
 
-def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> None:
-    """The cheap checks of a data directory and a split name, from two small JSON files.
+def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> bool | None:
+    """The cheap checks of a data directory and a split name, from two small JSON files; returns the
+    split's declared persona mode (None: mixed or no split given).
 
     Opening a catalog takes seconds (archive, goals, index); a typo in a path or a split name must be
     reported before that, not after.
@@ -43,13 +44,15 @@ def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> No
     if not (path / MANIFEST_FILE).is_file():
         raise DatasetBuildError(_not_prepared(path))
     if split is None:
-        return
+        return None
     try:
         splits = json.loads((path / TASK_SPLITS_FILE).read_text("utf-8"))["splits"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise DatasetBuildError(f"{path}: cannot read {TASK_SPLITS_FILE}: {exc}") from exc
     if SPLIT_ALIASES.get(split, split) not in splits:
         raise SplitError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}")
+    declared = splits[SPLIT_ALIASES.get(split, split)]
+    return declared.get("persona") if isinstance(declared, Mapping) else None
 
 
 @dataclass

@@ -28,9 +28,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             timeout=args.timeout, max_retries=args.max_retries, send_seed=args.send_seed,
             checkpoint_id=args.checkpoint_id,
         )
+    from ..agent.skills import SkillBank
     from ..catalog.store import check_data_dir
 
-    check_data_dir(args.data, args.split)  # before the catalog is opened (seconds on the default catalog)
+    # mistakes are reported before the catalog is opened (seconds on the default catalog)
+    declared = check_data_dir(args.data, args.split)
+    if args.persona is not None and declared is not None and args.persona != declared:
+        raise ShopSimError(f"split {args.split!r} is declared persona={declared}; --persona/--no-persona disagrees")
+    if args.skills:
+        SkillBank.load(args.skills)
     out = args.out or f"runs/{args.policy or args.model.replace('/', '_')}-{args.split}"
     settings = EvalSettings(
         data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
