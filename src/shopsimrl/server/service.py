@@ -46,7 +46,7 @@ class EnvService:
         self,
         task_id: int,
         *,
-        persona: bool = False,
+        persona: bool | None = False,
         interaction_mode: str = "single_turn",
         include_private_goal: bool = False,
         wait_timeout: float | None = None,
@@ -57,8 +57,9 @@ class EnvService:
         if interaction_mode not in EPISODE_LIMITS:
             raise ServiceRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
-        if not isinstance(persona, bool) or not isinstance(include_private_goal, bool):
-            raise ServiceRequestError("if_persona and include_private_goal must be booleans")
+        if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
+            raise ServiceRequestError("if_persona must be a boolean or null (the task's own mode); "
+                                      "include_private_goal must be a boolean")
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
