@@ -62,8 +62,8 @@ class EnvService:
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
-                isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not wait_timeout >= 0):
-            raise ServiceRequestError("wait_timeout must be a non-negative number of seconds")
+                isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not 0 <= wait_timeout <= 86_400):
+            raise ServiceRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
         self.world.catalog.goal(task_id)  # an unknown task fails before it waits for a slot
         env = self.world.new_env()
         lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
