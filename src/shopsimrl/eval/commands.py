@@ -42,7 +42,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     console = _console()
     progress = LiveProgress(f"{label} · {args.split}", enabled=not args.no_progress)
     try:
-        result = evaluate(settings, on_start=progress.start, on_record=progress.record)
+        result = evaluate(settings, on_start=progress.start, on_record=progress.record, on_warning=_warn)
     finally:
         progress.stop()
     console.print(summary_table(result.summary, f"{label} on {args.split}"))
@@ -59,6 +59,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report:  {paths['html']}  ({paths['md']})")
     sys.stdout.flush()
     return 0 if result.summary["counts"]["failed"] == 0 else 1
+
+
+def _warn(message: str) -> None:
+    print(f"shopsimrl: warning: {message}", file=sys.stderr, flush=True)
 
 
 RUN_ARTIFACTS = ("manifest.json", "traces.jsonl", "summary.json", "report.md", "report.html", "comparison.json")
