@@ -75,3 +75,34 @@ def test_hostile_archives_give_one_line(capsys, tmp_path, edit, expected):
     archive = tmp_path / "archive.json"
     archive.write_text(edit(json.dumps(json.loads(FIXTURE.read_text("utf-8")), ensure_ascii=False)), "utf-8")
     _one_line_error(capsys, ["data", "prepare", "--archive", str(archive), "--out", str(tmp_path / "out")], expected)
+
+
+def test_read_json_file_names_the_file_for_every_failure(tmp_path):
+    from shopsimrl.errors import DataFileError
+    from shopsimrl.jsonfile import read_json_file
+
+    path = tmp_path / "f.json"
+    cases = [
+        (None, "f.json is missing"),
+        (b"\xff\xfe{}", "f.json is not UTF-8 (byte 0)"),
+        (b'{"a": [1,', "f.json is not valid JSON: line 1 column 10"),
+        (b"[" * 100_000 + b"]" * 100_000, "f.json is not valid JSON: nested too deeply"),
+        (b"[1, 2]", "f.json must hold a JSON object, not array"),
+    ]
+    for content, message in cases:
+        path.unlink(missing_ok=True)
+        if content is not None:
+            path.write_bytes(content)
+        with pytest.raises(DataFileError) as info:
+            read_json_file(path)
+        assert message in str(info.value) and "\n" not in str(info.value)
+    path.write_bytes(b'{"ok": 1}')
+    assert read_json_file(path) == {"ok": 1}
+
+
+def test_an_output_manifest_that_is_a_directory_is_one_line(capsys, tmp_path):
+    out = tmp_path / "out"
+    (out / "manifest.json").mkdir(parents=True)
+    argv = ["data", "prepare", "--archive", str(FIXTURE), "--out", str(out), "--test-size", "2", "--val-size", "2",
+            "--force"]
+    _one_line_error(capsys, argv, "Is a directory")
