@@ -27,6 +27,7 @@ auditing why a text got its ceiling.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -188,11 +189,15 @@ def _choose(norm: str, mentions: list[_Mention]) -> _Mention | None:
     if uppers:
         strong = [m for m in uppers if m.strong] or uppers
         chosen = next((m for m in strong if m.reason in _EXPLICIT_CAP_REASONS), strong[0])
+        # where the alternative words are, found once: a search per pair of mentions would be quadratic
+        alternatives = [(m.start(), m.end()) for m in _ALTERNATIVE_BETWEEN.finditer(norm)]
+        starts = [start for start, _ in alternatives]
         for other in uppers:
             if other is chosen or other.price_upper == chosen.price_upper:
                 continue
             first, second = (chosen, other) if chosen.start < other.start else (other, chosen)
-            if _ALTERNATIVE_BETWEEN.search(norm, first.end, second.start):
+            at = bisect_left(starts, first.end)
+            if at < len(alternatives) and alternatives[at][1] <= second.start:
                 return _Mention("ambiguous", None, first.start, second.end, True, "alternatives")
         return chosen
     for kind in ("non_total_price", "lower_only", "ambiguous"):
@@ -215,8 +220,10 @@ def _scan(norm: str) -> list[_Mention]:
         mention, pos = _read_mention(norm, match, mentions[-1].end if mentions else 0)
         if mention is not None:
             mentions.append(mention)
+    starts = [m.start for m in mentions]  # in scan order: increasing and not overlapping
     for match in _VAGUE_AMOUNT.finditer(norm):
-        if not any(m.start <= match.start() < m.end for m in mentions):
+        at = bisect_right(starts, match.start()) - 1  # the last mention starting at or before it
+        if at < 0 or mentions[at].end <= match.start():
             mentions.append(_Mention("ambiguous", None, match.start(), match.end(), False, "vague amount"))
     for match in _DIGIT_COUNT_PRICE.finditer(norm):
         amount = _DIGIT_COUNT_CEILING[match.group("digits")]
