@@ -369,6 +369,9 @@ def test_unreadable_annotations(tmp_path):
         load_budget_annotations(path)
     with pytest.raises(ArchiveError, match="cannot read budget annotations"):
         load_budget_annotations(tmp_path / "missing.json")
+    path.write_text("[" * 100_000 + "]" * 100_000, "utf-8")
+    with pytest.raises(ArchiveError, match=r"cannot read budget annotations .*nested too deeply"):
+        load_budget_annotations(path)
 
 
 # --- agreement with the LLM annotations of the real catalog ----------------------------------------

@@ -106,3 +106,10 @@ def test_an_output_manifest_that_is_a_directory_is_one_line(capsys, tmp_path):
     argv = ["data", "prepare", "--archive", str(FIXTURE), "--out", str(out), "--test-size", "2", "--val-size", "2",
             "--force"]
     _one_line_error(capsys, argv, "Is a directory")
+
+
+def test_prepare_over_a_data_directory_with_a_non_utf8_manifest(capsys, data_copy):
+    (data_copy / "manifest.json").write_bytes(b"\xff\xfe not json")
+    argv = ["data", "prepare", "--archive", str(FIXTURE), "--out", str(data_copy), "--test-size", "2", "--val-size",
+            "2"]
+    _one_line_error(capsys, argv, "already holds other data; pass --force")

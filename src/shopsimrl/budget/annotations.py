@@ -78,6 +78,8 @@ def load_budget_annotations(path: str | Path) -> dict[int, float | None]:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArchiveError(f"cannot read budget annotations {source}: {exc}") from exc
+    except RecursionError:
+        raise ArchiveError(f"cannot read budget annotations {source}: nested too deeply") from None
     if not isinstance(data, list):
         raise ArchiveError(f"budget annotations {source}: top level must be a list of records")
     annotations: dict[int, float | None] = {}
