@@ -26,6 +26,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _check_data(directory: str, split: str | None = None) -> None:
+    """Path and split mistakes are reported before the (slow) catalog is opened."""
+    from .catalog.store import check_data_dir
+
+    check_data_dir(directory, split)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind the address once before announcing it: a busy port is an error, not "serving on …" then a crash."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ShopSimError(f"cannot resolve --host {host}: {exc}") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ShopSimError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+                               f"(another server running? choose another --port)") from exc
+
+
 def _progress(message: str) -> None:
     print(f"[shopsimrl] {message}", file=sys.stderr, flush=True)
 
@@ -78,6 +103,7 @@ def cmd_data_info(args: argparse.Namespace) -> int:
 def cmd_data_search(args: argparse.Namespace) -> int:
     from .catalog.store import Catalog
 
+    _check_data(args.dir)
     catalog = Catalog.from_data_dir(args.dir)
     hits = catalog.search_index.search(args.query, k=args.k)
     if args.json:
@@ -95,6 +121,7 @@ def cmd_data_search(args: argparse.Namespace) -> int:
 def cmd_data_eval_search(args: argparse.Namespace) -> int:
     from .catalog.retrieval import evaluate_split
 
+    _check_data(args.dir, args.split)
     report = evaluate_split(args.dir, args.split, top_k=args.top_k)
     if args.json:
         _print_json(report)
@@ -144,6 +171,9 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
 
     from .agent.difficulty import data_statistics
 
+    _check_data(args.dir)
+    _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
+              "on the test split (cached in stats.json)")
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         transient=True, disable=args.json and not sys.stderr.isatty(),
@@ -210,6 +240,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise ShopSimError("--workers must be at least 1")
+    _check_data(args.data)
+    _check_port_free(args.host, args.port)
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
         from .server.workers import serve_workers
 
@@ -256,14 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     search = data.add_parser("search", help="ranked ASINs for a query")
     search.add_argument("dir")
     search.add_argument("query")
-    search.add_argument("--k", type=int, default=20)
+    search.add_argument("--k", type=_positive_int, default=20, help="number of results (at least 1)")
     search.add_argument("--json", action="store_true", help="print [{rank, asin, score}] (score = -bm25)")
     search.set_defaults(func=cmd_data_search)
 
     evaluate = data.add_parser("eval-search", help="gold-ASIN retrieval proxy over a split")
     evaluate.add_argument("dir")
     evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--top-k", type=int, default=150)
+    evaluate.add_argument("--top-k", type=_positive_int, default=150)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_data_eval_search)
 

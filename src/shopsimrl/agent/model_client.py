@@ -109,8 +109,10 @@ class OpenAIChatModel:
             )
         except openai.APIStatusError as exc:
             raise ModelRequestError(f"model endpoint answered HTTP {exc.status_code}: {exc.message}") from exc
-        except openai.APIError as exc:
-            raise ModelRequestError(f"model endpoint failed: {exc}") from exc
+        except openai.APIError as exc:  # "Connection error." alone hides why: name the underlying cause
+            cause = exc.__cause__ or exc.__context__
+            detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
+            raise ModelRequestError(f"model endpoint {self.settings.base_url} failed: {detail}") from exc
         text = raw.text
         try:
             payload: Any = json.loads(text)

@@ -40,7 +40,7 @@ class RuntimeFailure(ShopSimError):
 
 
 class AsyncEnv(Protocol):
-    async def reset(self, task_id: int, persona: bool, interaction_mode: str) -> dict[str, Any]: ...
+    async def reset(self, task_id: int, persona: bool | None, interaction_mode: str) -> dict[str, Any]: ...
     async def step(self, action: str) -> dict[str, Any]: ...
     async def terminate(self, reason: str) -> dict[str, Any]: ...
     async def close(self) -> None: ...
@@ -75,7 +75,7 @@ class _Adapter:
             return await asyncio.to_thread(method, *args, **kwargs)
         return method(*args, **kwargs)
 
-    async def reset(self, task_id: int, persona: bool, interaction_mode: str) -> dict[str, Any]:
+    async def reset(self, task_id: int, persona: bool | None, interaction_mode: str) -> dict[str, Any]:
         return await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode)
 
     async def step(self, action: str) -> dict[str, Any]:
@@ -151,7 +151,7 @@ class EpisodeJob:
 @dataclass(frozen=True)
 class RuntimeConfig:
     max_steps: int = EPISODE_LIMITS["single_turn"]
-    persona: bool = True
+    persona: bool | None = None  # None: each task in its own mode (persona iff it has one)
     interaction_mode: str = "single_turn"
     prompt: str = SYSTEM_PROMPT
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import versions
 from ..budget import load_budget_annotations
+from ..budget.annotations import check_annotation_identities, task_identities
 from ..errors import DatasetBuildError
 from ..search import build_search_index
 from .archive import (
@@ -153,6 +154,8 @@ def prepare_dataset(
     annotations = load_budget_annotations(options.annotations) if options.annotations else None
     say(f"cleaning {len(products)} products")
     result = clean_products(products, annotations=annotations)
+    if options.annotations:  # ids number from 0 in every archive: refuse another archive's annotations
+        check_annotation_identities(options.annotations, task_identities(result.records))
     data = dump_archive_json(result.records)
     archive_bytes = gzip_deterministic(data)
     cleaned = validate_records(json.loads(data), source="cleaned archive")

@@ -25,6 +25,35 @@ from .records import Product
 SPLIT_ALIASES = {"validation": "val", "persona_test": "test", "persona_val": "val", "persona_train": "train"}
 
 
+def _not_prepared(path: Path) -> str:
+    return (
+        f"{path} is not a prepared data directory (no {MANIFEST_FILE}); build the default catalog with "
+        f"`shopsimrl data build-default --out {path}` (or `make run`, which builds data/default), or prepare "
+        "a real archive with `shopsimrl data prepare --archive FILE --out DIR`"
+    )
+
+
+def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> bool | None:
+    """The cheap checks of a data directory and a split name, from two small JSON files; returns the
+    split's declared persona mode (None: mixed or no split given).
+
+    Opening a catalog takes seconds (archive, goals, index); a typo in a path or a split name must be
+    reported before that, not after.
+    """
+    path = Path(root)
+    if not (path / MANIFEST_FILE).exists():
+        raise DatasetBuildError(_not_prepared(path))
+    if split is None:
+        return None
+    splits = read_json_file(path / TASK_SPLITS_FILE).get("splits")
+    if not isinstance(splits, Mapping):
+        raise DatasetBuildError(f"{path}: cannot read {TASK_SPLITS_FILE}: it has no 'splits' object")
+    if SPLIT_ALIASES.get(split, split) not in splits:
+        raise SplitError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}")
+    declared = splits[SPLIT_ALIASES.get(split, split)]
+    return declared.get("persona") if isinstance(declared, Mapping) else None
+
+
 @dataclass
 class Catalog:
     """Everything an episode needs from the data, shared by all sessions of a process."""
@@ -43,10 +72,7 @@ class Catalog:
         path = Path(root)
         manifest_path = path / MANIFEST_FILE
         if not manifest_path.exists():
-            raise DatasetBuildError(
-                f"{path} is not a prepared data directory (no {MANIFEST_FILE}); "
-                "run `shopsimrl data prepare --archive FILE --out DIR` first"
-            )
+            raise DatasetBuildError(_not_prepared(path))
         manifest = read_json_file(manifest_path)
         data = read_archive_bytes(path / PRODUCTS_FILE)
         if sha256_hex(data) != manifest.get("output_data_sha256"):

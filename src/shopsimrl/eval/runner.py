@@ -92,7 +92,7 @@ class EvalResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _task_split(catalog: Catalog, data: str, split: str, persona: bool, ids: Sequence[int]) -> dict[str, Any]:
+def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, ids: Sequence[int]) -> dict[str, Any]:
     from ..agent.prompt import sha256_json
 
     return {"name": split, "path": str(Path(data) / "task_splits.json"),
@@ -100,16 +100,17 @@ def _task_split(catalog: Catalog, data: str, split: str, persona: bool, ids: Seq
             "task_ids_sha256": sha256_json(list(ids))}
 
 
-def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool:
+def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | None:
+    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode."""
     declared = catalog.split_is_persona(split)
     if requested is not None and declared is not None and requested != declared:
         raise ShopSimError(f"split {split!r} is declared persona={declared}; --persona/--no-persona disagrees")
     if requested is not None:
         return requested
-    return True if declared is None else bool(declared)
+    return None if declared is None else bool(declared)
 
 
-def environment_identity(catalog: Catalog, adapter: Mapping[str, Any], persona: bool) -> dict[str, Any]:
+def environment_identity(catalog: Catalog, adapter: Mapping[str, Any], persona: bool | None) -> dict[str, Any]:
     manifest = catalog.manifest
     return {
         **adapter, "persona": persona, "interaction_mode": "single_turn",

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..env.shop_env import ShopWorld
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
+from .api_docs import install_offline_docs
 from .leases import LeaseError, PoolTimeout
 from .models import ErrorBody, Health
 from .replay import ReplayError, RunsStore
@@ -124,7 +125,9 @@ def create_app(
     app = ServiceApp(
         title="ShopSimRL environment service", version=ENVIRONMENT_VERSION, lifespan=lifespan,
         description="Leased shopping-environment sessions: the reference `/api/shop_agent` API and `/v1/sessions`.",
+        docs_url=None, redoc_url=None,  # /docs is served with local assets (api_docs.py), never from a CDN
     )
+    install_offline_docs(app)
     app.state.service = service
     app.state.pool = pool
     app.state.world = world
@@ -143,7 +146,12 @@ def create_app(
         return _error(503, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method in ("POST", "PUT", "PATCH") and not kind.endswith("json"):
+            # curl -d sends application/x-www-form-urlencoded: say what to send, not "a valid dictionary"
+            return _error(422, f"the request body must be JSON sent with the header Content-Type: application/json "
+                               f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'")
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors())
         return _error(422, f"invalid request: {problems}")

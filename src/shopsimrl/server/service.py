@@ -11,7 +11,7 @@ from typing import Any
 
 from ..env.actions import extract_action
 from ..env.session import TERMINATION_REASONS
-from ..env.shop_env import ShopEnv, ShopWorld
+from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS
 from .leases import Lease, LeasePool
@@ -64,7 +64,8 @@ class EnvService:
         if wait_timeout is not None and (
                 isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not 0 <= wait_timeout <= 86_400):
             raise ServiceRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
-        self.world.catalog.goal(task_id)  # an unknown task fails before it waits for a slot
+        # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
+        resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
         env = self.world.new_env()
         lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
         try:

@@ -64,7 +64,7 @@ class RolloutContext:
     """What every sibling of a GRPO group shares: the task, persona mode, prompt rules and skill subset."""
 
     task_id: int
-    persona: bool = True
+    persona: bool | None = None  # None: the task's own mode (persona iff it has one)
     skills: tuple[Skill, ...] = ()
     prompt: str = SYSTEM_PROMPT
     interaction_mode: str = "single_turn"
