@@ -63,8 +63,8 @@ class EnvService:
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
-                isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not wait_timeout >= 0):
-            raise ServiceRequestError("wait_timeout must be a non-negative number of seconds")
+                isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not 0 <= wait_timeout <= 86_400):
+            raise ServiceRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
         # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
         resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
         env = self.world.new_env()
