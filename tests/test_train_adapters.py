@@ -143,38 +143,6 @@ def _aborted():
     return Trajectory(3, ABORTED, [], 0.0, None, [], [], [], {}, {"stage": "reset", "type": "X", "message": ""})
 
 
-class StubServerManager:
-    """verl's AsyncLLMServerManager.generate contract: request id, prompt ids, sampling params → TokenOutput."""
-
-    def __init__(self, generate: PolicyGenerate) -> None:
-        self.generate_fn = generate
-        self.requests: list[str] = []
-
-    async def generate(self, *, request_id: str, prompt_ids: list[int], sampling_params: dict) -> Any:
-        self.requests.append(request_id)
-        gen = self.generate_fn(prompt_ids)
-        return SimpleNamespace(token_ids=list(gen.token_ids), log_probs=list(gen.log_probs), stop_reason="completed")
-
-
-def test_verl_agent_loop_returns_one_masked_sequence(world: ShopWorld) -> None:
-    tokenizer = ToyChatTokenizer()
-    manager = StubServerManager(PolicyGenerate(tokenizer, make_policy("oracle", world)))
-    core = verl_adapter.ShopAgentLoopCore(manager, tokenizer, environment=InProcessEnvironment(world))
-    out = asyncio.run(core.run_fields({"temperature": 1.0}, extra_info={"task_id": 0}, raw_prompt=[]))
-    assert set(out) >= {"prompt_ids", "response_ids", "response_mask", "response_logprobs", "reward_score"}
-    assert len(out["response_ids"]) == len(out["response_mask"]) == len(out["response_logprobs"])
-    assert out["reward_score"] == 1.0 and out["extra_fields"]["termination_reason"] == "purchase"
-    assert len(set(manager.requests)) == 1 and len(manager.requests) == 4
-    sampled = [t for t, m in zip(out["response_ids"], out["response_mask"], strict=True) if m]
-    assert tokenizer.decode(sampled).count("<tool_call>") == 4
-    assert out["response_mask"][-1] == 1  # the episode ends on the purchase call
-    with pytest.raises(verl_adapter.VerlAdapterError, match="task_id"):
-        asyncio.run(core.run_fields({}, extra_info={}))
-    clipped = verl_adapter.ShopAgentLoopCore(manager, tokenizer, environment=InProcessEnvironment(world),
-                                             response_length=50)
-    assert len(asyncio.run(clipped.run_fields({}, task_id=0))["response_ids"]) == 50
-
-
 @pytest.mark.parametrize("module, attribute, hint", [
     ("shopsimrl.train.verl", "ShopAgentLoop", "verl is not installed"),
 ])
