@@ -307,3 +307,37 @@ def __getattr__(name: str) -> Any:
             _CACHE[name] = _build_class()
         return _CACHE[name]
     raise AttributeError(name)
+
+
+AGENT_NAME = "shopsim"
+DATA_SOURCE = "shopsimrl"
+
+
+def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int | None = None) -> list[dict[str, Any]]:
+    """verl dataset rows, one per task of ``split``: ``agent_name``, a ``prompt`` (the task instruction, for
+    verl's dataset and logs; the model's real prompt comes from the environment's reset) and
+    ``extra_info.task_id``."""
+    from ..catalog.store import Catalog
+
+    catalog = Catalog.from_data_dir(data_dir)
+    try:
+        ids = catalog.split(split)[: limit if limit is not None else None]
+        return [{
+            "data_source": DATA_SOURCE, "agent_name": AGENT_NAME,
+            "prompt": [{"role": "user", "content": str(catalog.goal(t)["instruction_text"])}],
+            "ability": "shopping", "reward_model": {"style": "environment", "ground_truth": str(t)},
+            "extra_info": {"task_id": int(t), "split": split, "index": int(t)},
+        } for t in ids]
+    finally:
+        catalog.close()
+
+
+def write_parquet(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Write rows as one parquet file (pyarrow, which verl and ``datasets`` both depend on)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not rows:
+        raise VerlAdapterError("no task rows to write (empty split?)")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([dict(r) for r in rows]), path)
