@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +23,22 @@ from omegaconf import OmegaConf  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 from verl.protocol import DataProto  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn  # noqa: E402
-from verl_support import model_dir, scripts, verl_config, worker_for  # noqa: E402, F401
+
+import verl_support as support  # noqa: E402
+from verl_support import verl_config, worker_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "verl"
+
+
+@pytest.fixture(scope="module")
+def scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
+    return support.oracle_scripts(prepared_dir)
+
+
+@pytest.fixture(scope="module")
+def model_dir(prepared_dir: Path, scripts, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return support.tiny_model_dir(prepared_dir, scripts, tmp_path_factory.mktemp("verl-model"))
 
 
 def _env() -> dict[str, str]:

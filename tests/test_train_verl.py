@@ -14,7 +14,6 @@ calls ``generate_sequences``: verl instantiates ``ShopAgentLoop`` (Hydra), await
 from __future__ import annotations
 
 import asyncio
-import gzip
 import os
 import subprocess
 import sys
@@ -29,9 +28,21 @@ torch = pytest.importorskip("torch")
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker  # noqa: E402
 from verl.protocol import DataProto  # noqa: E402
-from verl_support import LOG_PROB, TASKS, make_worker, model_dir, scripts  # noqa: E402, F401
 
+import verl_support as support  # noqa: E402
 from shopsimrl.train import verl as adapter  # noqa: E402
+from verl_support import LOG_PROB, TASKS, make_worker  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
+    return support.oracle_scripts(prepared_dir)
+
+
+@pytest.fixture(scope="module")
+def model_dir(prepared_dir: Path, scripts, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return support.tiny_model_dir(prepared_dir, scripts, tmp_path_factory.mktemp("verl-model"))
+
 
 def rows(*extra_infos: dict[str, Any]) -> DataProto:
     n = len(extra_infos)

@@ -8,7 +8,6 @@ import gzip
 from pathlib import Path
 from typing import Any
 
-import pytest
 import verl
 from hydra import compose, initialize_config_dir
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
@@ -28,9 +27,18 @@ TASKS = (0, 1, 2, 3)
 LOG_PROB = -0.5
 
 
-@pytest.fixture(scope="session")
-def scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
-    """Per task: the oracle's sampled texts turn by turn, its first user message and its reward."""
+_CACHE: dict[Any, Any] = {}
+
+
+def oracle_scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
+    """Per task: the oracle's sampled texts turn by turn, its first user message and its reward (cached)."""
+    key = ("scripts", str(prepared_dir))
+    if key not in _CACHE:
+        _CACHE[key] = _oracle_scripts(prepared_dir)
+    return _CACHE[key]
+
+
+def _oracle_scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
     world = ShopWorld.from_data_dir(prepared_dir)
     out = {}
     for task in TASKS:
@@ -44,9 +52,16 @@ def scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
     return out
 
 
-@pytest.fixture(scope="session")
-def model_dir(prepared_dir: Path, scripts, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A local 'model' for verl's HFModelConfig: a character tokenizer over every text used, a tiny config."""
+def tiny_model_dir(prepared_dir: Path, scripts: dict[int, dict[str, Any]], out: Path) -> Path:
+    """A local 'model' for verl's HFModelConfig: a character tokenizer over every text used, a tiny config
+    (built once per process)."""
+    key = ("model", str(prepared_dir))
+    if key not in _CACHE:
+        _CACHE[key] = _tiny_model_dir(prepared_dir, scripts, out)
+    return _CACHE[key]
+
+
+def _tiny_model_dir(prepared_dir: Path, scripts: dict[int, dict[str, Any]], out: Path) -> Path:
     from transformers import LlamaConfig
 
     from shopsimrl.env import tools
@@ -56,7 +71,6 @@ def model_dir(prepared_dir: Path, scripts, tmp_path_factory: pytest.TempPathFact
              tools.SEARCH_DESCRIPTION, tools.QUERY_DESCRIPTION, tools.CLICK_DESCRIPTION, tools.VALUE_DESCRIPTION]
     for script in scripts.values():
         texts += [str(m.get("content") or "") for m in script["messages"]] + script["texts"]
-    out = tmp_path_factory.mktemp("verl-model")
     tokenizer = build_tokenizer(texts)
     tokenizer.save_pretrained(out)
     LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
