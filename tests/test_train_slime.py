@@ -53,7 +53,8 @@ def shop(world: ShopWorld, monkeypatch):
     policy = {"name": "oracle"}
     adapter.configure(
         tokenizer=lambda args: tokenizer,
-        backend=lambda args, params: PolicyGenerate(tokenizer, make_policy(policy["name"], world)),
+        # reasoning is sampled but not echoed into the history: the prompt stops extending, episodes fork
+        backend=lambda args, params: PolicyGenerate(tokenizer, make_policy(policy["name"], world), reasoning=True),
         environment=lambda args: InProcessEnvironment(world),
     )
     yield tokenizer, policy
@@ -78,7 +79,7 @@ def _group(task: int, group: int, n: int = 4) -> list[Any]:
 def test_every_segment_carries_the_rollout_id_and_the_output_is_always_a_list(shop) -> None:
     tokenizer, _ = shop
     out = _episode(_sample(0, index=3))
-    assert isinstance(out, list) and len(out) == 4  # tools in the prompt change every page: one segment per turn
+    assert isinstance(out, list) and len(out) == 4  # reasoning dropped from history: one segment per turn
     for k, s in enumerate(out):
         assert isinstance(s, Sample) and s.status is Sample.Status.COMPLETED
         assert s.rollout_id == 3 and s.metadata["segment"] == k
