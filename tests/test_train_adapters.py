@@ -23,3 +23,25 @@ def test_adapters_import_without_trainer_and_say_what_to_install(monkeypatch, mo
     mod._CACHE.clear()
     with pytest.raises(verl_adapter.VerlAdapterError, match=hint):
         getattr(mod, attribute)
+
+
+@pytest.mark.parametrize("ids, log_probs, reason, want, finish", [
+    ([5, 6, 7, 8], [-1.0] * 4, "completed", True, "length"),  # max_tokens reached, no end-of-turn: cut off
+    ([5, 6, 7, 2], [-1.0] * 4, "completed", True, "stop"),  # max_tokens reached on the end-of-turn id
+    ([5, 2], [-1.0] * 2, "completed", True, "stop"),
+    ([5, 2], None, None, False, "stop"),  # no log-probs asked for: zeros for the core, None for verl
+    ([], [], "aborted", True, "abort"),
+])
+def test_verl_token_output_to_generation(ids, log_probs, reason, want, finish) -> None:
+    from types import SimpleNamespace
+
+    out = SimpleNamespace(token_ids=ids, log_probs=log_probs, stop_reason=reason)
+    gen = verl_adapter.token_output_to_generation(out, 4, (2,), want)
+    assert gen.finish_reason == finish and list(gen.token_ids) == ids and len(gen.log_probs) == len(ids)
+
+
+def test_verl_missing_log_probs_when_asked_is_an_error() -> None:
+    from types import SimpleNamespace
+
+    with pytest.raises(verl_adapter.VerlAdapterError, match="no log-probs"):
+        verl_adapter.token_output_to_generation(SimpleNamespace(token_ids=[1], log_probs=None), 4, (2,), True)

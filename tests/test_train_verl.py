@@ -178,3 +178,16 @@ def test_missing_module_gets_a_precise_install_hint(blocked: str, expected: str)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert expected in done.stdout, done.stdout + done.stderr
+
+
+def test_the_response_budget_caps_max_tokens_and_the_response(model_dir, prepared_dir, tmp_path, scripts) -> None:
+    """A response budget smaller than one oracle call: the first turn is asked for exactly the budget, comes
+    back cut off, and the row fits ``response_length`` without being cut afterwards."""
+    budget = min(len(worker_text) for worker_text in scripts[0]["texts"]) // 2
+    worker = make_worker(model_dir, prepared_dir, tmp_path, scripts, prompt_length=8192, response_length=budget)
+    out = run(worker, rows({"task_id": 0}))
+    (call,) = worker.llm_client.calls
+    assert call["sampling_params"]["max_tokens"] == budget
+    assert out.non_tensor_batch["shopsim_status"][0] == "truncated"
+    assert out.non_tensor_batch["shopsim_response_cut"][0] == 0
+    assert out.batch["response_mask"][0].sum().item() == budget
