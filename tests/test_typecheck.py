@@ -6,11 +6,11 @@ settings package-wide and is not clean yet (the next phase of issue 12).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
-import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
