@@ -39,6 +39,10 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
     "AsyncShopClient": {**_HTTP_GAPS, "terminate-reference": "the service's terminate keeps action_feedback"},
 }
 
+# Gaps that a branch in flight closes (harden-server aligns terminate with the reference on every path): skipped
+# but not required to fail, so this test holds before and after that merge; drop them from KNOWN_GAPS after it.
+PENDING = {"terminate-reference"}
+
 # Result fields that depend on the path, not on the episode (compared by form only):
 # a step's ``idx`` names the session: ``session-<task>`` in process, ``slot-<n>-<task>`` behind the service.
 PER_PATH = {"idx"}
@@ -60,11 +64,14 @@ def _expect_gaps(name: str, run) -> tuple[str, ...]:
     gaps = KNOWN_GAPS[name]
     checked = run(tuple(gaps))
     assert set(checked) == set(RULES) - set(gaps), f"rules not exercised: {set(RULES) - set(gaps) - set(checked)}"
-    for rule in gaps:
+    for rule in set(gaps) - PENDING:
         others = tuple(r for r in RULES if r != rule)
-        with pytest.raises(EnvCheckError) as caught:
+        try:
             run(others)
-        assert caught.value.rules == (rule,), f"{name} now keeps rule {rule!r}: remove it from KNOWN_GAPS"
+        except EnvCheckError as caught:
+            assert caught.rules == (rule,), caught
+        else:
+            pytest.fail(f"{name} now keeps rule {rule!r}: remove it from KNOWN_GAPS")
     return checked
 
 
@@ -239,9 +246,9 @@ def test_same_purchase_episode_on_every_path(world, base_url):
     _same_everywhere(paths)
 
 
-@pytest.mark.xfail(strict=True, reason="path difference: ShopEnv.terminate says 'Continue interaction', the "
+@pytest.mark.xfail(strict=False, reason="path difference: ShopEnv.terminate says 'Continue interaction', the "
                                       "service says 'Episode terminated: <reason>' (the harden-server branch "
-                                      "aligns ShopEnv with the service; remove this mark once it is merged)")
+                                      "aligns ShopEnv with the service: after that merge this passes; then remove the mark)")
 def test_same_terminated_episode_on_every_path(world, base_url):
     _same_everywhere(_paths(world, base_url, TERMINATED))
 
