@@ -264,6 +264,8 @@ ADVERSARIAL_ACTION_TEXT = {
     "unfinished labels": lambda n: "\n Action" * (n // 8),
     "colons without content": lambda n: "Action:\n" * (n // 8),
     "chained brackets": lambda n: "] " * (n // 2),
+    "short lines": lambda n: " \nx" * (n // 3),
+    "labels mid-line": lambda n: "x Action: y\n" * (n // 12),
 }
 
 

@@ -419,12 +419,12 @@ def test_router_route_answers_like_the_fast_path(world):
 
     async def run() -> None:
         for target in (app, router_only):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=target), base_url="http://t") as http:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=target), base_url="http://localhost") as http:
                 reset = (await http.post("/api/shop_agent", json={"action": "reset", "idx": 0})).json()["result"]
                 lease = {"env_idx": reset["env_idx"], "lease_id": reset["lease_id"]}
                 step = await http.post("/api/shop_agent", json={"action": "interact", **lease,
                                                                 "response": f"search[{QUERY}]"})
-                bad = await http.post("/api/shop_agent", content=b"\xff")
+                bad = await http.post("/api/shop_agent", content=b"\xff", headers={"content-type": "application/json"})
                 results.append((step.status_code, step.json()["result"]["observation"], bad.status_code,
                                 bad.json(), step.headers["content-type"]))
                 await http.post("/api/shop_agent", json={"action": "release_all"})

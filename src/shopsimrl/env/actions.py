@@ -55,10 +55,10 @@ MISSING_AXES_SEPARATOR = "、"
 
 # ``Action:`` lines (start of text or of a line, optional whitespace around the colon, non-empty content): the
 # reference pattern is ``^\s*Action\s*:\s*(.+)$`` (IGNORECASE, MULTILINE). Run as one regex it is quadratic on
-# long whitespace runs (every line start rescans the run), so ``action_lines`` applies it piecewise: the
-# leading ``\s*`` once per whitespace run, the rest only where that run ends in ``Action``.
+# long whitespace runs (every line start rescans the run), so ``action_lines`` finds each ``Action:`` label
+# once and checks its own line instead.
 ACTION_LINE_PATTERN = r"^\s*Action\s*:\s*(.+)$"
-_WHITESPACE_RUN = re.compile(r"\s*")
+_ACTION_LABEL = re.compile(r"Action\s*:", re.IGNORECASE)
 _ACTION_TAIL = re.compile(r"Action\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
 # ``]`` followed (optionally after one separator) by another ``search[`` / ``click[``.
 _CHAINED = re.compile(r"\]\s*(?:[,;，；]\s*)?(?:search|click)\s*\[", re.IGNORECASE)
@@ -99,21 +99,21 @@ _EMPTY_NAME = _error(INVALID_FORMAT, MSG_EMPTY_NAME)
 def action_lines(text: str) -> list[str]:
     """``re.findall(ACTION_LINE_PATTERN, text, re.I | re.M)`` in linear time (same matches, same order).
 
-    Every line start inside one whitespace run leads the pattern's ``^\\s*`` to the same place (the run's
-    end), so each run is scanned once, the tail is tried once per run, and a failed run is skipped whole.
+    A match starts at a line start followed by whitespace and then an ``Action:`` label. Only the first
+    label after the scan position can end such a prefix (anything non-blank before it breaks the run), and
+    only if its own line holds nothing but whitespace before it (an earlier line start's run would cross
+    that line's start too). So each label is found once and each stretch of text is read a bounded number
+    of times.
     """
     found: list[str] = []
-    end = len(text)
-    start = 0
-    while start <= end:
-        run_end = _WHITESPACE_RUN.match(text, start).end()
-        tail = _ACTION_TAIL.match(text, run_end)
+    start = 0  # always a line start, and never before the end of the previous match
+    while (label := _ACTION_LABEL.search(text, start)) is not None:
+        at = label.start()
+        line = text.rfind("\n", start, at) + 1 or start
+        tail = _ACTION_TAIL.match(text, at) if text[line:at].isspace() or line == at else None
         if tail is not None:
             found.append(tail.group(1))
-            resume = tail.end()  # the match ends before a newline or at the end of the text
-        else:
-            resume = run_end
-        newline = text.find("\n", resume)
+        newline = text.find("\n", tail.end() if tail is not None else at)
         if newline < 0:
             break
         start = newline + 1

@@ -31,8 +31,8 @@ class CreateSession(BaseModel):
 
 class StepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    action: str = Field(max_length=20_000, description="canonical `search[...]` / `click[...]`, or model text "
-                        "with one `Action:` line")
+    action: str = Field(description="canonical `search[...]` / `click[...]`, or model text with one `Action:` "
+                        "line; at most the server's --max-response-chars (default 65,536; 413 beyond)")
 
 
 class TerminateRequest(BaseModel):
