@@ -441,3 +441,60 @@ def test_serve_refuses_impossible_worker_counts(prepared_dir, capsys):
     assert "--workers must be at least 1" in capsys.readouterr().err
     assert main(["serve", "--data", str(prepared_dir), "--workers", "3", "--slots", "2"]) == 2
     assert "--slots (2) must be at least --workers (3)" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- issue 13: ghost waiters (item 3)
+
+
+def _send_and_hang_up(url: str, path: str, body: bytes) -> None:
+    """Send one POST on a raw socket and close it without reading the answer (a client that gave up)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port)) as sock:
+        sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(0.3)  # queued by now
+
+
+def _wait_for(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_queued_resets_of_departed_clients_leave_the_queue(world):
+    """A queued reset whose client hangs up is dropped: the freed slot is free, not held by a ghost."""
+    with serve(create_app(world, slots=1)) as url, httpx.Client(base_url=url) as http:
+        holder = _post(http, {"action": "reset", "idx": 0})["result"]
+        _send_and_hang_up(url, "/api/shop_agent", b'{"action": "reset", "idx": 1}')
+        _send_and_hang_up(url, "/v1/sessions", b'{"task_id": 2}')
+        assert _wait_for(lambda: http.get("/healthz").json()["waiting_resets"] == 0)
+        _post(http, {"action": "release_one", "env_idx": holder["env_idx"], "lease_id": holder["lease_id"]})
+        health = http.get("/healthz").json()
+        assert health["free_slots"] == 1 and health["live_sessions"] == 0
+        again = _post(http, {"action": "reset", "idx": 0, "wait_timeout": 1})["result"]
+        _send_and_hang_up(url, "/api/shop_agent", b'{"action": "reset", "idx": 1}')
+        assert _wait_for(lambda: http.get("/healthz").json()["waiting_resets"] == 0)
+        _post(http, {"action": "release_all"})
+        assert http.get("/healthz").json()["free_slots"] == 1 and again["env_idx"] == 0
+
+
+def test_a_cancelled_acquire_leaves_no_waiter():
+    async def scenario() -> None:
+        pool: LeasePool[str] = LeasePool(1, idle_timeout=None)
+        held = await pool.acquire("a")
+        ghost = asyncio.create_task(pool.acquire("ghost"))
+        await asyncio.sleep(0)
+        assert pool.waiting == 1
+        ghost.cancel()
+        await asyncio.gather(ghost, return_exceptions=True)
+        assert pool.waiting == 0 and len(pool._waiters) == 0
+        pool.release(held.slot, held.lease_id)
+        assert pool.free_slots == 1
+
+    asyncio.run(scenario())
