@@ -271,22 +271,21 @@ def create_app(
     return app
 
 
-async def read_body(receive: Any) -> bytes | None:
-    """The whole request body of an ASGI HTTP request, or None when the client disconnected first."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
 def _with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
     async def sending(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return sending
+
+
+def _headers_only(send: Any) -> Any:
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            if message.get("more_body"):
+                return
+            message = {"type": "http.response.body", "body": b""}
         await send(message)
 
     return sending
@@ -329,6 +328,8 @@ class ServiceApp(FastAPI):
             return
         if cors:
             send = _with_headers(send, cors)
+        if scope["method"] == "HEAD":  # a GET without its body: the routes are GET-only in FastAPI
+            scope, send = {**scope, "method": "GET"}, _headers_only(send)
         gone = asyncio.Event()
         inner = replay_receive(raw, gone)
         method, path = scope["method"], scope["path"]
