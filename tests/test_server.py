@@ -85,8 +85,10 @@ def test_terminate_and_bad_reason(base_url):
         lease = {"env_idx": reset["env_idx"], "lease_id": reset["lease_id"]}
         assert "unsupported termination reason" in _post(
             client, {"action": "terminate", **lease, "termination_reason": "finish"}, status=400)["error"]
+        _post(client, {"action": "interact", **lease, "response": "search[枕头]"})
         result = _post(client, {"action": "terminate", **lease, "termination_reason": "generation_length"})["result"]
         assert result["done"] and result["message"] == "Episode terminated: generation_length"
+        assert "action_feedback" not in result  # the reference's terminate result has none (issue 13 item 10)
         assert result["observation_state"]["page_type"] == "terminal"
         _post(client, {"action": "release_one", **lease})
 
@@ -222,9 +224,7 @@ def test_64_concurrent_clients_match_in_process_replay(world):
         for action in actions:
             if action == "<terminate>":
                 reason = remote[len(expected)]["termination_reason"]
-                result = local.terminate(reason)
-                result.update(reward=0.0, message=f"Episode terminated: {reason}")
-                expected.append(result)
+                expected.append(local.terminate(reason))  # the in-process result is the reference's shape too
             else:
                 expected.append(local.step(extract_action(action)))
         assert len(remote) == len(expected)

@@ -62,7 +62,7 @@ class StepResult(BaseModel):
     reward: float
     observation: str
     observation_state: dict[str, Any]
-    action_feedback: dict[str, Any] | None
+    action_feedback: dict[str, Any] | None = Field(None, description="absent after terminate (no action was taken)")
     message: str
     idx: str
     reward_detail: dict[str, Any]

@@ -104,9 +104,7 @@ class EnvService:
     def terminate(lease: Lease[ShopEnv], reason: object = "action_limit") -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
             raise ServiceRequestError(f"unsupported termination reason: {reason}")
-        result = lease.session.terminate(str(reason))
-        result.update(reward=0.0, message=f"Episode terminated: {reason}")
-        return result
+        return lease.session.terminate(str(reason))  # reward 0, no action_feedback, "Episode terminated: …"
 
     def release(self, lease: Lease[ShopEnv]) -> None:
         self.pool.release(lease.slot, lease.lease_id)
