@@ -97,7 +97,10 @@ class TaskInfo(BaseModel):
 
 
 class TaskList(BaseModel):
-    tasks: list[TaskInfo]
+    tasks: list[TaskInfo] = Field(description="one page of tasks, in task id order")
+    total: int = Field(description="how many active tasks there are in all")
+    offset: int
+    next_offset: int | None = Field(description="the offset of the next page; null on the last page")
 
 
 class Health(BaseModel):
