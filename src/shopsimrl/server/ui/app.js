@@ -286,7 +286,7 @@ function releaseOnLeave() {
     const headers = {"Content-Type": "application/json", ...(key ? {Authorization: `Bearer ${key}`} : {})};
     fetch(API, {method: "POST", headers, body, keepalive: true});
   } catch (err) {
-    // no text/plain beacon: the server refuses non-JSON posts; the idle timeout reclaims the lease instead
+    // no beacon fallback: a beacon cannot send JSON, which the server requires; the idle timeout reclaims the lease
   }
 }
 
