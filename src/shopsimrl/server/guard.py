@@ -85,6 +85,7 @@ class Guard:
     cors_origins: frozenset[str] = field(default_factory=frozenset)
     api_key: str | None = None
     trusted: bool = False
+    _hosts_seen: dict[bytes, bool] = field(default_factory=dict, compare=False, repr=False)  # Host -> allowed
 
     @classmethod
     def build(cls, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_hosts: Iterable[str] = (),
@@ -108,8 +109,14 @@ class Guard:
             raise Refusal(413, self.too_large())
         if self.trusted:
             return []
-        host = headers.get(b"host", b"").decode("latin-1")
-        if not self._host_allowed(host):
+        raw_host = headers.get(b"host", b"")
+        allowed = self._hosts_seen.get(raw_host)
+        host = raw_host.decode("latin-1")
+        if allowed is None:
+            allowed = self._host_allowed(host)
+            if len(self._hosts_seen) < 1024:  # a client can send any Host: the memo stays small
+                self._hosts_seen[raw_host] = allowed
+        if not allowed:
             raise Refusal(421, f"Host {host!r} is not served here; start the server with --allowed-host "
                                f"{host_name(host) or 'NAME'} to accept it")
         extra: list[tuple[bytes, bytes]] = []
@@ -170,9 +177,13 @@ class Guard:
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
-    out: dict[bytes, bytes] = {}
-    for name, value in scope.get("headers", []):
-        out.setdefault(name.lower(), value)
+    """The request headers by (lower-case) name, first value kept; computed once per request."""
+    out = scope.get("shopsim.headers")
+    if out is None:
+        out = {}
+        for name, value in scope.get("headers", []):
+            out.setdefault(name.lower(), value)
+        scope["shopsim.headers"] = out
     return out
 
 
