@@ -238,6 +238,14 @@ def test_64_concurrent_clients_match_in_process_replay(world):
 
 
 # --------------------------------------------------------------------------------------------- leases over HTTP
+def test_reference_wait_timeout_has_the_v1_bound(base_url):
+    with httpx.Client(base_url=base_url) as client:
+        for bad in (86_400.5, 1e308, -1):
+            error = _post(client, {"action": "reset", "idx": 0, "wait_timeout": bad}, status=400)["error"]
+            assert "wait_timeout must be a number of seconds between 0 and 86400" in error
+        assert client.get("/healthz").json()["free_slots"] == 4
+
+
 def test_reset_wait_timeout_is_503_over_http(base_url):
     with httpx.Client(base_url=base_url) as client:
         held = [_post(client, {"action": "reset", "idx": 0})["result"] for _ in range(4)]

@@ -76,11 +76,12 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
 
 def cmd_data_info(args: argparse.Namespace) -> int:
     from .catalog.prepare import MANIFEST_FILE
+    from .jsonfile import read_json_file
 
     path = Path(args.dir) / MANIFEST_FILE
-    if not path.is_file():
+    if not path.exists():
         raise ShopSimError(f"{args.dir} is not a prepared data directory (no {MANIFEST_FILE})")
-    manifest = json.loads(path.read_text("utf-8"))
+    manifest = read_json_file(path)
     if args.json:
         _print_json(manifest)
         return 0
@@ -393,6 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ShopSimError as exc:
+        print(f"shopsimrl: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file the user named cannot be read or written (permissions, a directory, disk full)
         print(f"shopsimrl: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -48,6 +48,11 @@ class ObservationError(ShopSimError, ValueError):
     """A structured observation that the renderer refuses (wrong version, hidden keys, ...)."""
 
 
+class DataFileError(ShopSimError, ValueError):
+    """A JSON file the package reads (a data or run directory's manifest, splits, ...) that is missing, not a
+    regular file, not UTF-8, not valid JSON or nested too deeply; the message names the file."""
+
+
 class PersonaUnavailableError(ShopSimError, ValueError):
     """A persona-mode reset of a standard task (one without a user persona)."""
 

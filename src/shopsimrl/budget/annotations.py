@@ -141,6 +141,8 @@ def _load(path: str | Path) -> dict[int, tuple[float | None, AnnotationIdentity]
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArchiveError(f"cannot read budget annotations {source}: {exc}") from exc
+    except RecursionError:
+        raise ArchiveError(f"cannot read budget annotations {source}: nested too deeply") from None
     if not isinstance(data, list):
         raise ArchiveError(f"budget annotations {source}: top level must be a list of records")
     annotations: dict[int, tuple[float | None, AnnotationIdentity]] = {}

@@ -79,7 +79,7 @@ def _is_up_to_date(out: Path, fingerprint: str) -> bool:
         return False
     try:
         manifest = json.loads(manifest_path.read_text("utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, bad JSON: not up to date
         return False
     if manifest.get("plan_fingerprint") != fingerprint:
         return False

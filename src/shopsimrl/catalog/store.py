@@ -6,7 +6,6 @@ manifest so a stale index or an edited archive is refused instead of silently gi
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetBuildError, SplitError, UnknownTaskError
+from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
 from .archive import parse_archive_json, read_archive_bytes, sha256_hex, validate_records
 from .goals import build_goals
@@ -41,14 +41,13 @@ def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> bo
     reported before that, not after.
     """
     path = Path(root)
-    if not (path / MANIFEST_FILE).is_file():
+    if not (path / MANIFEST_FILE).exists():
         raise DatasetBuildError(_not_prepared(path))
     if split is None:
         return None
-    try:
-        splits = json.loads((path / TASK_SPLITS_FILE).read_text("utf-8"))["splits"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise DatasetBuildError(f"{path}: cannot read {TASK_SPLITS_FILE}: {exc}") from exc
+    splits = read_json_file(path / TASK_SPLITS_FILE).get("splits")
+    if not isinstance(splits, Mapping):
+        raise DatasetBuildError(f"{path}: cannot read {TASK_SPLITS_FILE}: it has no 'splits' object")
     if SPLIT_ALIASES.get(split, split) not in splits:
         raise SplitError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}")
     declared = splits[SPLIT_ALIASES.get(split, split)]
@@ -72,9 +71,9 @@ class Catalog:
     def from_data_dir(cls, root: str | os.PathLike[str]) -> Catalog:
         path = Path(root)
         manifest_path = path / MANIFEST_FILE
-        if not manifest_path.is_file():
+        if not manifest_path.exists():
             raise DatasetBuildError(_not_prepared(path))
-        manifest = json.loads(manifest_path.read_text("utf-8"))
+        manifest = read_json_file(manifest_path)
         data = read_archive_bytes(path / PRODUCTS_FILE)
         if sha256_hex(data) != manifest.get("output_data_sha256"):
             raise DatasetBuildError(
@@ -82,8 +81,8 @@ class Catalog:
             )
         products = tuple(validate_records(parse_archive_json(data, source=str(path / PRODUCTS_FILE))))
         goals, _ = build_goals(products)
-        task_splits = json.loads((path / TASK_SPLITS_FILE).read_text("utf-8"))
-        persona_splits = json.loads((path / PERSONA_SPLITS_FILE).read_text("utf-8"))
+        task_splits = read_json_file(path / TASK_SPLITS_FILE)
+        persona_splits = read_json_file(path / PERSONA_SPLITS_FILE)
         return cls(path, manifest, products, goals, task_splits, persona_splits)
 
     @cached_property

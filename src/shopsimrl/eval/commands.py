@@ -51,7 +51,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     console = _console()
     progress = LiveProgress(f"{label} · {args.split}", enabled=not args.no_progress)
     try:
-        result = evaluate(settings, on_start=progress.start, on_record=progress.record)
+        result = evaluate(settings, on_start=progress.start, on_record=progress.record, on_warning=_warn)
     finally:
         progress.stop()
     console.print(summary_table(result.summary, f"{label} on {args.split}"))
@@ -71,6 +71,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report:  {paths['html']}  ({paths['md']})")
     sys.stdout.flush()
     return 0 if result.summary["counts"]["failed"] == 0 else 1
+
+
+def _warn(message: str) -> None:
+    print(f"shopsimrl: warning: {message}", file=sys.stderr, flush=True)
+
 
 
 def _first_failure(traces: Path) -> str | None:

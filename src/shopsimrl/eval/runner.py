@@ -33,7 +33,7 @@ from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from ..versions import ENVIRONMENT_VERSION, EPISODE_LIMITS, OBSERVATION_VERSION, TOOL_VERSION
 from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
-from .rundir import RunDir, is_completed, write_json_atomic
+from .rundir import RunDir, describe_unparseable, is_completed, write_json_atomic
 from .summary import summarize
 
 MAX_ATTEMPTS = 3  # one run plus two retries of a technically failed episode
@@ -210,8 +210,9 @@ def run_summary(
 
 async def evaluate_async(
     settings: EvalSettings, *, world: ShopWorld | None = None, on_start: Callable[[int, int], None] | None = None,
-    on_record: ProgressCallback | None = None,
+    on_record: ProgressCallback | None = None, on_warning: Callable[[str], None] | None = None,
 ) -> EvalResult:
+    """Run (or resume) ``settings``; ``on_warning`` hears of traces lines a resume had to skip."""
     if settings.ray is not None:
         from .ray_runner import import_ray
 
@@ -220,6 +221,11 @@ async def evaluate_async(
     run_dir = RunDir(settings.out)
     resumed = run_dir.open_for(plan)
     latest = run_dir.records()
+    extra: dict[str, Any] = {}
+    if run_dir.unparseable_lines:
+        extra["unparseable_trace_lines"] = list(run_dir.unparseable_lines)
+        if on_warning is not None:
+            on_warning(describe_unparseable(run_dir.traces_path, run_dir.unparseable_lines))
     done = {eid for eid, record in latest.items() if is_completed(record)}
     jobs = [job for job in plan.jobs() if job.episode_id not in done]
     if on_start is not None:
@@ -232,7 +238,6 @@ async def evaluate_async(
 
     runner: EpisodeRunner = runtime
     pool = None
-    extra: dict[str, Any] = {}
     try:
         if settings.ray is not None and jobs:
             from .ray_runner import RayEpisodePool

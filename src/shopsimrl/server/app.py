@@ -64,7 +64,9 @@ ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
 # The reference request body, one schema per action, for the OpenAPI schema (the handler parses the body
 # itself, so that a non-JSON body is a clear 400 in the reference's own error shape). Unknown fields are
 # ignored, as by the reference service, so existing clients keep working.
-_LEASE = {"env_idx": {"type": "integer"}, "lease_id": {"type": "string", "minLength": 1}}
+# Integers are bounded to 64 bits: the JSON decoder (orjson) reads larger ones as floats.
+_INT64 = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
+_LEASE = {"env_idx": _INT64, "lease_id": {"type": "string", "minLength": 1}}
 
 
 def _variant(action: str, required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +77,7 @@ def _variant(action: str, required: list[str], **properties: dict[str, Any]) -> 
 REFERENCE_BODY = {
     "required": True,
     "content": {"application/json": {"schema": {"oneOf": [
-        _variant("reset", ["idx"], idx={"type": "integer"}, if_persona={"type": "boolean"},
+        _variant("reset", ["idx"], idx=_INT64, if_persona={"type": ["boolean", "null"]},
                  include_private_goal={"type": "boolean"},
                  interaction_mode={"type": "string", "enum": ["single_turn", "multi_turn"]},
                  wait_timeout={"type": "number", "minimum": 0}),
@@ -219,8 +221,8 @@ def create_app(
             return 400, {"error": str(exc)}
 
     def _lease(body: dict[str, Any], action: str):
-        slot, lease_id = body.get("env_idx"), body.get("lease_id")
-        if isinstance(slot, bool) or not isinstance(slot, int) or not isinstance(lease_id, str) or not lease_id:
+        slot, lease_id = json_int(body.get("env_idx")), body.get("lease_id")
+        if slot is None or not isinstance(lease_id, str) or not lease_id:
             raise ServiceRequestError(f"{action} requires a valid env_idx and lease_id")
         return service.lease(slot, lease_id)
 
@@ -229,8 +231,9 @@ def create_app(
             raise ServiceRequestError("reset must not include env_idx; the server assigns a slot")
         if "idx" not in body:
             raise ServiceRequestError("reset action requires idx parameter")
+        idx = json_int(body["idx"])
         lease, payload = await service.reset(
-            body["idx"], persona=body.get("if_persona", False),
+            body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
             interaction_mode=body.get("interaction_mode", "single_turn"),
             include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
         )
@@ -289,6 +292,17 @@ def _headers_only(send: Any) -> Any:
         await send(message)
 
     return sending
+
+
+def json_int(value: Any) -> int | None:
+    """An integer as JSON Schema counts one (``7`` or ``7.0``, not ``true``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return None
 
 
 def decode(raw: bytes) -> Any:

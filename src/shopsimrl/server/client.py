@@ -63,7 +63,7 @@ class _Base:
         self._done = bool(result.get("done"))
         return result
 
-    def _reset_body(self, task_id: int, persona: bool, interaction_mode: str, include_private_goal: bool) -> dict[str, Any]:
+    def _reset_body(self, task_id: int, persona: bool | None, interaction_mode: str, include_private_goal: bool) -> dict[str, Any]:
         return {"action": "reset", "idx": task_id, "if_persona": persona, "interaction_mode": interaction_mode,
                 "include_private_goal": include_private_goal}
 
@@ -113,21 +113,17 @@ class ShopClient(_Base):
         released first; ``persona=None`` takes the task's own mode, ``True`` on a standard task raises
         :class:`PersonaUnavailableError`."""
         self.release()
-        for mode in ((True, False) if persona is None else (persona,)):
-            body = self._reset_body(task_id, mode, interaction_mode, include_private_goal)
-            if wait_timeout is not None:
-                body["wait_timeout"] = wait_timeout
-            try:
-                result = self._post(body, timeout=httpx.Timeout(30.0, read=None))  # a reset may queue for a slot
-            except ServiceError as exc:
-                if _persona_unavailable(exc):
-                    if persona is None:
-                        continue
-                    raise PersonaUnavailableError(task_id) from exc
-                raise
-            self._lease = {key: result[key] for key in LEASE_FIELDS}
-            return self._strip(result)
-        raise AssertionError("unreachable")
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
+        if wait_timeout is not None:
+            body["wait_timeout"] = wait_timeout
+        try:
+            result = self._post(body, timeout=httpx.Timeout(30.0, read=None))  # a reset may queue for a slot
+        except ServiceError as exc:
+            if _persona_unavailable(exc):
+                raise PersonaUnavailableError(task_id) from exc
+            raise
+        self._lease = {key: result[key] for key in LEASE_FIELDS}
+        return self._strip(result)
 
     def step(self, action: str) -> dict[str, Any]:
         return self._strip(self._post({"action": "interact", **self._require_lease(), "response": action}))
@@ -183,21 +179,17 @@ class AsyncShopClient(_Base):
                     include_private_goal: bool = False, wait_timeout: float | None = None) -> dict[str, Any]:
         """As :meth:`ShopClient.reset` (a held lease is released first)."""
         await self.release()
-        for mode in ((True, False) if persona is None else (persona,)):
-            body = self._reset_body(task_id, mode, interaction_mode, include_private_goal)
-            if wait_timeout is not None:
-                body["wait_timeout"] = wait_timeout
-            try:
-                result = await self._post(body, timeout=httpx.Timeout(30.0, read=None))
-            except ServiceError as exc:
-                if _persona_unavailable(exc):
-                    if persona is None:
-                        continue
-                    raise PersonaUnavailableError(task_id) from exc
-                raise
-            self._lease = {key: result[key] for key in LEASE_FIELDS}
-            return self._strip(result)
-        raise AssertionError("unreachable")
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
+        if wait_timeout is not None:
+            body["wait_timeout"] = wait_timeout
+        try:
+            result = await self._post(body, timeout=httpx.Timeout(30.0, read=None))
+        except ServiceError as exc:
+            if _persona_unavailable(exc):
+                raise PersonaUnavailableError(task_id) from exc
+            raise
+        self._lease = {key: result[key] for key in LEASE_FIELDS}
+        return self._strip(result)
 
     async def step(self, action: str) -> dict[str, Any]:
         return self._strip(await self._post({"action": "interact", **self._require_lease(), "response": action}))
