@@ -185,6 +185,9 @@ def test_cross_origin_browser_requests_are_refused_unless_allowed(world, base_ur
     assert httpx.get(f"{base_url}/api/runs", headers=origin).status_code == 403
     same = httpx.post(f"{base_url}/api/shop_agent", json={"action": "release_all"}, headers={"origin": base_url})
     assert same.status_code == 200
+    embedded = httpx.get(f"{base_url}/api/runs", headers={"sec-fetch-site": "cross-site"})  # <img src=...>: no Origin
+    assert embedded.status_code == 403
+    assert httpx.get(f"{base_url}/debug-ui", headers={"sec-fetch-site": "cross-site"}).status_code == 200  # a link
     with serve(create_app(world, slots=1, guard=Guard.build(cors_origins=["https://lab.example"]))) as url:
         lab = {"origin": "https://lab.example"}
         preflight = httpx.options(f"{url}/api/shop_agent", headers={

@@ -127,6 +127,11 @@ class Guard:
                 if "*" not in self.cors_origins and name not in self.cors_origins:
                     raise Refusal(403, f"cross-origin request from {name} refused; allow it with --cors-origin {name}")
                 extra = [(b"access-control-allow-origin", name.encode("latin-1")), (b"vary", b"origin")]
+        elif headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site") and self._needs_key(scope["path"]):
+            # a browser request from another site without an Origin (an <img> or <script> GET): no API for it
+            if "*" not in self.cors_origins:
+                raise Refusal(403, "cross-site browser request refused (Sec-Fetch-Site); call the API from "
+                                   "this server's own pages or allow an origin with --cors-origin")
         method = scope["method"]
         if method == "OPTIONS" and extra:
             raise Refusal(204, "", [*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
@@ -167,9 +172,9 @@ class Guard:
 
     @staticmethod
     def _same_origin(origin: str, host: str, scope: dict[str, Any]) -> bool:
+        """The page was served by this host (the scheme may differ behind a TLS-terminating proxy)."""
         parts = urlsplit(origin)
-        scheme = scope.get("scheme", "http")
-        return parts.scheme == scheme and parts.netloc == host.lower()
+        return parts.scheme in ("http", "https") and parts.netloc == host.lower()
 
     @staticmethod
     def _needs_key(path: str) -> bool:
