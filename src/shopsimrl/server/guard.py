@@ -127,11 +127,11 @@ class Guard:
                 if "*" not in self.cors_origins and name not in self.cors_origins:
                     raise Refusal(403, f"cross-origin request from {name} refused; allow it with --cors-origin {name}")
                 extra = [(b"access-control-allow-origin", name.encode("latin-1")), (b"vary", b"origin")]
-        elif headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site") and self._needs_key(scope["path"]):
+        elif (headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site") and self._needs_key(scope["path"])
+              and "*" not in self.cors_origins):
             # a browser request from another site without an Origin (an <img> or <script> GET): no API for it
-            if "*" not in self.cors_origins:
-                raise Refusal(403, "cross-site browser request refused (Sec-Fetch-Site); call the API from "
-                                   "this server's own pages or allow an origin with --cors-origin")
+            raise Refusal(403, "cross-site browser request refused (Sec-Fetch-Site); call the API from "
+                               "this server's own pages or allow an origin with --cors-origin")
         method = scope["method"]
         if method == "OPTIONS" and extra:
             raise Refusal(204, "", [*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
