@@ -280,3 +280,17 @@ def test_action_parsing_time_grows_linearly(shape: str) -> None:
     small, large = make(4_000), make(32_000)
     ratio = _best_time(both, large) / max(_best_time(both, small), 1e-6)
     assert ratio < 24, f"{shape}: 8x the input took {ratio:.1f}x the time"
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["\n", " ", "\t", "Action", ":", "x", "]", "search[", ",", "[", "click"]),
+                min_size=1, max_size=6).map("".join))
+def test_any_repeated_unit_parses_in_linear_time(unit: str) -> None:
+    """Whatever short unit is repeated, 8x the text costs at most ~3x the linear expectation."""
+    def both(text: str) -> None:
+        parse_action(extract_action(text))
+
+    repeats = max(1, 4_000 // len(unit))
+    small, large = unit * repeats, unit * repeats * 8
+    ratio = _best_time(both, large) / max(_best_time(both, small), 50e-6)
+    assert ratio < 24, f"{unit!r}: 8x the input took {ratio:.1f}x the time"
