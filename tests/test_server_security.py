@@ -210,6 +210,8 @@ def test_api_key_is_required_when_set_and_the_clients_send_it(world, monkeypatch
         assert httpx.get(f"{url}/healthz").status_code == 200  # liveness probes stay open
         assert httpx.get(f"{url}/debug-ui").status_code == 200  # the page itself; it asks for the key
         assert httpx.get(f"{url}/v1/tasks", headers={"authorization": "Bearer s3cret"}).status_code == 200
+        schema = httpx.get(f"{url}/openapi.json").json()  # open, and declares the key for Swagger's Authorize
+        assert schema["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
         with ShopClient(url, api_key="s3cret") as client:
             assert client.reset(0)["observation"]
         monkeypatch.setenv("SHOPSIM_API_KEY", "s3cret")

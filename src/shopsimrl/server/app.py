@@ -271,7 +271,25 @@ def create_app(
     app.state.dispatch = dispatch
     app.state.advertise_free_slots = advertise_free_slots
     app.state.guard = guard or Guard()
+    if app.state.guard.api_key is not None:
+        _document_bearer_auth(app)
     return app
+
+
+def _document_bearer_auth(app: FastAPI) -> None:
+    """Declare the bearer key in the OpenAPI schema, so Swagger UI's Authorize button sends it."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})["apiKey"] = {
+                "type": "http", "scheme": "bearer", "description": "the key named by `serve --api-key-env`"}
+            schema["security"] = [{"apiKey": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
