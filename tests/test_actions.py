@@ -245,6 +245,7 @@ def test_action_lines_match_the_reference_pattern(text: str) -> None:
     from shopsimrl.env.actions import action_lines
 
     assert action_lines(text) == REFERENCE_ACTION_LINE.findall(text)
+    assert action_lines(text, limit=2) == REFERENCE_ACTION_LINE.findall(text)[:2]
 
 
 def _best_time(function, argument, repeats: int = 5) -> float:

@@ -131,6 +131,12 @@ def test_health_answers_within_100ms_while_megabytes_of_adversarial_text_arrive(
         latencies = []
         with httpx.Client(base_url=base, timeout=10) as probe:
             probe.get("/healthz")
+            quiet = []  # the machine's own latency noise, measured just before (CI machines are shared)
+            for _ in range(10):
+                started = time.perf_counter()
+                probe.get("/healthz")
+                quiet.append(time.perf_counter() - started)
+                time.sleep(0.01)
             for thread in attackers:
                 thread.start()
             while any(thread.is_alive() for thread in attackers) and not stop.is_set():
@@ -140,11 +146,14 @@ def test_health_answers_within_100ms_while_megabytes_of_adversarial_text_arrive(
                 time.sleep(0.01)
         for thread in attackers:
             thread.join()
-        print(f"adversarial bytes {sum(sent)}, health probes {len(latencies)}, max latency {max(latencies) * 1000:.1f} ms")
+        print(f"adversarial bytes {sum(sent)}, health probes {len(latencies)}, max latency "
+              f"{max(latencies) * 1000:.1f} ms (quiet max {max(quiet) * 1000:.1f} ms)")
         assert sum(sent) > 4_000_000 and len(latencies) >= 5
         latencies.sort()
-        # every probe but at most one (a scheduler hiccup on a shared machine) within 100 ms
-        assert latencies[-2] < 0.1 and latencies[-1] < 1.0, latencies[-5:]
+        # every probe but at most one within 100 ms of the quiet server's slowest answer (on an idle machine that
+        # is a few ms; a blocked event loop, as before the fix, takes seconds)
+        allowance = 0.1 + max(quiet)
+        assert latencies[-2] < allowance and latencies[-1] < 1.0 + allowance, (max(quiet), latencies[-5:])
     finally:
         process.terminate()
         process.wait(timeout=20)

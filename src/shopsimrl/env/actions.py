@@ -96,14 +96,14 @@ _STRICT_FORMAT = _error(INVALID_FORMAT, MSG_STRICT_FORMAT)
 _EMPTY_NAME = _error(INVALID_FORMAT, MSG_EMPTY_NAME)
 
 
-def action_lines(text: str) -> list[str]:
+def action_lines(text: str, limit: int | None = None) -> list[str]:
     """``re.findall(ACTION_LINE_PATTERN, text, re.I | re.M)`` in linear time (same matches, same order).
 
     A match starts at a line start followed by whitespace and then an ``Action:`` label. Only the first
     label after the scan position can end such a prefix (anything non-blank before it breaks the run), and
     only if its own line holds nothing but whitespace before it (an earlier line start's run would cross
     that line's start too). So each label is found once and each stretch of text is read a bounded number
-    of times.
+    of times. ``limit``: stop after that many (the callers only need to know whether there are 0, 1 or more).
     """
     found: list[str] = []
     start = 0  # always a line start, and never before the end of the previous match
@@ -113,6 +113,8 @@ def action_lines(text: str) -> list[str]:
         tail = _ACTION_TAIL.match(text, at) if text[line:at].isspace() or line == at else None
         if tail is not None:
             found.append(tail.group(1))
+            if limit is not None and len(found) >= limit:
+                break
         newline = text.find("\n", tail.end() if tail is not None else at)
         if newline < 0:
             break
@@ -130,7 +132,7 @@ def extract_action(response: str) -> str:
     if not isinstance(response, str):
         return response
     text = response.replace("\\n", "\n")
-    found = action_lines(text)
+    found = action_lines(text, limit=2)
     if len(found) == 1:
         return found[0].strip()
     return text.strip()
@@ -143,7 +145,7 @@ def parse_action(action: object) -> ParsedAction:
     text = action.strip()
     if not text:
         return _EMPTY
-    if _CHAINED.search(text) is not None or len(action_lines(text)) > 1:
+    if _CHAINED.search(text) is not None or len(action_lines(text, limit=2)) > 1:
         return _MULTIPLE
     if "[" not in text and "]" not in text:
         if "\n" in text:
