@@ -32,6 +32,7 @@ from ..env.tools import tools_for_state
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .chat_template import (
+    KNOWN_STOPS,
     encode,
     episode_tools,
     parse_with_template,
@@ -59,6 +60,7 @@ class ChatTemplateError(RolloutError):
 # The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick
 # actions with a built-in policy; real inference engines see only the prompt ids.
 PAGE_TOOLS: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_page_tools", default=None)
+TURN_MESSAGES: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_turn_messages", default=None)
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,14 @@ def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_sta
     found = turn_suffix(tokenizer, probe, turn_start, tools, stop)
     full = render_text(tokenizer, messages, tools, add_generation_prompt=True)  # last: the prompt generate answers
     if not full.startswith(head):
+        # a template that ends the *last* message differently from the same message in history (gpt-oss: the
+        # sampled final-channel <|return|> becomes <|end|>): the sampled stop stands in for the history's one
+        ends = [head.rindex(s) for s in KNOWN_STOPS if s in head]
+        cut = head[: max(ends)] if ends else head
+        if ends and full.startswith(cut):
+            rest = full[len(cut):]
+            marker = next((s for s in KNOWN_STOPS if rest.startswith(s)), "")
+            return encode(tokenizer, rest[len(marker):])
         raise ChatTemplateError("the chat template does not render the conversation as an extension of its prefix "
                                 "(it rewrites an earlier turn); use its training variant or mode='resegment'")
     suffix = found[1] if found is not None else ""
@@ -392,11 +402,12 @@ async def run_rollout(
             else:
                 ledger.prompt(prompt_ids)
                 t = clock()
-                token = PAGE_TOOLS.set(tools)
+                token, token_m = PAGE_TOOLS.set(tools), TURN_MESSAGES.set(messages)
                 try:
                     gen = await _maybe_await(generate(prompt_ids))
                 finally:
                     PAGE_TOOLS.reset(token)
+                    TURN_MESSAGES.reset(token_m)
                 gen_s += clock() - t
                 _check_generation(gen)
                 ledger.sample(gen.token_ids, gen.log_probs)
