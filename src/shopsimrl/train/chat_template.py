@@ -58,6 +58,7 @@ class TemplateInfo:
 
     swapped_to_training: bool = False
     response_parser: bool = False
+    prefix_preserving: bool = False  # after any swap: append mode may render bounded windows
     note: str = ""
 
 
@@ -90,6 +91,8 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
                     info.note = "not prefix-preserving: swapped for TRL's training template"
                 else:
                     info.note = "not prefix-preserving and TRL has no training variant: segments may fork"
+    if isinstance(getattr(tokenizer, "chat_template", None), str):
+        info.prefix_preserving = prefix_preserving(tokenizer)
     with contextlib.suppress(AttributeError):
         tokenizer._shopsimrl_template_info = info
     return info

@@ -237,16 +237,36 @@ def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]
     return [int(t) for t in ids]
 
 
+WINDOW_HEAD = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
+
+
+def _window(messages: list[dict[str, Any]], turn_start: int) -> tuple[list[dict[str, Any]], int]:
+    """The conversation from the previous assistant turn on, behind a short system and user message.
+
+    For a prefix-preserving template (checked by :func:`~shopsimrl.train.chat_template.prepare_tokenizer`)
+    what new messages add does not depend on the earlier context, so each turn renders a bounded window
+    instead of the whole episode (the template-matrix test compares the result with the full render).
+    """
+    previous = next((i for i in range(turn_start - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+    if previous is None:
+        return messages, turn_start
+    local = [*WINDOW_HEAD, *messages[previous:]]
+    return local, turn_start - previous + len(WINDOW_HEAD)
+
+
 def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_start: int,
-                 tools: Sequence[Mapping[str, Any]], stop: str | None = None) -> list[int]:
+                 tools: Sequence[Mapping[str, Any]], stop: str | None = None, *, window: bool = False) -> list[int]:
     """Tokens that continue an append-mode sequence after the sampled turn that began at ``turn_start``.
 
     The end of the sampled turn is the template's own: the text it renders after the sampled stop token
     (``"\n"`` after ``<|im_end|>``). When the turn left no assistant message in the history (an empty repair),
     the boundary is read from a placeholder assistant turn rendered at the same place. A stop token that the
     template renders as the start of the next message (GLM's ``<|observation|>``) is not repeated.
+    ``window=True`` (prefix-preserving templates) renders only from the previous assistant turn on.
     """
     messages = list(messages)
+    if window:
+        messages, turn_start = _window(messages, turn_start)
     echoed = turn_start < len(messages) and messages[turn_start].get("role") == "assistant"
     probe = messages if echoed else [*messages[:turn_start], {"role": "assistant", "content": "x"}]
     head = render_text(tokenizer, messages[: turn_start + 1] if echoed else messages[:turn_start], tools,
@@ -288,15 +308,19 @@ def _strip_stops(text: str, stops: Sequence[str]) -> str:
     return text
 
 
-def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: str, finish_reason: str,
+def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: Callable[[], str], finish_reason: str,
                tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
-    """The template's response parser when it has one (any tool-call format), else :func:`parse_sampled`."""
-    payload = parse_with_template(tokenizer, raw_text, prompt_tail, finish_reason)
+    """The validator's text parser (``<tool_call>`` JSON or XML); when it rejects the output, the template's
+    response parser if it has one (Llama JSON, gpt-oss channels, GLM XML, a think block the prompt opened)."""
+    out = parse_sampled(text, finish_reason, tools)
+    if out.accepted:
+        return out
+    payload = parse_with_template(tokenizer, raw_text, prompt_tail(), finish_reason)
     if payload is not None:
-        out = interpret(payload, tools)
-        if out.accepted or "<tool_call>" not in text:
-            return out
-    return parse_sampled(text, finish_reason, tools)
+        parsed = interpret(payload, tools)
+        if parsed.accepted or "<tool_call>" not in text:  # its content is free of the format's markup
+            return parsed
+    return out
 
 
 def parse_sampled(text: str, finish_reason: str, tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
@@ -391,8 +415,8 @@ async def run_rollout(
                 raise RolloutError("the page offers no tool but the episode is not done")
             shown_tools = fixed_tools if fixed_tools is not None else tools
             if cfg.mode == "append" and turn_start is not None and ledger.segments:
-                prompt_ids = ledger.segments[-1].tokens + render_delta(tokenizer, messages, turn_start, shown_tools,
-                                                                       last_stop)
+                prompt_ids = ledger.segments[-1].tokens + render_delta(
+                    tokenizer, messages, turn_start, shown_tools, last_stop, window=template.prefix_preserving)
             else:
                 prompt_ids = render_prompt(tokenizer, messages, shown_tools)
             turn_start = len(messages)
@@ -414,8 +438,10 @@ async def run_rollout(
                 raw = tokenizer.decode(list(gen.token_ids), skip_special_tokens=False)
                 text = _strip_stops(raw, stops)
                 last_stop = next((s for s in stops if raw.rstrip().endswith(s)), None)
-                tail = tokenizer.decode(list(prompt_ids[-PROMPT_TAIL_TOKENS:]), skip_special_tokens=False)
-                out = parse_turn(tokenizer, raw, text, tail, gen.finish_reason, tools)
+                tail_ids = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
+                out = parse_turn(tokenizer, raw, text,
+                                 lambda ids=tail_ids: tokenizer.decode(ids, skip_special_tokens=False),
+                                 gen.finish_reason, tools)
                 step: dict[str, Any] = {"step_index": step_index, "action": None,
                                         "sampled_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
                                         "raw_output": text}
