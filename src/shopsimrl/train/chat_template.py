@@ -23,7 +23,7 @@ import contextlib
 import itertools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..env.tools import CLICK_DESCRIPTION, CLICK_TOOL, QUERY_DESCRIPTION, SEARCH_DESCRIPTION, SEARCH_TOOL
@@ -59,6 +59,7 @@ class TemplateInfo:
     swapped_to_training: bool = False
     response_parser: bool = False
     prefix_preserving: bool = False  # after any swap: append mode may render bounded windows
+    suffixes: dict[Any, Any] = field(default_factory=dict)  # end-of-turn text per (stop, kind), read once
     note: str = ""
 
 

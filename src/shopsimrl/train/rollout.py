@@ -241,21 +241,20 @@ WINDOW_HEAD = ({"role": "system", "content": "s"}, {"role": "user", "content": "
 
 
 def _window(messages: list[dict[str, Any]], turn_start: int) -> tuple[list[dict[str, Any]], int]:
-    """The conversation from the previous assistant turn on, behind a short system and user message.
+    """The messages of the last turn on, behind a short system and user message.
 
     For a prefix-preserving template (checked by :func:`~shopsimrl.train.chat_template.prepare_tokenizer`)
     what new messages add does not depend on the earlier context, so each turn renders a bounded window
     instead of the whole episode (the template-matrix test compares the result with the full render).
     """
-    previous = next((i for i in range(turn_start - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
-    if previous is None:
+    if turn_start < len(WINDOW_HEAD):
         return messages, turn_start
-    local = [*WINDOW_HEAD, *messages[previous:]]
-    return local, turn_start - previous + len(WINDOW_HEAD)
+    return [*WINDOW_HEAD, *messages[turn_start:]], len(WINDOW_HEAD)
 
 
 def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_start: int,
-                 tools: Sequence[Mapping[str, Any]], stop: str | None = None, *, window: bool = False) -> list[int]:
+                 tools: Sequence[Mapping[str, Any]], stop: str | None = None, *, window: bool = False,
+                 suffixes: dict[Any, Any] | None = None) -> list[int]:
     """Tokens that continue an append-mode sequence after the sampled turn that began at ``turn_start``.
 
     The end of the sampled turn is the template's own: the text it renders after the sampled stop token
@@ -271,7 +270,13 @@ def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_sta
     probe = messages if echoed else [*messages[:turn_start], {"role": "assistant", "content": "x"}]
     head = render_text(tokenizer, messages[: turn_start + 1] if echoed else messages[:turn_start], tools,
                        add_generation_prompt=False)
-    found = turn_suffix(tokenizer, probe, turn_start, tools, stop)
+    key = (stop, echoed and bool(messages[turn_start].get("tool_calls")))
+    if suffixes is not None and key in suffixes:
+        found = suffixes[key]
+    else:
+        found = turn_suffix(tokenizer, probe, turn_start, tools, stop)
+        if suffixes is not None and echoed:  # the text after a stop token is the template's constant
+            suffixes[key] = found[1:] if found is not None else None
     full = render_text(tokenizer, messages, tools, add_generation_prompt=True)  # last: the prompt generate answers
     if not full.startswith(head):
         # a template that ends the *last* message differently from the same message in history (gpt-oss: the
@@ -284,7 +289,7 @@ def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_sta
             return encode(tokenizer, rest[len(marker):])
         raise ChatTemplateError("the chat template does not render the conversation as an extension of its prefix "
                                 "(it rewrites an earlier turn); use its training variant or mode='resegment'")
-    suffix = found[1] if found is not None else ""
+    suffix = found[-1] if found is not None else ""
     rest = full[len(head):]
     if not suffix and stop and rest.startswith(stop):
         rest = rest[len(stop):]
@@ -416,7 +421,8 @@ async def run_rollout(
             shown_tools = fixed_tools if fixed_tools is not None else tools
             if cfg.mode == "append" and turn_start is not None and ledger.segments:
                 prompt_ids = ledger.segments[-1].tokens + render_delta(
-                    tokenizer, messages, turn_start, shown_tools, last_stop, window=template.prefix_preserving)
+                    tokenizer, messages, turn_start, shown_tools, last_stop, window=template.prefix_preserving,
+                    suffixes=template.suffixes if template.prefix_preserving else None)
             else:
                 prompt_ids = render_prompt(tokenizer, messages, shown_tools)
             turn_start = len(messages)
