@@ -60,6 +60,7 @@ class TemplateInfo:
     response_parser: bool = False
     prefix_preserving: bool = False  # after any swap: append mode may render bounded windows
     suffixes: dict[Any, Any] = field(default_factory=dict)  # end-of-turn text per (stop, kind), read once
+    first_prompts: dict[Any, list[int]] = field(default_factory=dict)  # a group's shared first prompt
     note: str = ""
 
 

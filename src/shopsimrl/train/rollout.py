@@ -252,6 +252,23 @@ def _window(messages: list[dict[str, Any]], turn_start: int) -> tuple[list[dict[
     return [*WINDOW_HEAD, *messages[turn_start:]], len(WINDOW_HEAD)
 
 
+FIRST_PROMPT_CACHE = 512
+
+
+def _first_or_render(tokenizer: Any, template: Any, messages: Sequence[Mapping[str, Any]],
+                     tools: Sequence[Mapping[str, Any]], first: bool) -> list[int]:
+    """The first prompt is the same for every sibling of a group: rendered and tokenized once (HF templates)."""
+    if not (first and template.prefix_preserving):
+        return render_prompt(tokenizer, messages, tools)
+    key = (messages[0].get("content"), messages[1].get("content"), len(tools))
+    cached = template.first_prompts.get(key)
+    if cached is None:
+        if len(template.first_prompts) >= FIRST_PROMPT_CACHE:
+            template.first_prompts.clear()
+        cached = template.first_prompts[key] = render_prompt(tokenizer, messages, tools)
+    return list(cached)
+
+
 def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_start: int,
                  tools: Sequence[Mapping[str, Any]], stop: str | None = None, *, window: bool = False,
                  suffixes: dict[Any, Any] | None = None) -> list[int]:
@@ -424,7 +441,7 @@ async def run_rollout(
                     tokenizer, messages, turn_start, shown_tools, last_stop, window=template.prefix_preserving,
                     suffixes=template.suffixes if template.prefix_preserving else None)
             else:
-                prompt_ids = render_prompt(tokenizer, messages, shown_tools)
+                prompt_ids = _first_or_render(tokenizer, template, messages, shown_tools, len(messages) == 2)
             turn_start = len(messages)
             if cfg.max_context_len is not None and len(prompt_ids) >= cfg.max_context_len:
                 steps.append({"step_index": step_index, "action": None, "context_overflow": len(prompt_ids)})
