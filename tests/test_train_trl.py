@@ -279,3 +279,16 @@ def test_tool_environment_meets_trls_environment_factory_contract(world: ShopWor
     assert "ShopToolEnvironment" in trainer.reward_func_names  # get_reward is the reward source
     trainer.train()  # TRL calls reset(**row), generates, calls get_reward
     assert any("rewards/ShopToolEnvironment/mean" in h for h in trainer.state.log_history)
+
+
+@pytest.mark.slow
+def test_the_trl_example_runs_its_cpu_check(prepared_dir: Path, tmp_path: Path) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "trl" / "train_grpo.py"
+    spec = importlib.util.spec_from_file_location("trl_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--cpu-check", "--data", str(prepared_dir), "--output-dir", str(tmp_path / "o")]) == 0
+    args = module.parse_args(["--model", "m", "--vllm-url", "http://127.0.0.1:8000/v1"])  # the GPU command parses
+    assert args.num_generations == 8 and args.temperature == 0.6 and args.max_new_tokens == 4096
