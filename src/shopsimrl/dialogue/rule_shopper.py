@@ -91,11 +91,12 @@ class RuleShopper:
             if not fresh and any(word in normalize(question) for word in _OPEN_WORDS):
                 intent = OPEN
             else:
-                # Named slots first (unrevealed, then repeated), then unrevealed slots asked about in general.
+                # Named slots (unrevealed, then repeated); only without any, the slots asked about in general words.
                 ordered = [slot for slot in named if slot.index not in self.revealed]
                 ordered += [slot for slot in named if slot.index in self.revealed]
-                ordered += [slot for slot in broad if slot.index not in self.revealed]
-                chosen = (ordered or broad)[:MAX_SLOTS_PER_REPLY]
+                if not ordered:
+                    ordered = [slot for slot in broad if slot.index not in self.revealed] or broad
+                chosen = ordered[:MAX_SLOTS_PER_REPLY]
         if intent == OPEN:
             chosen = self.missing()[:MAX_SLOTS_PER_REPLY]
             if not chosen:
