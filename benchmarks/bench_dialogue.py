@@ -80,7 +80,25 @@ def main(argv: list[str] | None = None) -> int:
             f"{label:<34} {sum(e.success for e in episodes) / n:>8.2%} {sum(e.reward for e in episodes) / n:>9.4f} "
             f"{sum(e.questions for e in episodes) / n:>10.2f} {recall:>12.2%} {time.perf_counter() - start:>8.1f}"
         )
+    shopper_speed(env, tasks[0])
     return 0
+
+
+def shopper_speed(env: ShopEnv, task_id: int) -> None:
+    """Replies per second on questions of the maximum length (adversarial: every lexicon word class, brackets)."""
+    from shopsimrl.dialogue import RuleShopper
+    from shopsimrl.versions import MAX_QUESTION_CHARS
+
+    goal = env.world.catalog.goal(task_id)
+    product = env.world.catalog.products_by_asin[goal["asin"]].raw
+    questions = [("预算规格还有" * 40)[:MAX_QUESTION_CHARS], ("]" * MAX_QUESTION_CHARS), ("颜" * MAX_QUESTION_CHARS)]
+    for question in questions:
+        shopper = RuleShopper(goal, product)
+        start = time.perf_counter()
+        for _ in range(2000):
+            shopper.reply(question)
+        per_second = 2000 / (time.perf_counter() - start)
+        print(f"rule shopper, {len(question)}-char question {question[:6]!r}…: {per_second:,.0f} replies/s")
 
 
 if __name__ == "__main__":

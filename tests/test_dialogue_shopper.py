@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shopsimrl.dialogue import NoiseConfig, RuleShopper, ShopperConfig
 from shopsimrl.dialogue.lexicon import match_question
@@ -22,6 +24,7 @@ from shopsimrl.dialogue.replies import ALL_SAID, NEUTRAL_REPLY
 from shopsimrl.dialogue.slots import build_slots
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.errors import DialogueError, ShopSimError
+from shopsimrl.versions import MAX_QUESTION_CHARS
 
 GOLDEN = Path(__file__).parent / "golden" / "dialogue_conversations.json"
 GOLDEN_TASKS = (0, 3, 7, 9, 12, 14)
@@ -194,3 +197,23 @@ def test_bad_noise_rates_are_typed_errors(rates: dict) -> None:
     with pytest.raises(DialogueError) as info:
         NoiseConfig(**rates)
     assert isinstance(info.value, ShopSimError)
+
+
+@settings(max_examples=200, deadline=None)
+@given(questions=st.lists(st.text(max_size=MAX_QUESTION_CHARS), min_size=1, max_size=12))
+def test_any_question_gets_a_short_reply_about_at_most_two_slots(questions: list[str]) -> None:
+    goal = {
+        "task_id": 1, "category": "服装›女装›连衣裙", "instruction_text": "想要一条收腰的连衣裙，M码，价格在140元左右。",
+        "attributes": ["收腰", "防水"], "goal_options": ["M"], "price_upper": 154.0,
+    }  # fmt: skip
+    product = {"customization_options": {"尺码": [{"value": "S"}, {"value": "M"}]}}
+    shopper = RuleShopper(goal, product, ShopperConfig(noise=NoiseConfig(omit=0.3, paraphrase=0.5)))
+    before = set(shopper.revealed)
+    for question in questions:
+        reply = shopper.reply(question)
+        assert reply.text and len(reply.text) < 80
+        assert len(reply.slots) <= 2
+        assert reply.intent in {"slots", "open", "neutral", "purchase_complete", "purchase_incomplete"}
+        assert before <= shopper.revealed
+        before = set(shopper.revealed)
+    assert len(shopper.transcript) == len(questions)
