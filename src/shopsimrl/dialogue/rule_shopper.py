@@ -52,6 +52,7 @@ class RuleShopper:
         self.slots: tuple[Slot, ...] = build_slots(goal, product)
         self._noise = plan_noise(self.slots, self.config.noise, self.task_id, self.config.sample_seed)
         self.revealed: set[int] = {slot.index for slot in self.slots if slot.kind == PRODUCT}
+        self.withheld: set[int] = set()
         self.turns = 0
         self.transcript: list[dict[str, Any]] = []
 
@@ -70,8 +71,8 @@ class RuleShopper:
         return not self.missing()
 
     def slot_recall(self) -> tuple[int, int]:
-        """(revealed, total) slots."""
-        return len(self.revealed), len(self.slots)
+        """(revealed, total) slots; a slot asked about but withheld by noise is not revealed."""
+        return len(self.revealed - self.withheld), len(self.slots)
 
     def reply(self, question: str) -> ShopperReply:
         """Answer one question (the caller bounds its length) and record it in the transcript."""
@@ -115,6 +116,7 @@ class RuleShopper:
             noise = self._noise.get(slot.index)
             if noise is not None and noise.omit:
                 parts.append(replies.OMITTED)
+                self.withheld.add(slot.index)
             else:
                 parts.append(replies.slot_text(slot, noise.phrase if noise and noise.phrase else slot.phrase))
             if noise is not None and slot.index not in self.revealed:
