@@ -206,6 +206,20 @@ def test_the_page_part_of_a_dialogue_episode_is_the_plain_episode(world: ShopWor
         assert {k: v for k, v in got["observation_state"].items() if k != "dialogue"} == expected["observation_state"]
 
 
+def test_the_gymnasium_wrapper_plays_dialogue_mode(world: ShopWorld) -> None:
+    from shopsimrl.env.gym import ShopGymEnv
+
+    gym_env = ShopGymEnv(world, shopper="rule", shopper_config=ShopperConfig(max_questions=2))
+    observation, info = gym_env.reset(options={"task_id": 3})
+    assert info["task_instruction"] == "" and info["shopper_opening"].endswith("你帮我挑一个吧。")
+    assert names(info["tools"]) == ["search", "ask_user"] and "对话" in observation
+    observation, reward, terminated, truncated, info = gym_env.step("ask_user[预算多少？]")
+    assert info["shopper_reply"] == "嗯，价格在500元左右。" and reward == 0.0 and not terminated and not truncated
+    plain = ShopGymEnv(world)
+    assert "shopper_opening" not in plain.reset(options={"task_id": 3})[1]
+    assert "shopper_reply" not in plain.step("search[冰箱]")[4]
+
+
 # --------------------------------------------------------------------------------------- leakage
 
 _QUESTION_PARTS = [
