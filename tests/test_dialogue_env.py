@@ -305,3 +305,23 @@ def test_nothing_hidden_reaches_the_agent_except_asked_slots(
         for text in visible:
             assert not any(secret in text for secret in secrets), text
             assert not any(surface in text for surface in hidden), (text, hidden)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(question=st.text(max_size=MAX_QUESTION_CHARS + 20))
+def test_any_ask_user_action_is_answered_or_rejected_with_a_code(world: ShopWorld, question: str) -> None:
+    env = ShopEnv(world)
+    env.reset(4, shopper="rule")
+    result = env.step(f"ask_user[{question}]")
+    feedback = result["action_feedback"]
+    answered = feedback["valid"]
+    assert answered == (result["shopper_reply"] is not None)
+    assert result["observation_state"]["dialogue"]["questions_asked"] == int(answered)
+    assert env.session.action_count == 1 and not result["done"]
+    if answered:
+        assert 0 < len(question) <= MAX_QUESTION_CHARS and question.strip() and "\n" not in question
+        assert feedback["message"] == "顾客回复：" + result["shopper_reply"]
+    else:
+        assert feedback["reason"] in {
+            "empty_argument", "question_too_long", "multiple_actions_not_allowed", "invalid_format",
+        }  # fmt: skip
