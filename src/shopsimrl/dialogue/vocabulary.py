@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
-from ..generate.vocabulary import load_vocabulary
+
+def load_vocabulary() -> Any:
+    """The generator's vocabulary, imported on first use (plain resets never load the generator package)."""
+    from ..generate.vocabulary import load_vocabulary as load
+
+    return load()
 
 
 @lru_cache(maxsize=1)
