@@ -177,6 +177,11 @@ def test_lexicon_prefers_named_slots_and_refuses_foreign_axes(world: ShopWorld) 
     goal = world.catalog.goal(5)  # earphones: one attribute, no option
     slots = build_slots(goal, world.catalog.products_by_asin[goal["asin"]].raw)
     assert match_question("颜色有要求吗？", slots).intent == "neutral"
+    assert match_question("需要什么尺寸？", slots).intent == "neutral"
+    assert match_question("需要防水功能吗？", slots).intent == "neutral"  # an attribute the goal does not ask for
+    assert match_question("有什么功能需求？", slots).general == (1,)
+    assert match_question("压力大吗？", slots).intent == "neutral"
+    assert match_question("低夹耳压力的吗？", slots).slots == (1,)
     assert match_question("有什么要求？", slots).intent == "slots"
     assert match_question("可以下单吗", slots).intent == "purchase"
     assert match_question("还有吗", slots).intent == "open"

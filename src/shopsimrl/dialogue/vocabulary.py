@@ -24,3 +24,24 @@ def paraphrases() -> dict[str, tuple[str, ...]]:
 def leaf_nouns() -> dict[str, tuple[str, ...]]:
     """Leaf category path (``a›b›c``) → the noun and its synonyms, as instructions name the product."""
     return {leaf.category: (leaf.noun, *leaf.synonyms) for leaf in load_vocabulary().leaves}
+
+
+@lru_cache(maxsize=1)
+def attribute_words() -> frozenset[str]:
+    """Every attribute keyword and paraphrase of the vocabulary (two characters or more), casefolded.
+
+    The lexicon uses it to recognise a question about an attribute that is not in the goal (``需要防水吗`` for
+    a pillow) and answer it neutrally instead of volunteering the goal's own attributes.
+    """
+    words: set[str] = set()
+    for leaf in load_vocabulary().leaves:
+        words.update(leaf.all_attributes())
+    for keyword, phrases in paraphrases().items():
+        words.add(keyword)
+        words.update(phrases)
+    return frozenset(word.casefold() for word in words if len(word) >= 2)
+
+
+@lru_cache(maxsize=1)
+def longest_attribute_word() -> int:
+    return max((len(word) for word in attribute_words()), default=0)
