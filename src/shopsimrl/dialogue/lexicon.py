@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .slots import ATTRIBUTE, BUDGET, OPTION, PRODUCT, Slot
-from .vocabulary import attribute_words, longest_attribute_word
+from .vocabulary import attribute_initials, attribute_words, longest_attribute_word
 
 PURCHASE, SLOTS, OPEN, NEUTRAL = "purchase", "slots", "open", "neutral"
 
@@ -93,9 +93,12 @@ def _foreign_attribute(text: str, slots: Sequence[Slot]) -> bool:
     Scans every substring of at most the longest vocabulary word: O(len(text) × that length) set lookups.
     """
     words = attribute_words()
+    initials = attribute_initials()
     longest = longest_attribute_word()
     own = [surface.casefold() for slot in slots if slot.kind in (ATTRIBUTE, PRODUCT) for surface in slot.surfaces]
-    for start in range(len(text)):
+    for start, char in enumerate(text):
+        if char not in initials:
+            continue
         for end in range(start + 2, min(len(text), start + longest) + 1):
             word = text[start:end]
             if word in words and not any(word in surface for surface in own):

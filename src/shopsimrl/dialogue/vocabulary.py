@@ -45,3 +45,9 @@ def attribute_words() -> frozenset[str]:
 @lru_cache(maxsize=1)
 def longest_attribute_word() -> int:
     return max((len(word) for word in attribute_words()), default=0)
+
+
+@lru_cache(maxsize=1)
+def attribute_initials() -> frozenset[str]:
+    """First characters of the attribute words: positions starting with anything else are skipped."""
+    return frozenset(word[0] for word in attribute_words())
