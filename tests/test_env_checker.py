@@ -34,14 +34,14 @@ _HTTP_GAPS = {
     "unknown-task-typed": "the clients raise ServiceError(404), not UnknownTaskError",
 }
 KNOWN_GAPS: dict[str, dict[str, str]] = {
-    "ShopEnv": {"terminate-reference": "ShopEnv.terminate keeps action_feedback and says 'Continue interaction'"},
-    "ShopClient": {**_HTTP_GAPS, "terminate-reference": "the service's terminate keeps action_feedback"},
-    "AsyncShopClient": {**_HTTP_GAPS, "terminate-reference": "the service's terminate keeps action_feedback"},
+    "ShopEnv": {},
+    "ShopClient": dict(_HTTP_GAPS),
+    "AsyncShopClient": dict(_HTTP_GAPS),
 }
 
-# Gaps that a branch in flight closes (harden-server aligns terminate with the reference on every path): skipped
-# but not required to fail, so this test holds before and after that merge; drop them from KNOWN_GAPS after it.
-PENDING = {"terminate-reference"}
+# Gaps that a branch in flight closes: skipped but not required to fail (none now: terminate follows the
+# reference on every path).
+PENDING: set[str] = set()
 
 # Result fields that depend on the path, not on the episode (compared by form only):
 # a step's ``idx`` names the session: ``session-<task>`` in process, ``slot-<n>-<task>`` behind the service.
@@ -175,7 +175,7 @@ class _Broken:
 ])
 def test_checker_names_the_broken_rule(world, fault, rule, fragment):
     with pytest.raises(EnvCheckError) as caught:
-        check_env(_Broken(ShopEnv(world), fault), PERSONA_TASK, skip=("terminate-reference",))
+        check_env(_Broken(ShopEnv(world), fault), PERSONA_TASK)
     assert rule in caught.value.rules and fragment in str(caught.value)
     assert f"[{rule}]" in str(caught.value) and "_Broken breaks" in str(caught.value)
 
@@ -246,9 +246,6 @@ def test_same_purchase_episode_on_every_path(world, base_url):
     _same_everywhere(paths)
 
 
-@pytest.mark.xfail(strict=False, reason="path difference: ShopEnv.terminate says 'Continue interaction', the "
-                                      "service says 'Episode terminated: <reason>' (the harden-server branch "
-                                      "aligns ShopEnv with the service: after that merge this passes; then remove the mark)")
 def test_same_terminated_episode_on_every_path(world, base_url):
     _same_everywhere(_paths(world, base_url, TERMINATED))
 
