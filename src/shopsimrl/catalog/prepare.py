@@ -18,7 +18,8 @@ from typing import Any
 from .. import versions
 from ..budget import load_budget_annotations
 from ..errors import DatasetBuildError
-from ..search import build_search_index
+from ..search import SearchIndex, build_search_index
+from ..search.stored import SEARCH_DIR, STORED_SEARCH_VERSION, save_search_arrays
 from .archive import (
     atomic_write_bytes,
     dump_archive_json,
@@ -31,6 +32,8 @@ from .archive import (
 )
 from .cleaning import CleaningResult, clean_products
 from .goals import build_goals
+from .integrity import write_stamp
+from .lazy import RECORDS_DIR, write_goals, write_records
 from .splits import DEFAULT_SEED, DEFAULT_TEST_SIZE, DEFAULT_VAL_SIZE, PersonaTask, build_persona_splits
 
 PRODUCTS_FILE = "products.json.gz"
@@ -41,7 +44,9 @@ TASK_SPLITS_FILE = "task_splits.json"
 INDEX_FILE = "products.sqlite3"
 INDEX_MANIFEST_FILE = "index_manifest.json"
 MANIFEST_FILE = "manifest.json"
-PREPARE_VERSION = "shopsimrl-prepare-v1"
+PREPARE_VERSION = "shopsimrl-prepare-v2"
+#: Layout of the files opening reads instead of rebuilding (records/, search/); see ``store.Catalog``.
+OPEN_FORMAT_VERSION = "shopsimrl-open-v1"
 
 Progress = Callable[[str], None]
 
@@ -65,6 +70,7 @@ def _plan(source_sha: str, annotations_sha: str | None, options: PrepareOptions)
         "schema_version": versions.DATASET_SCHEMA_VERSION,
         "search_version": versions.SEARCH_VERSION,
         "budget_parser_version": versions.BUDGET_PARSER_VERSION,
+        "open_format_version": OPEN_FORMAT_VERSION,
     }
 
 
@@ -113,6 +119,41 @@ def _task_splits(result: CleaningResult, persona: Mapping[str, Any]) -> dict[str
         "active_task_count": result.active_task_count,
         "splits": splits,
     }
+
+
+def _stats(
+    result: CleaningResult, goals: Mapping[int, Any], skips: Any, persona_splits: Mapping[str, Any], budgets: list[Any]
+) -> dict[str, Any]:
+    budget_sources: dict[str, int] = {}
+    for row in budgets:
+        budget_sources[row["source"]] = budget_sources.get(row["source"], 0) + 1
+    return {
+        "source_product_count": result.source_product_count,
+        "source_task_count": result.source_task_count,
+        "cleaned_product_count": len(result.records),
+        "active_task_count": len(goals),
+        "excluded_product_count": len(result.exclusions),
+        "excluded_task_count": sum(len(item.task_ids) for item in result.exclusions),
+        "persona_task_count": len(result.persona_task_ids),
+        "standard_task_count": len(result.standard_task_ids),
+        "annotated_task_count": len(result.annotated_task_ids),
+        "inactive_instruction_count": skips.instructions_without_attributes,
+        "budget_sources": dict(sorted(budget_sources.items())),
+        "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
+    }
+
+
+def _store_search(out_dir: Path, index_sha256: str, product_asins: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """Rebuild the postings from the new index once (checked on the full query sample) and store them for opening."""
+    with SearchIndex.open(out_dir / INDEX_FILE, accelerate=True, cache_size=1) as index:
+        asins = index._asin_of_rowid
+        covers = len(asins) == len(product_asins) and all(asin in product_asins for asin in asins.values())
+        try:
+            meta, names = save_search_arrays(out_dir / SEARCH_DIR, asins, index.postings)
+        except ValueError as exc:
+            raise DatasetBuildError(f"cannot store the search index for opening: {exc}") from exc
+    meta |= {"layout": STORED_SEARCH_VERSION, "index_sha256": index_sha256, "covers": covers}
+    return meta, names
 
 
 def prepare_dataset(
@@ -180,15 +221,25 @@ def prepare_dataset(
     }
     for name, payload in files.items():
         atomic_write_bytes(out_dir / name, payload)
+    say("writing product records and goals for opening")
+    stored_files = write_records(out_dir / RECORDS_DIR, (product.raw for product in cleaned))
+    stored_files += write_goals(out_dir / RECORDS_DIR, goals.items())
+    product_asins = {product.asin for product in cleaned}
     say(f"building search index over {len(cleaned)} products")
     index_manifest = build_search_index(
         (product.raw for product in cleaned), out_dir / INDEX_FILE, product_data_sha256=data_sha
     )
     atomic_write_bytes(out_dir / INDEX_MANIFEST_FILE, dump_json_file_bytes(index_manifest))
+    stats = _stats(result, goals, skips, persona_splits, json.loads(files[BUDGETS_FILE]))
+    archive_sha = sha256_hex(archive_bytes)
+    del products, result, cleaned, goals, data, archive_bytes, persona_tasks  # the postings build needs the room
+    say("storing the search postings for opening")
+    search_meta, search_files = _store_search(out_dir, index_manifest["index_sha256"], product_asins)
+    stored_files += search_files
+    index_covers_products = search_meta.pop("covers")
 
-    budget_sources: dict[str, int] = {}
-    for row in json.loads(files[BUDGETS_FILE]):
-        budget_sources[row["source"]] = budget_sources.get(row["source"], 0) + 1
+    hashes = {name: sha256_hex(payload) for name, payload in files.items()}
+    hashes |= {name: file_sha256(out_dir / name) for name in (INDEX_FILE, INDEX_MANIFEST_FILE, *stored_files)}
     manifest = {
         "schema_version": versions.DATASET_SCHEMA_VERSION,
         "prepare_version": PREPARE_VERSION,
@@ -204,31 +255,23 @@ def prepare_dataset(
         "source_archive": archive_path.name,
         "source_archive_sha256": source_sha,
         "output_archive": PRODUCTS_FILE,
-        "output_archive_sha256": sha256_hex(archive_bytes),
+        "output_archive_sha256": archive_sha,
         "output_data_sha256": data_sha,
-        "exclusions_sha256": sha256_hex(files[EXCLUSIONS_FILE]),
-        "persona_splits_sha256": sha256_hex(files[PERSONA_SPLITS_FILE]),
-        "task_splits_sha256": sha256_hex(files[TASK_SPLITS_FILE]),
+        "exclusions_sha256": hashes[EXCLUSIONS_FILE],
+        "persona_splits_sha256": hashes[PERSONA_SPLITS_FILE],
+        "task_splits_sha256": hashes[TASK_SPLITS_FILE],
         "index_sha256": index_manifest.get("index_sha256"),
-        "stats": {
-            "source_product_count": result.source_product_count,
-            "source_task_count": result.source_task_count,
-            "cleaned_product_count": len(result.records),
-            "active_task_count": len(goals),
-            "excluded_product_count": len(result.exclusions),
-            "excluded_task_count": sum(len(item.task_ids) for item in result.exclusions),
-            "persona_task_count": len(result.persona_task_ids),
-            "standard_task_count": len(result.standard_task_ids),
-            "annotated_task_count": len(result.annotated_task_ids),
-            "inactive_instruction_count": skips.instructions_without_attributes,
-            "budget_sources": dict(sorted(budget_sources.items())),
-            "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
+        "open_format": {
+            "version": OPEN_FORMAT_VERSION,
+            "index_covers_products": index_covers_products,
+            "search": search_meta,
         },
-        "files": {
-            name: sha256_hex(payload) for name, payload in files.items()
-        } | {INDEX_FILE: file_sha256(out_dir / INDEX_FILE), INDEX_MANIFEST_FILE: file_sha256(out_dir / INDEX_MANIFEST_FILE)},
+        "stats": stats,
+        "files": hashes,
+        "file_sizes": {name: (out_dir / name).stat().st_size for name in hashes},
     }
     atomic_write_bytes(out_dir / MANIFEST_FILE, dump_json_file_bytes(manifest))
+    write_stamp(out_dir, hashes)
     say("done")
     return manifest
 

@@ -97,7 +97,7 @@ class Postings:
         pair_docs: np.ndarray,
         pair_freq_codes: np.ndarray,
         freq_values: np.ndarray,
-        position_offsets: dict[int, tuple[int, int]],
+        position_bounds: np.ndarray,
         position_keys: np.ndarray,
         column_weights: Sequence[float],
         tie_rank: np.ndarray,
@@ -113,10 +113,12 @@ class Postings:
         self._pair_docs = pair_docs
         self._pair_freq_codes = pair_freq_codes
         self._freq_values = freq_values
-        self._position_offsets = position_offsets
+        #: (begin, end) into ``position_keys`` per term id; (0, 0) for terms without positions (non-ASCII).
+        self._position_bounds = position_bounds
         self._position_keys = position_keys
         self._weights = tuple(float(w) for w in column_weights)
         self._tie_rank = tie_rank
+        self._doc_lengths = doc_lengths
         #: Characters of the index's own terms: unicode61 keeps each of them as itself.
         self._known_chars = frozenset("".join(term_ids))
         self._phrase = lru_cache(maxsize=1 << 16)(self._phrase_postings)
@@ -127,6 +129,38 @@ class Postings:
         arrays = (self.rowids, self._length_term, self._pair_offsets, self._pair_docs, self._pair_freq_codes,
                   self._freq_values, self._position_keys, self._tie_rank)
         return sum(a.nbytes for a in arrays)
+
+    # -- stored form ---------------------------------------------------------------------------------------
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The arrays that ``from_arrays`` needs, by name (what ``prepare`` writes as ``.npy`` files)."""
+        return {
+            "rowids": self.rowids, "doc_lengths": self._doc_lengths, "pair_offsets": self._pair_offsets,
+            "pair_docs": self._pair_docs, "pair_freq_codes": self._pair_freq_codes, "freq_values": self._freq_values,
+            "position_bounds": self._position_bounds, "position_keys": self._position_keys, "tie_rank": self._tie_rank,
+        }
+
+    @property
+    def terms(self) -> list[str]:
+        """The FTS5 terms in term-id order."""
+        return list(self._term_ids)
+
+    @property
+    def column_weights(self) -> tuple[float, ...]:
+        return self._weights
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: dict[str, np.ndarray], terms: Sequence[str], total_tokens: int, column_weights: Sequence[float]
+    ) -> Postings:
+        """Postings over stored arrays (typically memory-mapped): nothing is recomputed but the length term."""
+        return cls(
+            rowids=arrays["rowids"], doc_lengths=arrays["doc_lengths"], total_tokens=total_tokens,
+            term_ids={term: i for i, term in enumerate(terms)}, pair_offsets=arrays["pair_offsets"],
+            pair_docs=arrays["pair_docs"], pair_freq_codes=arrays["pair_freq_codes"],
+            freq_values=arrays["freq_values"], position_bounds=arrays["position_bounds"],
+            position_keys=arrays["position_keys"], column_weights=column_weights, tie_rank=arrays["tie_rank"],
+        )
 
     # -- building ------------------------------------------------------------------------------------------
 
@@ -240,18 +274,18 @@ class Postings:
             | inst_off[keep]
         )
         kept_terms = inst_term[keep]
-        position_offsets: dict[int, tuple[int, int]] = {}
+        position_bounds = np.zeros((n_terms, 2), dtype=np.int64)
         if kept_terms.size:
             boundaries = np.flatnonzero(np.diff(kept_terms)) + 1
             begin = np.concatenate(([0], boundaries))
             end = np.append(boundaries, kept_terms.size)
-            position_offsets = dict(zip(kept_terms[begin].tolist(), zip(begin.tolist(), end.tolist(), strict=True),
-                                        strict=True))
+            position_bounds[kept_terms[begin], 0] = begin
+            position_bounds[kept_terms[begin], 1] = end
         tie_rank = np.fromiter((tie_rank_of_rowid[r] for r in rowids.tolist()), dtype=np.int64, count=n_docs)
         return cls(
             rowids=rowids, doc_lengths=doc_lengths, total_tokens=total_tokens, term_ids=term_ids,
             pair_offsets=pair_offsets, pair_docs=pair_docs, pair_freq_codes=pair_freq_codes, freq_values=freq_values,
-            position_offsets=position_offsets, position_keys=position_keys, column_weights=column_weights,
+            position_bounds=position_bounds, position_keys=position_keys, column_weights=column_weights,
             tie_rank=tie_rank,
         )
 
@@ -280,7 +314,7 @@ class Postings:
             term = self._term_ids.get(t)
             if term is None:
                 return _EMPTY
-            begin, end = self._position_offsets[term]
+            begin, end = self._position_bounds[term].tolist()
             spans.append(self._position_keys[begin:end])
         starts = spans[0]
         for shift, keys in enumerate(spans[1:], start=1):
