@@ -80,8 +80,8 @@ def verify_files(root: Path, files: Mapping[str, str], sizes: Mapping[str, int])
             ) from None
         if name in sizes and stat.st_size != sizes[name]:
             raise DataIntegrityError(
-                f"{path} has {stat.st_size} bytes, its manifest says {sizes[name]}: the file was altered; "
-                "re-run `shopsimrl data prepare --force`"
+                f"{path} does not match its manifest ({stat.st_size} bytes, manifest.json says {sizes[name]}): "
+                "the file was altered; re-run `shopsimrl data prepare --force`"
             )
         entry = stamp.get(name)
         if isinstance(entry, dict) and entry.get("sha256") == files[name] and entry.get("stat") == _identity(stat):
@@ -95,7 +95,7 @@ def verify_files(root: Path, files: Mapping[str, str], sizes: Mapping[str, int])
     for name, _ in sorted(to_hash):
         if digests[name] != files[name]:
             raise DataIntegrityError(
-                f"{root / name} does not match its SHA-256 in manifest.json: the file was altered; "
+                f"{root / name} does not match its manifest (SHA-256 differs): the file was altered; "
                 "re-run `shopsimrl data prepare --force`"
             )
     write_stamp(root, {name: sha for name, sha in files.items()})
