@@ -10,7 +10,8 @@ record costs one decode the first time it is used. Both mappings iterate in the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping
+from array import array
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..search.stored import encode_asins, load_array, save_array
 from .archive import validate_records
-from .line_store import LineStore, encode_record, write_line_store
+from .line_store import LineStore, LineWriter, encode_record
 from .records import Product
 
 RECORDS_DIR = "records"
@@ -118,38 +119,56 @@ class GoalStore(Mapping[int, Mapping[str, Any]]):
         return iter(self._task_ids.tolist())
 
 
-def write_records(directory: Path, records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Write the cleaned product records (archive order) and their ASIN lookup; returns the file names."""
-    directory.mkdir(parents=True, exist_ok=True)
-    asins: list[str] = []
+class RecordsWriter:
+    """Writes the cleaned product records (archive order) and resolved goals (build order) as they stream by,
+    then their lookup arrays; ``finish`` returns the file names relative to the data directory."""
 
-    def encoded() -> Iterator[bytes]:
-        for record in records:
-            asins.append(str(record["asin"]))
-            yield encode_record(record)
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self._products = LineWriter(directory / PRODUCTS_LINES)
+        self._goals = LineWriter(directory / GOALS_LINES)
+        self._asins: list[str] = []
+        self._task_ids = array("q")
 
-    offsets = write_line_store(directory / PRODUCTS_LINES, encoded())
-    order = np.argsort(np.asarray(asins, dtype=object), kind="stable").astype(np.int64)
-    save_array(directory / PRODUCTS_OFFSETS, offsets)
-    save_array(directory / PRODUCTS_ASINS, encode_asins([asins[i] for i in order.tolist()]))
-    save_array(directory / PRODUCTS_ORDER, order)
-    return [f"{directory.name}/{name}" for name in (PRODUCTS_LINES, PRODUCTS_OFFSETS, PRODUCTS_ASINS, PRODUCTS_ORDER)]
+    def add_product(self, asin: str, encoded: bytes) -> None:
+        """``encoded``: the record's canonical JSON (``encode_record`` of it, or the cleaned archive's text)."""
+        self._asins.append(asin)
+        self._products.add(encoded)
+
+    def add_goal(self, task_id: int, goal: Mapping[str, Any]) -> None:
+        self._task_ids.append(task_id)
+        self._goals.add(encode_record(goal))
+
+    def finish(self) -> list[str]:
+        directory = self.directory
+        offsets = self._products.finish()
+        order = np.argsort(np.asarray(self._asins, dtype=object), kind="stable").astype(np.int64)
+        save_array(directory / PRODUCTS_OFFSETS, offsets)
+        save_array(directory / PRODUCTS_ASINS, encode_asins([self._asins[i] for i in order.tolist()]))
+        save_array(directory / PRODUCTS_ORDER, order)
+        self._asins = []
+        goal_offsets = self._goals.finish()
+        task_ids = np.frombuffer(self._task_ids, dtype=np.int64).copy()
+        slots = np.full(int(task_ids.max(initial=-1)) + 1, -1, dtype=np.int64)
+        slots[task_ids] = np.arange(task_ids.size, dtype=np.int64)
+        save_array(directory / GOALS_OFFSETS, goal_offsets)
+        save_array(directory / GOALS_TASK_IDS, task_ids)
+        save_array(directory / GOALS_SLOTS, slots)
+        names = (PRODUCTS_LINES, PRODUCTS_OFFSETS, PRODUCTS_ASINS, PRODUCTS_ORDER,
+                 GOALS_LINES, GOALS_OFFSETS, GOALS_TASK_IDS, GOALS_SLOTS)
+        return [f"{directory.name}/{name}" for name in names]
+
+    def abort(self) -> None:
+        self._products.abort()
+        self._goals.abort()
 
 
-def write_goals(directory: Path, goals: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:
-    """Write the resolved goals (build order) and the task id → line table; returns the file names."""
-    directory.mkdir(parents=True, exist_ok=True)
-    task_ids: list[int] = []
-
-    def encoded() -> Iterator[bytes]:
-        for task_id, goal in goals:
-            task_ids.append(task_id)
-            yield encode_record(goal)
-
-    offsets = write_line_store(directory / GOALS_LINES, encoded())
-    slots = np.full(max(task_ids, default=-1) + 1, -1, dtype=np.int64)
-    slots[np.asarray(task_ids, dtype=np.int64)] = np.arange(len(task_ids), dtype=np.int64)
-    save_array(directory / GOALS_OFFSETS, offsets)
-    save_array(directory / GOALS_TASK_IDS, np.asarray(task_ids, dtype=np.int64))
-    save_array(directory / GOALS_SLOTS, slots)
-    return [f"{directory.name}/{name}" for name in (GOALS_LINES, GOALS_OFFSETS, GOALS_TASK_IDS, GOALS_SLOTS)]
+def iter_product_records(directory: Path) -> Iterator[Any]:
+    """The stored product records in archive order, read sequentially (for building the index from disk)."""
+    store = LineStore(directory / PRODUCTS_LINES, load_array(directory / PRODUCTS_OFFSETS))
+    try:
+        for number in range(len(store)):
+            yield store.get(number)
+    finally:
+        store.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
-from collections.abc import Iterable
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -54,20 +54,33 @@ def encode_record(record: Any) -> bytes:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def write_line_store(path: Path, records: Iterable[bytes]) -> np.ndarray:
-    """Stream one encoded record per line into ``path`` (atomically); returns the n + 1 offsets."""
-    temporary = path.with_name(path.name + ".building")
-    offsets = [0]
-    position = 0
-    with open(temporary, "wb") as handle:
-        for record in records:
-            if b"\n" in record:
-                raise ValueError("a JSON-lines record must not contain a raw newline")
-            handle.write(record)
-            handle.write(b"\n")
-            position += len(record) + 1
-            offsets.append(position)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    return np.asarray(offsets, dtype=np.int64)
+class LineWriter:
+    """Streams one encoded record per line into ``path`` (atomically, on ``finish``) and keeps the offsets."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temporary = path.with_name(path.name + ".building")
+        self._handle = open(self.temporary, "wb")  # noqa: SIM115 - open across add() calls, closed by finish/abort
+        self._offsets = array("q", [0])
+
+    def add(self, record: bytes) -> None:
+        if b"\n" in record:
+            raise ValueError("a JSON-lines record must not contain a raw newline")
+        self._handle.write(record)
+        self._handle.write(b"\n")
+        self._offsets.append(self._offsets[-1] + len(record) + 1)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def finish(self) -> np.ndarray:
+        """Rename into place; returns the n + 1 offsets."""
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        os.replace(self.temporary, self.path)
+        return np.frombuffer(self._offsets, dtype=np.int64).copy()
+
+    def abort(self) -> None:
+        self._handle.close()
+        self.temporary.unlink(missing_ok=True)

@@ -112,20 +112,28 @@ def match_expression(tokens: Iterable[str]) -> str:
     return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
 
 
-def _product_rows(products: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
-    """One row per usable ASIN in ASIN order: empty, ``nan`` and repeated ASINs are skipped (the first one wins)."""
-    seen: set[str] = set()
-    rows: list[tuple[str, ...]] = []
-    for product in products:
-        raw = product.get("asin")
-        asin = "" if raw is None else str(raw)
-        if not asin.strip() or asin.strip().lower() == "nan" or asin in seen:
-            continue
-        seen.add(asin)
-        fields = product_search_fields(product)
-        rows.append((asin, *(fields[name] for name in FIELDS)))
-    rows.sort(key=lambda row: row[0])  # rowid order = ASIN order (str order = SQLite BINARY order on UTF-8)
-    return rows
+_STAGE_COLUMNS = ", ".join(FIELDS)
+
+
+def _stage_rows(products: Iterable[Mapping[str, Any]], connection: sqlite3.Connection) -> int:
+    """Put one row per usable ASIN into the staging table (empty, ``nan`` and repeated ASINs skipped, the first
+    one wins); returns the row count. The table is keyed by ASIN, so it reads back in ASIN order from disk and
+    a million products never have to be held and sorted in memory."""
+    connection.execute(f"CREATE TABLE stage(asin TEXT PRIMARY KEY, {_STAGE_COLUMNS}) WITHOUT ROWID")
+    connection.execute("BEGIN")
+
+    def rows() -> Iterable[tuple[str, ...]]:
+        for product in products:
+            raw = product.get("asin")
+            asin = "" if raw is None else str(raw)
+            if not asin.strip() or asin.strip().lower() == "nan":
+                continue
+            fields = product_search_fields(product)
+            yield (asin, *(fields[name] for name in FIELDS))
+
+    connection.executemany(f"INSERT OR IGNORE INTO stage VALUES ({', '.join('?' * (1 + len(FIELDS)))})", rows())
+    connection.execute("COMMIT")
+    return int(connection.execute("SELECT count(*) FROM stage").fetchone()[0])
 
 
 def build_search_index(
@@ -147,11 +155,21 @@ def build_search_index(
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(target.name + ".building")
     temporary.unlink(missing_ok=True)
-    rows = _product_rows(products)
+    staging = target.with_name(target.name + ".staging")
+    staging.unlink(missing_ok=True)
+    stage = sqlite3.connect(staging, isolation_level=None)
+    try:
+        stage.execute("PRAGMA journal_mode = OFF")
+        stage.execute("PRAGMA synchronous = OFF")
+        count = _stage_rows(products, stage)
+    except BaseException:
+        stage.close()
+        staging.unlink(missing_ok=True)
+        raise
     manifest: dict[str, Any] = {
         "search_version": versions.SEARCH_VERSION,
         "index_schema_version": versions.INDEX_SCHEMA_VERSION,
-        "product_count": len(rows),
+        "product_count": count,
         "product_data_sha256": product_data_sha256,
         "field_weights": weights,
         "fts_columns": list(FTS_COLUMNS),
@@ -170,7 +188,9 @@ def build_search_index(
         connection.execute("BEGIN")
         connection.execute(CREATE_PRODUCTS_SQL)
         connection.execute("CREATE TABLE manifest(payload TEXT NOT NULL)")
-        connection.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        # rowid order = ASIN order (SQLite's BINARY order on UTF-8 = Python's str order)
+        ordered = stage.execute(f"SELECT asin, {_STAGE_COLUMNS} FROM stage ORDER BY asin")
+        connection.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ordered)
         connection.execute("INSERT INTO products(products) VALUES ('optimize')")  # one segment: faster queries
         connection.execute(
             "INSERT INTO manifest(payload) VALUES (?)", (json.dumps(manifest, sort_keys=True, ensure_ascii=False),)
@@ -181,6 +201,9 @@ def build_search_index(
         connection.close()
         temporary.unlink(missing_ok=True)
         raise
+    finally:
+        stage.close()
+        staging.unlink(missing_ok=True)
     connection.close()
     with open(temporary, "rb+") as handle:
         os.fsync(handle.fileno())
