@@ -23,6 +23,7 @@ from ..errors import ArchiveError
 
 READ_BLOCK = 1 << 20
 _WHITESPACE = " \t\n\r"
+_NUMBER_CHARS = frozenset("0123456789+-.eE")
 _DECODER = json.JSONDecoder()
 
 
@@ -77,7 +78,8 @@ class _Reader:
                 return ""
 
     def value(self) -> Any:
-        """Decode one JSON value at the position, reading on while it is incomplete."""
+        """Decode one JSON value after the position's whitespace, reading on while it is incomplete."""
+        self.skip_whitespace()
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.buffer, self.pos)
@@ -91,8 +93,10 @@ class _Reader:
                 ) from None
             except RecursionError:
                 raise ArchiveError(f"{self.source} is nested too deeply to be an archive of product records") from None
-            if end >= len(self.buffer) and not self.eof and not isinstance(value, (dict, list, str)):
-                self.more()  # a number may continue in the next block
+            if not self.eof and not isinstance(value, (dict, list, str)) and (
+                end + 1 >= len(self.buffer) or self.buffer[end] in _NUMBER_CHARS
+            ):
+                self.more()  # a number (``1`` of ``1e5``) may continue in the next block
                 continue
             self.pos = end
             return value
