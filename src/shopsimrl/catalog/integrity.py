@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -58,7 +59,7 @@ def write_stamp(root: Path, hashes: Mapping[str, str]) -> None:
             entries[name] = {"sha256": sha, "stat": _identity((root / name).stat())}
         except OSError:
             continue
-    temporary = root / (STAMP_FILE + ".building")
+    temporary = root / f"{STAMP_FILE}.{os.getpid()}.{threading.get_ident()}.building"  # workers may race here
     try:
         temporary.write_text(json.dumps(entries, sort_keys=True), "utf-8")
         os.replace(temporary, root / STAMP_FILE)

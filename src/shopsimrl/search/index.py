@@ -571,6 +571,10 @@ class SearchIndex:
                 raise SearchIndexError(f"search index {self.path} is closed")
             self._check_same_file()
             ranked = postings.rank(tokens, k)
+            if ranked is not None and isinstance(self._asin_of_rowid, AsinColumn):
+                asins = self._asin_of_rowid.many([rowid for rowid, _ in ranked])
+                return tuple(SearchHit(rank, asin, score) for rank, (asin, (_, score)) in
+                             enumerate(zip(asins, ranked, strict=True), 1))
             if ranked is not None:
                 asin_of = self._asin_of_rowid
                 return tuple(SearchHit(rank, asin_of[rowid], score) for rank, (rowid, score) in enumerate(ranked, 1))

@@ -27,7 +27,7 @@ ROWIDS_FILE = "rowids.npy"
 TERMS_FILE = "terms.json"
 POSTINGS_ARRAYS = (
     "rowids", "doc_lengths", "pair_offsets", "pair_docs", "pair_freq_codes", "freq_values", "position_bounds",
-    "position_keys", "tie_rank",
+    "position_keys", "tie_rank", "pair_contrib",
 )
 
 
@@ -53,6 +53,14 @@ class AsinColumn(Mapping[int, str]):
 
     def __getitem__(self, rowid: int) -> str:
         return bytes(self.asins[self._position(rowid)]).decode("utf-8")
+
+    def many(self, rowids: list[int]) -> list[str]:
+        """The ASINs of several rowids at once (one array gather instead of a lookup each)."""
+        if self._dense:
+            positions = np.asarray(rowids, dtype=np.int64) - 1
+        else:
+            positions = np.searchsorted(self.rowids, np.asarray(rowids, dtype=np.int64))
+        return [item.decode("utf-8") for item in self.asins[positions].tolist()]
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.rowids.tolist())
