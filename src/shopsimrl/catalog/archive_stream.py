@@ -99,6 +99,7 @@ class _Reader:
                 self.more()  # a number (``1`` of ``1e5``) may continue in the next block
                 continue
             self.pos = end
+            self.block = READ_BLOCK  # back to normal reads once the long element is through
             return value
 
     def _incomplete(self, exc: json.JSONDecodeError) -> bool:

@@ -225,13 +225,14 @@ class Postings:
         lookup = _TermLookup(term_ids)
         sizes = np.zeros((n_docs, n_cols), dtype=np.int64)
         column_ids: list[np.ndarray] = []
-        rows = connection.execute(f"SELECT {', '.join(columns[1:])} FROM products ORDER BY rowid").fetchall()
-        if len(rows) != n_docs:
-            raise PostingsUnavailable("the table changed while loading")
-        for col in indexed:
-            ids_col, sizes[:, col] = lookup.column([str(row[col - 1] or "") for row in rows])
+        for col in indexed:  # one column's text at a time: a million rows of all seven would not fit well
+            texts = [str(text or "") for (text,) in connection.execute(
+                f"SELECT {columns[col]} FROM products ORDER BY rowid")]
+            if len(texts) != n_docs:
+                raise PostingsUnavailable("the table changed while loading")
+            ids_col, sizes[:, col] = lookup.column(texts)
             column_ids.append(ids_col)
-        del rows
+            del texts
 
         # SQLite's own length bookkeeping must equal what we counted, row by row and in total.
         docsize = connection.execute("SELECT id, sz FROM products_docsize ORDER BY id").fetchall()
