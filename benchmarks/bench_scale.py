@@ -1,6 +1,7 @@
 """Scale benchmark (issue 14): generate, prepare and open catalogs of 1×, 10× and 50× the default size.
 
-Usage: python benchmarks/bench_scale.py [--scales 1,10,50] [--work DIR] [--keep] [--queries 300] [--episodes 200]
+Usage: python benchmarks/bench_scale.py [--scales 1,10,50] [--work DIR] [--keep] [--reuse] [--queries 300]
+[--episodes 200]
 
 For each scale it prints: ``data generate`` and ``data prepare`` wall time and peak RSS (each in its own
 process, measured by ``wait4``), the opening time of ``ShopWorld`` (stamped, and with every file hashed),
@@ -109,7 +110,7 @@ def _serve_ready(data: Path, runs: Path) -> float:
         process.wait(30)
 
 
-def run_scale(scale: int, work: Path, queries: int, episodes: int) -> dict[str, float]:
+def run_scale(scale: int, work: Path, queries: int, episodes: int, reuse: bool) -> dict[str, float]:
     products, two_axis, persona = (value * scale for value in DEFAULT)
     folder = work / f"x{scale}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -117,11 +118,16 @@ def run_scale(scale: int, work: Path, queries: int, episodes: int) -> dict[str, 
     cli = [sys.executable, "-m", "shopsimrl.cli", "data"]
     row: dict[str, float] = {"scale": scale, "products": products}
     print(f"\n--- {scale}x: {products:,} products ---", flush=True)
-    row["generate_s"], row["generate_peak_mb"], _ = _timed(
-        [*cli, "generate", "--out", str(archive), "--products", str(products), "--two-axis-products", str(two_axis),
-         "--persona-tasks", str(persona)]
-    )
-    print(f"generate: {row['generate_s']:.1f} s, peak {row['generate_peak_mb']:.0f} MB", flush=True)
+    if reuse and archive.is_file():
+        row["generate_s"], row["generate_peak_mb"] = float("nan"), float("nan")
+        print(f"generate: reusing {archive}", flush=True)
+    else:
+        row["generate_s"], row["generate_peak_mb"], _ = _timed(
+            [*cli, "generate", "--out", str(archive), "--products", str(products), "--two-axis-products",
+             str(two_axis), "--persona-tasks", str(persona)]
+        )
+        print(f"generate: {row['generate_s']:.1f} s, peak {row['generate_peak_mb']:.0f} MB", flush=True)
+    shutil.rmtree(data, ignore_errors=True)  # prepare from scratch every time
     row["prepare_s"], row["prepare_peak_mb"], _ = _timed([*cli, "prepare", "--archive", str(archive), "--out", str(data),
                                                          "--force"])
     print(f"prepare: {row['prepare_s']:.1f} s, peak {row['prepare_peak_mb']:.0f} MB", flush=True)
@@ -151,6 +157,7 @@ def main() -> int:
     parser.add_argument("--scales", default="1", help="comma-separated multiples of the default size (e.g. 1,10,50)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the catalogs (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the generated catalogs")
+    parser.add_argument("--reuse", action="store_true", help="reuse an archive already in --work (skip generate)")
     parser.add_argument("--queries", type=int, default=300, help="fixed query set: instructions of tasks 0..N-1")
     parser.add_argument("--episodes", type=int, default=200, help="scripted episodes per pass")
     args = parser.parse_args()
@@ -159,7 +166,7 @@ def main() -> int:
     rows = []
     try:
         for scale in scales:
-            rows.append(run_scale(scale, work, args.queries, args.episodes))
+            rows.append(run_scale(scale, work, args.queries, args.episodes, args.reuse))
     finally:
         if not args.keep and args.work is None:
             shutil.rmtree(work, ignore_errors=True)

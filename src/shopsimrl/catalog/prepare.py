@@ -171,6 +171,16 @@ def prepare_dataset(
     return manifest
 
 
+@dataclass(frozen=True, slots=True)
+class _LinkedTask(PersonaTask):
+    """A persona task reduced to what the split policy reads (its id and linking values), not its persona."""
+
+    values: tuple[tuple[str, str], ...] = ()
+
+    def group_values(self) -> tuple[tuple[str, str], ...]:
+        return self.values
+
+
 @dataclass
 class _Totals:
     """What the streamed pass keeps: ids, small audit rows and the persona tasks (never the records)."""
@@ -243,9 +253,10 @@ def _add_cleaned(texts: list[str], totals: _Totals, records: RecordsWriter) -> N
             source = "none"
         totals.budget_rows.append((task_id, goal["asin"], goal["price_upper"], source))
         if goal["user_persona"]:
-            totals.persona_tasks.append(PersonaTask(
+            task = PersonaTask(
                 task_id, goal["asin"], goal["instruction_simple"], goal["instruction_text"], goal["user_persona"]
-            ))
+            )
+            totals.persona_tasks.append(_LinkedTask(task_id, task.asin, "", "", {}, task.group_values()))
 
 
 def _build(
