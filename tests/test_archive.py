@@ -104,3 +104,64 @@ def test_canonical_dump_is_deterministic(fixture_records):
     second = gzip_deterministic(dump_archive_json(copy.deepcopy(fixture_records)))
     assert first == second
     assert dump_archive_json(fixture_records).endswith(b"]\n")
+
+
+# ---------------------------------------------------------------- issue 13 item 8: hostile archives
+def test_deeply_nested_archive_is_a_typed_error_not_a_recursion_error(fixture_records):
+    body = json.dumps(fixture_records, ensure_ascii=False)
+    hostile = (body[:-1] + "," + "[" * 100_000 + "]" * 100_000 + "]").encode()
+    with pytest.raises(ArchiveError, match="nested too deeply"):
+        parse_archive_json(hostile)
+
+
+def test_a_record_nested_deeper_than_the_bound_is_refused(fixture_records):
+    records = copy.deepcopy(fixture_records)
+    records[3]["user_persona"] = {"deep": json.loads("[" * 900 + "]" * 900)}  # loads, but overflows copying
+    _problem(records, r"record 3 .*field 'user_persona\.deep.*nested deeper than 32 levels")
+
+
+def test_a_lone_surrogate_is_refused_by_validation(fixture_records):
+    body = json.dumps(fixture_records, ensure_ascii=False).replace('"title": "鑫厨', '"title": "\\ud800鑫厨', 1)
+    records = parse_archive_json(body.encode())  # a "\ud800" escape is valid JSON and decodes to a lone surrogate
+    _problem(records, r"record 0 .*field 'title': lone surrogate U\+D800 at character 0")
+    records = copy.deepcopy(fixture_records)
+    records[2]["user_persona"] = {"\udfffkey": 1}
+    _problem(records, r"record 2 .*field 'user_persona': key .* holds a lone surrogate")
+    records = copy.deepcopy(fixture_records)
+    records[1]["instructions"][0]["attributes"] = ["ok", "bad\ud83d"]
+    _problem(records, r"record 1 .*field 'instructions\[0\]\.attributes\[1\]': lone surrogate")
+
+
+@pytest.mark.parametrize(
+    ("pricing", "message"),
+    [
+        ([-1.0, 10.0], "pricing': must be a list of finite numbers ≥ 0"),
+        ([0.0], "pricing': only zero prices"),
+        ([0, 0.0], "pricing': only zero prices"),
+        ([float("nan")], "pricing': must be a list of finite numbers ≥ 0"),
+        ([float("inf"), 1.0], "pricing': must be a list of finite numbers ≥ 0"),
+    ],
+)
+def test_negative_zero_only_and_non_finite_prices_are_refused(fixture_records, pricing, message):
+    records = copy.deepcopy(fixture_records)
+    records[5]["pricing"] = pricing
+    _problem(records, r"record 5 .*" + message)
+
+
+def test_negative_and_non_finite_option_prices_are_refused(fixture_records):
+    for bad in (-0.5, float("inf")):
+        records = copy.deepcopy(fixture_records)
+        records[0]["customization_options"]["颜色分类"][1]["price"] = bad
+        _problem(records, r"record 0 .*颜色分类\[1\]\.price': must be a finite number ≥ 0 or null")
+    records = copy.deepcopy(fixture_records)
+    records[0]["pricing"] = [0.0, 1350.0]  # a zero among real prices is a price
+    records[0]["customization_options"]["颜色分类"][1]["price"] = 0.0
+    assert validate_records(records)[0].pricing == (0.0, 1350.0)
+
+
+def test_a_single_problem_is_one_line(fixture_records):
+    records = copy.deepcopy(fixture_records)
+    records[5]["pricing"] = [-1.0]
+    with pytest.raises(ArchiveError) as info:
+        validate_records(records, source="a.json")
+    assert "\n" not in str(info.value) and str(info.value).startswith("a.json: validation problem: record 5")

@@ -127,6 +127,30 @@ FAMILIES = [
     ("个位数价格", 9.0),
 ]
 
+# Issue 13 item 11: phrase families the parser got wrong on real phrases it was not developed on.
+ISSUE13_FAMILIES = [
+    ("付五百元左右的定金", None),  # a deposit named after the amount is not the total price
+    ("可以先付300元的订金", None),
+    ("先付200元定金，尾款800元", None),  # deposit plus balance: neither is a total ceiling
+    ("定金100元加尾款900元", None),
+    ("80元左右一斤", None),  # a unit after the amount makes it a per-unit price
+    ("价格30元一米", None),
+    ("价格30元左右每米", None),
+    ("租金300以内", 300.0),  # rent without a period is the price
+    ("租金在两千元左右", 2200.0),
+    ("每天的租金50元左右", None),  # rent per period is per-unit
+    ("月租金300以内", None),
+    ("两三块钱", 3.3),  # a pair of small numerals is an estimate of its upper end (like 八九百)
+    ("四五块", 5.5),
+    ("价格在七八块钱左右", 8.8),
+    ("三十几块", 33.0),
+    ("三十几块的那种", 33.0),  # more text after "X十几块" keeps the ceiling it has alone
+    ("二十几块的就行", 22.0),
+    ("花个三十块", 33.0),  # 花个 X 块 is approximate
+    ("花个200块钱买个台灯", 220.0),
+    ("最多花个300", 300.0),  # an explicit bound word still wins
+]
+
 NOT_MONEY = [
     "想买一台1.5匹的空调，适合20平米的房间",
     "买一个500ml的保温杯",
@@ -135,6 +159,7 @@ NOT_MONEY = [
     "找一款2024年新款的连衣裙",
     "买一台i7处理器16G内存的电脑",
     "我们一块儿去买",
+    "买两三块香皂",
     "买一百个气球",
     "价格实惠一点",
     "价格统一",
@@ -145,7 +170,9 @@ NOT_MONEY = [
 ]
 
 
-@pytest.mark.parametrize(("text", "expected"), SPEC_TABLE + DERIVED_TABLE + PROMPT_EXAMPLES + FAMILIES)
+@pytest.mark.parametrize(
+    ("text", "expected"), SPEC_TABLE + DERIVED_TABLE + PROMPT_EXAMPLES + FAMILIES + ISSUE13_FAMILIES
+)
 def test_phrase_gives_listed_ceiling(text, expected):
     assert parse_budget(text) == expected
 
@@ -342,6 +369,9 @@ def test_unreadable_annotations(tmp_path):
         load_budget_annotations(path)
     with pytest.raises(ArchiveError, match="cannot read budget annotations"):
         load_budget_annotations(tmp_path / "missing.json")
+    path.write_text("[" * 100_000 + "]" * 100_000, "utf-8")
+    with pytest.raises(ArchiveError, match=r"cannot read budget annotations .*nested too deeply"):
+        load_budget_annotations(path)
 
 
 # --- agreement with the LLM annotations of the real catalog ----------------------------------------

@@ -137,3 +137,53 @@ def test_shorthand_numerals(lead, unit, trailing):
     expected = lead * size + trailing * size // 10
     assert numeral_value(f"{DIGITS[lead]}{word}{DIGITS[trailing]}") == expected
     assert numeral_value(f"{lead}{word}{trailing}") == expected
+
+
+# Issue 13 item 11: the phrase families that are not a total-price ceiling, or are approximate.
+NON_TOTAL_TEMPLATES = (
+    "付{n}元左右的定金",  # a deposit after the amount
+    "可以给{n}块的订金",
+    "先付{n}元定金，尾款{n}元",  # deposit plus balance
+    "{n}元左右一斤",  # a unit after the amount
+    "价格{n}块一米",
+    "{n}元每米",
+    "每天的租金{n}元左右",  # rent per period
+    "月租金{n}以内",
+)
+
+
+@BUDGET_SETTINGS
+@given(st.integers(1, 10**6), st.sampled_from(NON_TOTAL_TEMPLATES), st.sampled_from(["", "买一个"]))
+def test_deposits_units_and_periodic_rent_are_not_a_total_ceiling(n, template, prefix):
+    detail = parse_budget_detail(prefix + template.format(n=n))
+    assert (detail.kind, detail.price_upper) == ("non_total_price", None)
+
+
+@BUDGET_SETTINGS
+@given(st.integers(10, 10**6), st.sampled_from(["租金{n}以内", "租金不超过{n}元", "租金在{n}元以下"]))
+def test_rent_without_a_period_is_the_price(n, template):
+    assert parse_budget(template.format(n=n)) == float(n)
+
+
+@BUDGET_SETTINGS
+@given(st.integers(1, 8).flatmap(lambda low: st.tuples(st.just(low), st.integers(low + 1, 9))),
+       st.sampled_from(["{p}块钱", "{p}块", "价格{p}元左右", "{p}块钱的就行"]))
+def test_paired_small_numerals_give_the_upper_digit(pair, template):
+    low, high = pair
+    text = template.format(p=DIGITS[low] + DIGITS[high])
+    assert parse_budget(text) == round(high * 1.1, 8)
+
+
+@BUDGET_SETTINGS
+@given(st.integers(1, 9), st.sampled_from(["块", "元", "块钱"]),
+       st.sampled_from(["", "的那种", "的就行", "的杯子", "，要红色的"]))
+def test_tens_and_some_keeps_its_ceiling_when_text_follows(tens, currency, rest):
+    alone = parse_budget(f"{to_chinese(tens * 10)}几{currency}")
+    assert alone == round(tens * 10 * 1.1, 8)
+    assert parse_budget(f"{to_chinese(tens * 10)}几{currency}{rest}") == alone
+
+
+@BUDGET_SETTINGS
+@given(st.integers(1, 10**6), st.sampled_from(["花个{n}块", "花个{n}块钱买个杯子", "预算花个{n}元"]))
+def test_spend_about_is_approximate(n, template):
+    assert parse_budget(template.format(n=n)) == round(n * 1.1, 8)

@@ -298,3 +298,63 @@ def test_trace_line_is_compact_json_and_falls_back_for_what_orjson_refuses() -> 
     big = {"n": 2**70}
     assert _json.loads(trace_line(big)) == big
     assert _json.loads(trace_line({"r": float("nan")})) == {"r": None}
+
+
+# ---------------------------------------------------------------- issue 13 item 8: damaged run directories
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("damage", ["no plan", "no jobs", "not an object"])
+def test_a_damaged_manifest_is_refused_before_anything_is_touched(world, prepared_dir, tmp_path, damage):
+    out = tmp_path / "run"
+    settings = EvalSettings(data=str(prepared_dir), out=str(out), split="test", policy="heuristic", concurrency=2)
+    evaluate(settings, world=world)
+    manifest = json.loads((out / "manifest.json").read_text())
+    if damage == "no plan":
+        del manifest["plan"]
+    elif damage == "no jobs":
+        del manifest["plan"]["jobs"]
+    else:
+        manifest["plan"] = "x"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    before = _snapshot(out)
+    with pytest.raises(RunDirError, match="has no plan"):
+        evaluate(settings, world=world)
+    assert _snapshot(out) == before  # summary.json and traces.jsonl untouched
+
+
+def test_a_manifest_that_is_a_directory_is_a_typed_error(world, prepared_dir, tmp_path):
+    out = tmp_path / "run"
+    (out / "manifest.json").mkdir(parents=True)
+    settings = EvalSettings(data=str(prepared_dir), out=str(out), split="test", policy="heuristic")
+    with pytest.raises(RunDirError, match=r"manifest\.json is a directory"):
+        evaluate(settings, world=world)
+
+
+def test_resume_reports_unparseable_trace_lines(world, prepared_dir, tmp_path):
+    out = tmp_path / "run"
+    settings = EvalSettings(data=str(prepared_dir), out=str(out), split="all", policy="heuristic", concurrency=2)
+    evaluate(settings, world=world)
+    lines = (out / "traces.jsonl").read_text("utf-8").splitlines(keepends=True)
+    lines[2] = '{"episode_id": "task-00\n'  # a line cut by a crash
+    lines[5] = "not json at all\n"
+    lines.insert(7, "\n")  # blank lines are not reported
+    lines.insert(8, '{"no_episode": 1}\n')
+    (out / "traces.jsonl").write_text("".join(lines), "utf-8")
+    warnings: list[str] = []
+    again = evaluate(settings, world=world, on_warning=warnings.append)
+    assert again.extra["unparseable_trace_lines"] == [3, 6, 9]
+    assert len(warnings) == 1 and "3 line(s) could not be parsed" in warnings[0] and "(line 3, 6, 9)" in warnings[0]
+    assert again.ran == 2 and again.summary["counts"]["completed"] == len(world.catalog.split("all"))
+    clean = evaluate(settings, world=world, on_warning=warnings.append)
+    assert clean.ran == 0 and len(warnings) == 2  # the same broken lines are still there, and still reported
+
+
+def test_trace_line_escapes_lone_surrogates() -> None:
+    from shopsimrl.eval.rundir import trace_line
+
+    record = {"episode_id": "e", "text": "bad \ud800 中文"}
+    line = trace_line(record)
+    line.encode("utf-8")  # writable as UTF-8
+    assert json.loads(line) == record

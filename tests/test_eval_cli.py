@@ -57,3 +57,19 @@ def test_bad_invocations_are_clear_errors(prepared_dir, tmp_path, capsys):
     assert "go together" in capsys.readouterr().err
     assert main(["compare", str(tmp_path / "nope"), str(tmp_path / "nope2")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_compare_allow_partial_pairs_a_limited_run_with_the_full_one(prepared_dir, tmp_path, capsys):
+    full, short = tmp_path / "full", tmp_path / "short"
+    common = ["eval", "--data", str(prepared_dir), "--split", "all", "--no-progress", "--no-report"]
+    assert main([*common, "--policy", "heuristic", "--out", str(full)]) == 0
+    assert main([*common, "--policy", "random", "--limit", "3", "--out", str(short)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(full), str(short)]) == 2
+    assert "the job lists differ" in capsys.readouterr().err
+    assert main(["compare", str(full), str(short), "--allow-partial", "--resamples", "200", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["paired_episodes"] == 3
+    assert any(w.startswith("compared 3 episodes completed in both runs") for w in result["alignment"]["warnings"])
+    assert main(["compare", str(short), str(full), "--allow-partial", "--resamples", "200"]) == 0
+    assert "compared 3 episodes" in capsys.readouterr().out

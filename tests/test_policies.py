@@ -242,3 +242,15 @@ def test_bad_generator_and_stats_arguments_get_clear_errors(capsys: pytest.Captu
         main(["data", "stats", "somewhere", "--oracle-sample", "-3"])
     assert exit_info.value.code == 2
     assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_data_stats_progress_starts_at_zero_and_ends_at_the_total(small_dir: Path) -> None:
+    """The bar appears before the first (slow) chunk finishes, for each phase (issue 18 item 7)."""
+    events: list[tuple[str, int, int]] = []
+    data_statistics(small_dir, oracle_sample=12, workers=1, use_cache=False,
+                    progress=lambda label, done, total: events.append((label, done, total)))
+    for label, total in (("oracle", 12), ("heuristic", 30)):
+        mine = [event for event in events if event[0] == label]
+        assert mine[0] == (label, 0, total) and mine[-1] == (label, total, total)
+    assert [event[0] for event in events].index("heuristic") > max(
+        i for i, event in enumerate(events) if event[0] == "oracle")

@@ -88,7 +88,7 @@ def test_source_is_never_written_and_cleaned_archive_is_accepted(tmp_path, prepa
 def test_annotations_override_text_budget(tmp_path):
     annotations = tmp_path / "ann.json"
     annotations.write_text(json.dumps([{
-        "task_id": 0, "task_uid": "x", "asin": "824100258497", "source_field": "instruction_simple",
+        "task_id": 0, "asin": "824100258497", "source_field": "instruction_simple",
         "evidence": "价格在1000到1200元之间", "kind": "hard_upper", "amount": 1100.0,
         "approximate_upper_multiplier": None, "price_upper": 1100.0,
     }], ensure_ascii=False), "utf-8")
@@ -96,6 +96,45 @@ def test_annotations_override_text_budget(tmp_path):
     prepare_dataset(FIXTURE_ARCHIVE, out, options=PrepareOptions(test_size=2, val_size=2, annotations=annotations))
     catalog = Catalog.from_data_dir(out)
     assert catalog.goals[0]["price_upper"] == 1100.0
+
+
+def _annotation(task_id: int, **identity: str) -> dict:
+    return {"task_id": task_id, **identity, "source_field": "instruction_simple", "evidence": "价格在1000元以内",
+            "kind": "hard_upper", "amount": 1000.0, "approximate_upper_multiplier": None, "price_upper": 1000.0}
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([_annotation(0, asin="824100258497"), _annotation(1, asin="747848614498")],
+         "1 of 2 records mismatch: task_id 1: annotation asin 747848614498 != archive asin 824100258498"),
+        ([_annotation(0, task_uid="shopsim-4d2aafa3d1d4b42a5c7da9c6")], "task_id 0: annotation task_uid"),
+        ([_annotation(9999)], "task_id 9999 is not a task of this archive"),
+    ],
+)
+def test_annotations_of_another_archive_are_refused(tmp_path, capsys, records, message):
+    annotations = tmp_path / "ann.json"
+    annotations.write_text(json.dumps(records, ensure_ascii=False), "utf-8")
+    out = tmp_path / "annotated"
+    code = main(["data", "prepare", "--archive", str(FIXTURE_ARCHIVE), "--out", str(out), "--test-size", "2",
+                 "--val-size", "2", "--annotations", str(annotations)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "do not belong to this archive" in err and message in err
+    assert not (out / "manifest.json").exists()
+
+
+def test_annotations_with_the_archives_own_uid_are_applied(tmp_path):
+    from shopsimrl.catalog.archive import load_archive
+    from shopsimrl.catalog.cleaning import clean_products
+
+    products, _ = load_archive(FIXTURE_ARCHIVE)
+    uid = clean_products(products).records[1]["instructions"][0]["task_uid"]
+    annotations = tmp_path / "ann.json"
+    annotations.write_text(json.dumps([_annotation(1, asin="824100258498", task_uid=uid)]), "utf-8")
+    out = tmp_path / "annotated"
+    prepare_dataset(FIXTURE_ARCHIVE, out, options=PrepareOptions(test_size=2, val_size=2, annotations=annotations))
+    assert Catalog.from_data_dir(out).goals[1]["price_upper"] == 1000.0
 
 
 def test_too_small_for_default_split_is_a_clear_cli_error(tmp_path, capsys):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -241,3 +243,19 @@ def test_reward_invariants(
     assert 0.0 <= detail["r_strict"] <= detail["r_type"] <= 1.0
     assert detail["r_type"] in (0.0, 0.1, 0.5, 1.0)
     assert detail["price_verifiable"] == (detail["price_resolution"]["status"] == "pass")
+
+
+@pytest.mark.parametrize(
+    ("bad_goal", "message"),
+    [
+        ({"asin": "gold"}, "goal lacks ['category', 'name', 'attributes', 'goal_options', 'price_upper']"),
+        ({**goal(), "attributes": "智能"}, "goal field 'attributes' has type str"),
+        ({**goal(), "price_upper": "2100"}, "goal field 'price_upper' has type str"),
+        (["gold"], "goal must be a mapping"),
+    ],
+)
+def test_a_goal_missing_scored_fields_is_a_typed_error(bad_goal, message) -> None:
+    from shopsimrl.errors import InvalidGoalError
+
+    with pytest.raises(InvalidGoalError, match=re.escape(message)):
+        score_purchase(product(), bad_goal, {"颜色分类": "白色"})

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from live_server import DroppingProxy, serve
 from shopsimrl.env.actions import extract_action
 from shopsimrl.env.shop_env import ShopWorld
-from shopsimrl.errors import ShopSimError
 from shopsimrl.server import AsyncShopClient, LeasePool, PoolTimeout, ServiceError, ShopClient, create_app
 from shopsimrl.server.leases import LeaseError
 
@@ -193,7 +192,7 @@ def test_64_concurrent_clients_match_in_process_replay(world):
 
     async def client_session(i: int, base: str) -> tuple[dict, list[str], list[dict]]:
         rng = random.Random(1000 + i)
-        setup = {"task_id": tasks[i % len(tasks)], "persona": i % 2 == 0, "interaction_mode": modes[i % 3 == 0]}
+        setup = {"task_id": tasks[i % len(tasks)], "persona": None if i % 2 == 0 else False, "interaction_mode": modes[i % 3 == 0]}
         async with AsyncShopClient(base, timeout=60) as client:
             results = [await client.reset(**setup, wait_timeout=60)]
             actions: list[str] = []
@@ -239,6 +238,14 @@ def test_64_concurrent_clients_match_in_process_replay(world):
 
 
 # --------------------------------------------------------------------------------------------- leases over HTTP
+def test_reference_wait_timeout_has_the_v1_bound(base_url):
+    with httpx.Client(base_url=base_url) as client:
+        for bad in (86_400.5, 1e308, -1):
+            error = _post(client, {"action": "reset", "idx": 0, "wait_timeout": bad}, status=400)["error"]
+            assert "wait_timeout must be a number of seconds between 0 and 86400" in error
+        assert client.get("/healthz").json()["free_slots"] == 4
+
+
 def test_reset_wait_timeout_is_503_over_http(base_url):
     with httpx.Client(base_url=base_url) as client:
         held = [_post(client, {"action": "reset", "idx": 0})["result"] for _ in range(4)]
@@ -322,11 +329,15 @@ def test_client_retries_connection_errors_only_on_idempotent_calls(base_url):
         proxy.close()
 
 
-def test_client_close_releases_and_refuses_a_second_lease(base_url):
+def test_client_reset_after_terminate_re_leases_like_shop_env_and_close_releases(base_url):
     client = ShopClient(base_url)
     client.reset(3)
-    with pytest.raises(ShopSimError, match="already holds a lease"):
-        client.reset(4)
+    client.terminate("action_limit")
+    assert client.done
+    again = client.reset(4)  # a finished episode: the client releases and leases again, as ShopEnv allows
+    assert again["idx"] == 4 and not client.done and "lease_id" not in again
+    assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 3
+    client.reset(3)  # a running episode too: one lease at a time, never a leaked slot
     assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 3
     client.close()
     assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4

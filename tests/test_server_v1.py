@@ -162,3 +162,16 @@ def test_schemathesis_no_server_errors(base, loaded_schema, method, path, mode):
         check()
     finally:
         session.close()
+
+
+def test_persona_null_takes_the_tasks_own_mode_and_integral_floats_are_integers(http, world):
+    """``if_persona: null`` / an absent ``persona`` mean the task's own mode (as ``ShopEnv.reset``); ``0.0`` is
+    the integer 0 for JSON Schema, so the reference API takes it for ``idx`` and ``env_idx``."""
+    ref = http.post("/api/shop_agent", json={"action": "reset", "idx": 0.0, "if_persona": None}).json()["result"]
+    assert ref["task_mode"] == ("persona" if world.catalog.goal(0).get("user_persona") else "standard")
+    released = http.post("/api/shop_agent", json={"action": "release_one", "env_idx": float(ref["env_idx"]),
+                                                   "lease_id": ref["lease_id"]})
+    assert released.status_code == 200, released.text
+    created = http.post("/v1/sessions", json={"task_id": 0})
+    assert created.status_code == 201 and created.json()["task_mode"] == ref["task_mode"]
+    assert http.post("/api/shop_agent", json={"action": "reset", "idx": 0, "if_persona": "yes"}).status_code == 400

@@ -70,7 +70,7 @@ def test_sessions_on_both_workers_match_in_process_replay(front, prepared_dir):
     async def session(i: int) -> tuple[int, int, list[str], list[dict]]:
         rng = random.Random(i)
         async with AsyncShopClient(base, timeout=60) as client:
-            results = [await client.reset(tasks[i % len(tasks)], persona=i % 2 == 0, wait_timeout=60)]
+            results = [await client.reset(tasks[i % len(tasks)], persona=None if i % 2 == 0 else False, wait_timeout=60)]
             slot = client._lease["env_idx"]
             actions: list[str] = []
             for _ in range(6):
@@ -95,7 +95,7 @@ def test_sessions_on_both_workers_match_in_process_replay(front, prepared_dir):
     assert slots & {0, 1, 2} and slots & {3, 4, 5}  # both workers served sessions (6 slots, 24 clients queued)
     for i, _, actions, remote in outcomes:
         local = world.new_env()
-        expected = [local.reset(tasks[i % len(tasks)], persona=i % 2 == 0)]
+        expected = [local.reset(tasks[i % len(tasks)], persona=None if i % 2 == 0 else False)]
         expected += [local.step(extract_action(action)) for action in actions]
         for index, (got, want) in enumerate(zip(remote, expected, strict=True)):
             got, want = dict(got), dict(want)

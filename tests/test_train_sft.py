@@ -69,3 +69,45 @@ def test_parquet_export_round_trips(oracle_run: Path, tmp_path: Path) -> None:
     expected = [json.loads(line) for line in jsonl.read_text("utf-8").splitlines()]
     assert len(table) == len(expected)
     assert [json.loads(m) for m in table["messages"]] == [r["messages"] for r in expected]
+
+
+@pytest.mark.parametrize("name", ["sft.csv", "sft", "sft.json"])
+def test_export_refuses_an_unknown_output_format(oracle_run: Path, tmp_path: Path, capsys, name: str) -> None:
+    out = tmp_path / name
+    assert main(["export-sft", str(oracle_run), "--out", str(out)]) == 2
+    assert "unknown output format" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["2", "-0.5"])
+def test_export_refuses_a_min_reward_outside_the_reward_range(oracle_run: Path, tmp_path: Path, capsys,
+                                                               value: str) -> None:
+    out = tmp_path / "sft.jsonl"
+    assert main(["export-sft", str(oracle_run), "--min-reward", value, "--out", str(out)]) == 2
+    assert "--min-reward must be between 0 and 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_export_warns_when_no_episode_qualifies(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "traces.jsonl").write_text("", "utf-8")
+    out = tmp_path / "sft.jsonl"
+    assert main(["export-sft", str(run), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: no completed episode" in err and out.read_text("utf-8") == ""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("datasets") is None, reason="datasets (train extra) not installed")
+def test_parquet_export_keeps_turn_tools(oracle_run: Path, tmp_path: Path) -> None:
+    import datasets
+
+    out = tmp_path / "sft.parquet"
+    jsonl = tmp_path / "sft.jsonl"
+    assert main(["export-sft", str(oracle_run), "--out", str(out)]) == 0
+    assert main(["export-sft", str(oracle_run), "--out", str(jsonl)]) == 0
+    table = datasets.Dataset.from_parquet(str(out))
+    expected = [json.loads(line) for line in jsonl.read_text("utf-8").splitlines()]
+    assert set(table.column_names) == {"messages", "tools", "turn_tools", "metadata"}
+    assert [json.loads(t) for t in table["turn_tools"]] == [r["turn_tools"] for r in expected]
+    assert [json.loads(m) for m in table["metadata"]] == [r["metadata"] for r in expected]

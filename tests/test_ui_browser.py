@@ -175,3 +175,40 @@ def test_replay_view_steps_through_a_recorded_episode(page, base):
     _shot(page, "replay-4-outcome")
     page.click("#prev-step")
     assert page.inner_text("#step-counter") == "step 5 / 6"
+
+
+def test_api_docs_render_with_the_network_blocked(page, base):
+    """/docs must not need a CDN: every request outside this server is aborted, and Swagger UI still renders."""
+    outside: list[str] = []
+
+    def only_this_server(route) -> None:
+        if route.request.url.startswith(base):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.context.route("**/*", only_this_server)
+    page.goto(f"{base}/docs")
+    page.wait_for_selector(".swagger-ui .info .title", timeout=15_000)
+    assert "ShopSimRL environment service" in page.inner_text(".swagger-ui .info .title")
+    page.wait_for_selector(".opblock-summary-path[data-path=\"/v1/sessions\"]")
+    assert "/api/shop_agent" in page.inner_text(".swagger-ui")
+    _shot(page, "api-docs-offline")
+    assert outside == [], f"/docs asked for outside resources: {outside}"
+
+
+def test_agent_view_refuses_a_persona_reset_of_a_standard_task(page, base):
+    page.goto(f"{base}/debug-ui")
+    page.wait_for_selector("#health.ok")
+    page.fill("#task-id", "1")  # fixture task 1 has no persona
+    page.check("input[name=mode][value=persona]")
+    page.click("#start")
+    page.wait_for_selector("#error:not([hidden])")
+    assert "standard task without a persona" in page.inner_text("#error")
+    assert _free_slots(base) == 2
+    page.check("input[name=mode][value=standard]")
+    page.click("#start")
+    page.wait_for_function("document.getElementById('observation').textContent.startsWith('页面：搜索首页')")
+    assert "standard mode" in page.inner_text("#persona")
+    page.click("#release")

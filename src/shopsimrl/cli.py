@@ -26,6 +26,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _check_data(directory: str, split: str | None = None) -> None:
+    """Path and split mistakes are reported before the (slow) catalog is opened."""
+    from .catalog.store import check_data_dir
+
+    check_data_dir(directory, split)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind the address once before announcing it: a busy port is an error, not "serving on …" then a crash."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ShopSimError(f"cannot resolve --host {host}: {exc}") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ShopSimError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
+                               f"(another server running? choose another --port)") from exc
+
+
 def _progress(message: str) -> None:
     print(f"[shopsimrl] {message}", file=sys.stderr, flush=True)
 
@@ -51,11 +76,12 @@ def cmd_data_prepare(args: argparse.Namespace) -> int:
 
 def cmd_data_info(args: argparse.Namespace) -> int:
     from .catalog.prepare import MANIFEST_FILE
+    from .jsonfile import read_json_file
 
     path = Path(args.dir) / MANIFEST_FILE
-    if not path.is_file():
+    if not path.exists():
         raise ShopSimError(f"{args.dir} is not a prepared data directory (no {MANIFEST_FILE})")
-    manifest = json.loads(path.read_text("utf-8"))
+    manifest = read_json_file(path)
     if args.json:
         _print_json(manifest)
         return 0
@@ -77,6 +103,7 @@ def cmd_data_info(args: argparse.Namespace) -> int:
 def cmd_data_search(args: argparse.Namespace) -> int:
     from .catalog.store import Catalog
 
+    _check_data(args.dir)
     catalog = Catalog.from_data_dir(args.dir)
     hits = catalog.search_index.search(args.query, k=args.k)
     if args.json:
@@ -94,6 +121,7 @@ def cmd_data_search(args: argparse.Namespace) -> int:
 def cmd_data_eval_search(args: argparse.Namespace) -> int:
     from .catalog.retrieval import evaluate_split
 
+    _check_data(args.dir, args.split)
     report = evaluate_split(args.dir, args.split, top_k=args.top_k)
     if args.json:
         _print_json(report)
@@ -143,6 +171,9 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
 
     from .agent.difficulty import data_statistics
 
+    _check_data(args.dir)
+    _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
+              "on the test split (cached in stats.json)")
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         transient=True, disable=args.json and not sys.stderr.isatty(),
@@ -209,6 +240,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise ShopSimError("--workers must be at least 1")
+    _check_data(args.data)
+    _check_port_free(args.host, args.port)
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
         from .server.workers import serve_workers
 
@@ -255,14 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
     search = data.add_parser("search", help="ranked ASINs for a query")
     search.add_argument("dir")
     search.add_argument("query")
-    search.add_argument("--k", type=int, default=20)
+    search.add_argument("--k", type=_positive_int, default=20, help="number of results (at least 1)")
     search.add_argument("--json", action="store_true", help="print [{rank, asin, score}] (score = -bm25)")
     search.set_defaults(func=cmd_data_search)
 
     evaluate = data.add_parser("eval-search", help="gold-ASIN retrieval proxy over a split")
     evaluate.add_argument("dir")
     evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--top-k", type=int, default=150)
+    evaluate.add_argument("--top-k", type=_positive_int, default=150)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_data_eval_search)
 
@@ -322,6 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ShopSimError as exc:
+        print(f"shopsimrl: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a file the user named cannot be read or written (permissions, a directory, disk full)
         print(f"shopsimrl: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -44,9 +44,29 @@ class UnknownTaskError(ShopSimError, KeyError):
         return str(self.args[0])
 
 
+class InvalidGoalError(ShopSimError, ValueError):
+    """A goal that cannot be scored (missing or mistyped fields): it must never silently score partially."""
+
+
 class EpisodeTerminatedError(ShopSimError, RuntimeError):
     """A step or terminate call on an episode that has already ended."""
 
 
 class ObservationError(ShopSimError, ValueError):
     """A structured observation that the renderer refuses (wrong version, hidden keys, ...)."""
+
+
+class DataFileError(ShopSimError, ValueError):
+    """A JSON file the package reads (a data or run directory's manifest, splits, ...) that is missing, not a
+    regular file, not UTF-8, not valid JSON or nested too deeply; the message names the file."""
+
+
+class PersonaUnavailableError(ShopSimError, ValueError):
+    """A persona-mode reset of a standard task (one without a user persona)."""
+
+    def __init__(self, task_id: object) -> None:
+        super().__init__(
+            f"task {task_id} is a standard task without a persona: reset it in standard mode "
+            f"(persona=False, if_persona false) or leave the mode unset to use the task's own mode"
+        )
+        self.task_id = task_id

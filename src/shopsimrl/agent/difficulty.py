@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ class PolicyMeasure:
         }
 
 
-def _play_chunk(root: str, policy_name: str, task_ids: Sequence[int], persona: bool) -> list[tuple[int, bool, int]]:
+def _play_chunk(root: str, policy_name: str, task_ids: Sequence[int], persona: bool | None) -> list[tuple[int, bool, int]]:
     world = ShopWorld.shared(root)
     env = world.new_env()
     policy = make_policy(policy_name, world)
@@ -67,7 +67,7 @@ def measure_policy(
     policy_name: str,
     task_ids: Sequence[int],
     *,
-    persona: bool = True,
+    persona: bool | None = None,
     workers: int | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> PolicyMeasure:
@@ -85,7 +85,7 @@ def measure_policy(
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(_play_chunk, root_str, policy_name, chunk, persona) for chunk in chunks]
-            for future in futures:
+            for future in as_completed(futures):  # advance as chunks finish, not in submission order
                 part = future.result()
                 results.extend(part)
                 if progress:
@@ -141,6 +141,8 @@ def data_statistics(
 
     def reporter(label: str, total: int) -> Callable[[int], None]:
         done = [0]
+        if progress:  # show the bar at once: worker start-up and the first chunk take seconds
+            progress(label, 0, total)
 
         def advance(n: int) -> None:
             done[0] += n

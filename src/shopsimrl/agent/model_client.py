@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ShopSimError
+from .turn import wire_messages
 from .validation import ModelOutput, interpret
 
 DEFAULT_MAX_TOKENS = 4096
@@ -104,13 +105,15 @@ class OpenAIChatModel:
         started = time.perf_counter()
         try:
             raw = await self._client.chat.completions.with_raw_response.create(
-                model=self.settings.model, messages=list(messages), stream=False,
+                model=self.settings.model, messages=wire_messages(messages), stream=False,
                 extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
             )
         except openai.APIStatusError as exc:
             raise ModelRequestError(f"model endpoint answered HTTP {exc.status_code}: {exc.message}") from exc
-        except openai.APIError as exc:
-            raise ModelRequestError(f"model endpoint failed: {exc}") from exc
+        except openai.APIError as exc:  # "Connection error." alone hides why: name the underlying cause
+            cause = exc.__cause__ or exc.__context__
+            detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
+            raise ModelRequestError(f"model endpoint {self.settings.base_url} failed: {detail}") from exc
         text = raw.text
         try:
             payload: Any = json.loads(text)

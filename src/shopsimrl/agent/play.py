@@ -30,7 +30,7 @@ class EpisodeOutcome:
 
 
 def play_episode(
-    env: ShopEnv, policy: Policy, task_id: int, *, persona: bool = True, max_steps: int | None = None, seed: int = 0
+    env: ShopEnv, policy: Policy, task_id: int, *, persona: bool | None = None, max_steps: int | None = None, seed: int = 0
 ) -> EpisodeOutcome:
     """Reset ``task_id``, let ``policy`` act until the episode ends or ``max_steps`` (default 30) pass."""
     limit = max_steps or EPISODE_LIMITS["single_turn"]

@@ -90,9 +90,12 @@ class SkillBank:
             payload = json.loads(data)
         except ValueError as exc:
             raise SkillBankError(f"skill bank {file} is not JSON: {exc}") from exc
-        if isinstance(payload, list):  # a bare list of chunks
-            payload = {"schema_version": SKILLBANK_SCHEMA, "skills": payload}
-        if not isinstance(payload, dict) or payload.get("schema_version", SKILLBANK_SCHEMA) != SKILLBANK_SCHEMA:
+        if not isinstance(payload, dict):
+            raise SkillBankError(
+                f"skill bank {file}: expected an object {{\"schema_version\": {SKILLBANK_SCHEMA!r}, \"skills\": [...]}}")
+        if "schema_version" not in payload:  # an unversioned file may be any format: refuse rather than guess
+            raise SkillBankError(f"skill bank {file}: schema_version is missing (expected {SKILLBANK_SCHEMA!r})")
+        if payload["schema_version"] != SKILLBANK_SCHEMA:
             raise SkillBankError(f"skill bank {file}: schema_version must be {SKILLBANK_SCHEMA!r}")
         raw_skills = payload.get("skills")
         if not isinstance(raw_skills, list):

@@ -3,14 +3,18 @@
 The file is a JSON list of records ``{task_id, task_uid, asin, source_field, evidence, kind, amount,
 approximate_upper_multiplier, price_upper}``. Every record is checked against the §2.4 rules (the
 ceiling follows from kind and amount) so that a hand-edited or truncated file fails loudly, naming the
-record, instead of silently changing budgets.
+record, instead of silently changing budgets. Annotations are keyed by ``task_id``, which every archive
+numbers from 0, so a file made for another archive would fit any catalog: when a record carries ``asin``
+or ``task_uid``, :func:`check_annotation_identities` compares them with the task of that id and refuses
+the file on any mismatch.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from shopsimrl.budget.parser import APPROXIMATE_MULTIPLIER, UPPER_KINDS
@@ -36,6 +40,21 @@ def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"not a finite number: {value!r}")
     return float(value)
+
+
+@dataclass(frozen=True)
+class AnnotationIdentity:
+    """What an annotation says about the task it was made for (None: the record does not say)."""
+
+    asin: str | None
+    task_uid: str | None
+
+
+def _optional_text(record: Mapping, key: str) -> str | None:
+    value = record.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, got {value!r}")
+    return value or None
 
 
 def _validate(record: object) -> tuple[int, float | None]:
@@ -73,20 +92,67 @@ def _validate(record: object) -> tuple[int, float | None]:
 
 def load_budget_annotations(path: str | Path) -> dict[int, float | None]:
     """Map task_id → precomputed price_upper (None: let the runtime parser decide, §2.4)."""
+    return {task_id: price for task_id, (price, _) in _load(path).items()}
+
+
+def load_annotation_identities(path: str | Path) -> dict[int, AnnotationIdentity]:
+    """Map task_id → the ``asin`` / ``task_uid`` the annotation names (validated like the budgets)."""
+    return {task_id: identity for task_id, (_, identity) in _load(path).items()}
+
+
+def check_annotation_identities(
+    path: str | Path, tasks: Mapping[int, tuple[str, str]], *, shown: int = 5
+) -> None:
+    """Refuse annotations made for another archive.
+
+    ``tasks`` maps each task id of the archive being prepared to its ``(asin, task_uid)``. An annotation
+    whose task id is not in the archive, or whose ``asin`` / ``task_uid`` (when it carries them) differ
+    from that task's, is a mismatch; all of them are counted and the first ``shown`` are named.
+    """
+    problems: list[str] = []
+    for task_id, identity in sorted(load_annotation_identities(path).items()):
+        if task_id not in tasks:
+            problems.append(f"task_id {task_id} is not a task of this archive")
+            continue
+        asin, task_uid = tasks[task_id]
+        if identity.asin is not None and identity.asin != asin:
+            problems.append(f"task_id {task_id}: annotation asin {identity.asin} != archive asin {asin}")
+        elif identity.task_uid is not None and identity.task_uid != task_uid:
+            problems.append(f"task_id {task_id}: annotation task_uid {identity.task_uid} != archive {task_uid}")
+    if problems:
+        more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+        raise ArchiveError(
+            f"budget annotations {path} do not belong to this archive: {len(problems)} of "
+            f"{len(load_annotation_identities(path))} records mismatch: {'; '.join(problems[:shown])}{more}"
+        )
+
+
+def task_identities(records: Iterable[Mapping]) -> dict[int, tuple[str, str]]:
+    """``task_id → (asin, task_uid)`` of cleaned archive records (ids and uids assigned)."""
+    return {
+        instruction["task_id"]: (record["asin"], instruction["task_uid"])
+        for record in records for instruction in record["instructions"]
+    }
+
+
+def _load(path: str | Path) -> dict[int, tuple[float | None, AnnotationIdentity]]:
     source = Path(path)
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArchiveError(f"cannot read budget annotations {source}: {exc}") from exc
+    except RecursionError:
+        raise ArchiveError(f"cannot read budget annotations {source}: nested too deeply") from None
     if not isinstance(data, list):
         raise ArchiveError(f"budget annotations {source}: top level must be a list of records")
-    annotations: dict[int, float | None] = {}
+    annotations: dict[int, tuple[float | None, AnnotationIdentity]] = {}
     for index, record in enumerate(data):
         try:
             task_id, price_upper = _validate(record)
+            identity = AnnotationIdentity(_optional_text(record, "asin"), _optional_text(record, "task_uid"))
         except ValueError as exc:
             raise ArchiveError(f"budget annotations {source}: record {index}: {exc}") from None
         if task_id in annotations:
             raise ArchiveError(f"budget annotations {source}: record {index}: duplicate task_id {task_id}")
-        annotations[task_id] = price_upper
+        annotations[task_id] = (price_upper, identity)
     return annotations

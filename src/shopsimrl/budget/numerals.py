@@ -36,14 +36,15 @@ AMOUNT_TOKEN = re.compile(
 """An amount token: numbers, Chinese numeral characters and scale letters, greedily joined."""
 
 _ATOM = re.compile(rf"{_ARABIC}|[{CHINESE_NUMERAL_CHARS}kKwW]")
-_DIGIT_PAIR = re.compile(r"^([一二两三四五六七八])([二两三四五六七八九])(?=[十百千万])")
+_DIGIT_PAIR = re.compile(r"^([一二两三四五六七八])([二两三四五六七八九])(?=[十百千万]|$)")
 
 
 def split_digit_pair(token: str) -> tuple[str, bool]:
-    """Reduce a "两三百"-style estimate (two ascending digits before a unit) to its upper end.
+    """Reduce a "两三百"-style estimate (two ascending digits before a unit, or alone) to its upper end.
 
     Returns the token to convert and whether the pair was present: ``八九百`` → (``九百``, True),
-    ``三五百`` → (``五百``, True).
+    ``三五百`` → (``五百``, True), ``两三`` (as in ``两三块钱``) → (``三``, True). A descending or longer
+    run of digits (``二零二四``) is not a pair and is read digit by digit.
     """
     match = _DIGIT_PAIR.match(token)
     if match and CHINESE_DIGITS[match.group(2)] > CHINESE_DIGITS[match.group(1)]:

@@ -27,6 +27,7 @@ auditing why a text got its ceiling.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -52,8 +53,11 @@ _APPROX_SUFFIX: Final = re.compile(r"多一点|多点|多|余|来(?=\s*(?:块|�
 _RANGE_SEPARATOR: Final = re.compile(r"\s*(?:-|~|—|–|−|至|到|和|与)\s*")
 _PLUS: Final = re.compile(r"\s*\+")
 _PER_UNIT_AFTER: Final = re.compile(
-    r"\s*(?:/\s*\S|每|一?(?:平方米|平方|平米|㎡|延米)|(?:定金|订金|押金|首付|运费|邮费))"
+    r"\s*(?:/\s*\S|每|一?(?:平方米|平方|平米|㎡|延米)|(?:定金|订金|押金|首付|尾款|余款|运费|邮费)"
+    r"|一(?:公斤|千克|斤|克|吨|厘米|公分|米|尺|码|毫升|升|小时|天|晚|周|月|年))"
 )
+"""What makes an amount a per-unit or partial price when it follows it, right after the amount or after its
+qualifiers (``五百元左右的定金``, ``80元左右一斤``, ``30元每米``)."""
 
 
 def _words(text: str) -> list[str]:
@@ -90,17 +94,17 @@ _PREWORD: Final = re.compile(
     r"(?:(?P<negated>(?:不|别|勿|没|莫|未)[^，。；;,0-9]{0,3}?(?:超过|超出|超|高于|高过|多于|大于|贵于))"
     r"|(?P<lower>(?:不|别)[^，。；;,0-9]{0,3}?(?:低于|少于|小于)|不止|至少|起码|最少|最低|超过|超出|高于|大于|多于|多过)"
     r"|(?P<upper>低于|小于|少于|不到|不足|最多|最高|最贵|顶多|至多|上限|封顶|只能给到|给到)"
-    r"|(?P<approx>大约|大概|约莫|约摸|(?<![简节制预契公条邀相婚赴失履隐合])约|差不多|差不离|接近|将近|估计|大致))"
+    r"|(?P<approx>花个|大约|大概|约莫|约摸|(?<![简节制预契公条邀相婚赴失履隐合])约|差不多|差不离|接近|将近|估计|大致))"
     + _FILLER_BEFORE
     + r"$"
 )
 _PRICE_WORD: Final = re.compile(
-    r"总预算|总花费|总费用|总共|一共|合计|预算|预期价格|心理价位|总价格|总价|价格|价位|价钱|售价|单价|标价|报价|要价|花费|费用|全款|成本|金额"
+    r"总预算|总花费|总费用|总共|一共|合计|预算|预期价格|心理价位|总价格|总价|价格|价位|价钱|售价|单价|标价|报价|要价|花费|费用|全款|成本|金额|租金"
     r"|开销|消费|价|费|花|钱|卖"
 )
 _NON_TOTAL_BEFORE: Final = re.compile(
     r"每|单(?:价|个|只|支|件|瓶|块|包|盒|片|张|条|根|双|套|台|份|杯|袋|罐|颗|粒|本|把|米|斤|平)"
-    r"|定金|订金|押金|首付|月供|运费|邮费|租金|月租|日租|年费|月费"
+    r"|定金|订金|押金|首付|尾款|余款|月供|运费|邮费|月租|日租|周租|年租|年费|月费"
     r"|(?<![0-9零〇一二两三四五六七八九十百千万])一?(?:平方米|平方|平米|㎡)"
 )
 _ALTERNATIVE_BETWEEN: Final = re.compile(r"或|要么|还是")
@@ -185,11 +189,15 @@ def _choose(norm: str, mentions: list[_Mention]) -> _Mention | None:
     if uppers:
         strong = [m for m in uppers if m.strong] or uppers
         chosen = next((m for m in strong if m.reason in _EXPLICIT_CAP_REASONS), strong[0])
+        # where the alternative words are, found once: a search per pair of mentions would be quadratic
+        alternatives = [(m.start(), m.end()) for m in _ALTERNATIVE_BETWEEN.finditer(norm)]
+        starts = [start for start, _ in alternatives]
         for other in uppers:
             if other is chosen or other.price_upper == chosen.price_upper:
                 continue
             first, second = (chosen, other) if chosen.start < other.start else (other, chosen)
-            if _ALTERNATIVE_BETWEEN.search(norm, first.end, second.start):
+            at = bisect_left(starts, first.end)
+            if at < len(alternatives) and alternatives[at][1] <= second.start:
                 return _Mention("ambiguous", None, first.start, second.end, True, "alternatives")
         return chosen
     for kind in ("non_total_price", "lower_only", "ambiguous"):
@@ -212,8 +220,10 @@ def _scan(norm: str) -> list[_Mention]:
         mention, pos = _read_mention(norm, match, mentions[-1].end if mentions else 0)
         if mention is not None:
             mentions.append(mention)
+    starts = [m.start for m in mentions]  # in scan order: increasing and not overlapping
     for match in _VAGUE_AMOUNT.finditer(norm):
-        if not any(m.start <= match.start() < m.end for m in mentions):
+        at = bisect_right(starts, match.start()) - 1  # the last mention starting at or before it
+        if at < 0 or mentions[at].end <= match.start():
             mentions.append(_Mention("ambiguous", None, match.start(), match.end(), False, "vague amount"))
     for match in _DIGIT_COUNT_PRICE.finditer(norm):
         amount = _DIGIT_COUNT_CEILING[match.group("digits")]
@@ -231,6 +241,7 @@ class _Amount:
     approximate: bool
     currency: str
     lower_plus: bool
+    suffixed: bool = False  # an approximate suffix (几/多/来...), which only follows a number
 
 
 def _read_amount(norm: str, match: re.Match[str]) -> _Amount | None:
@@ -248,6 +259,7 @@ def _read_amount(norm: str, match: re.Match[str]) -> _Amount | None:
     head_end = end = match.end() - len(token) + len(head)
     approximate = pair
     suffix = _APPROX_SUFFIX.match(norm, end)
+    suffixed = suffix is not None
     if suffix:
         approximate = True
         end = suffix.end()
@@ -258,7 +270,7 @@ def _read_amount(norm: str, match: re.Match[str]) -> _Amount | None:
         end = cur.end()
         late = None if approximate else _APPROX_SUFFIX.match(norm, end)
         if late and late.group() in ("多", "多点", "多一点"):  # "100元多"
-            approximate = True
+            approximate = suffixed = True
             end = late.end()
     elif currency_before:
         currency = "prefix"
@@ -266,7 +278,7 @@ def _read_amount(norm: str, match: re.Match[str]) -> _Amount | None:
     if plus:
         end = plus.end()
     literal = norm[start:end]
-    return _Amount(literal, round(value, 8), head_end, end, approximate, currency, plus is not None)
+    return _Amount(literal, round(value, 8), head_end, end, approximate, currency, plus is not None, suffixed)
 
 
 def _read_tail(norm: str, pos: int) -> tuple[set[str], int, int]:
@@ -321,8 +333,9 @@ def _is_money(
         if any(ch in "wW" for ch in token) and not has_price_word:
             return False  # "100W" is watts
         return bool(tail - {"noun"} or is_range or (context and (tail or at_boundary)))
-    # "一块儿", "两块香皂": 块 as a classifier, not money
-    return not (amount.currency == "块" and not (tail or context) and "\u4e00" <= next_char <= "\u9fff")
+    # "一块儿", "两块香皂": 块 as a classifier, not money; "三十几块的那种" and "30块的" are money
+    classifier = amount.currency == "块" and not (tail or context or amount.suffixed) and next_char != "的"
+    return not (classifier and "\u4e00" <= next_char <= "\u9fff")
 
 
 def _read_mention(norm: str, match: re.Match[str], previous_end: int) -> tuple[_Mention | None, int]:
@@ -343,6 +356,8 @@ def _read_mention(norm: str, match: re.Match[str], previous_end: int) -> tuple[_
         end = per_unit.end()
     tail, tail_end, after_fillers = _read_tail(norm, end)
     end = max(end, tail_end)
+    if per_unit is None and (per_unit := _PER_UNIT_AFTER.match(norm, after_fillers)):
+        end = per_unit.end()  # "五百元左右的定金", "300元的订金", "80元左右一斤": after qualifiers/fillers
     priced = amount if high is None or amount.currency else high
     if not _is_money(
         priced,

@@ -20,6 +20,9 @@ from ..errors import ArchiveError
 from .records import Instruction, Product
 
 MAX_REPORTED_PROBLEMS = 20
+MAX_RECORD_DEPTH = 32
+"""Deepest nesting of objects/arrays a record may have (real records: 5); deeper ones would overflow the
+recursion of every later copy or dump of the record."""
 
 
 def read_archive_bytes(path: str | os.PathLike[str]) -> bytes:
@@ -44,6 +47,8 @@ def parse_archive_json(data: bytes, *, source: str = "archive") -> list[dict[str
         raise ArchiveError(f"{source} is not UTF-8: {exc}") from exc
     except json.JSONDecodeError as exc:
         raise ArchiveError(f"{source} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except RecursionError:
+        raise ArchiveError(f"{source} is nested too deeply to be an archive of product records") from None
     if not isinstance(records, list):
         raise ArchiveError(f"{source} must be a top-level JSON array of product records, got {type(records).__name__}")
     return records
@@ -74,6 +79,8 @@ class _Problems:
     def raise_if_any(self) -> None:
         if not self.items:
             return
+        if len(self.items) == 1:  # one problem: one line
+            raise ArchiveError(f"{self.source}: validation problem: {self.items[0]}")
         shown = self.items[:MAX_REPORTED_PROBLEMS]
         more = len(self.items) - len(shown)
         tail = f"\n  ... and {more} more" if more else ""
@@ -84,6 +91,73 @@ class _Problems:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def _is_price(value: object) -> bool:
+    return _is_number(value) and float(value) >= 0  # type: ignore[arg-type]
+
+
+def _is_shallow_and_encodable(record: object) -> bool:
+    """Fast check (level by level, no paths): nesting within MAX_RECORD_DEPTH and every key and string
+    writable as UTF-8. Only when it fails does :func:`_unencodable_or_too_deep` look for the field."""
+    level, depth, texts = [record], 0, []
+    while level:
+        depth += 1
+        if depth > MAX_RECORD_DEPTH + 1:
+            return False
+        deeper = []
+        for container in level:
+            values = container
+            if type(container) is dict:
+                texts.extend(container)
+                values = container.values()
+            for value in values:
+                kind = type(value)
+                if kind is str:
+                    texts.append(value)
+                elif kind is dict or kind is list:
+                    deeper.append(value)
+        level = deeper
+    try:
+        "".join(texts).encode("utf-8")
+    except (UnicodeEncodeError, TypeError):  # TypeError: a non-string key (not from JSON): look closer
+        return False
+    return True
+
+
+def _unencodable_or_too_deep(record: object) -> tuple[str, str] | None:
+    """(field path, problem) for the first string that cannot be written as UTF-8 (a lone surrogate from a
+    ``\\ud800`` escape) or the first value nested deeper than MAX_RECORD_DEPTH; None when the record is fine.
+
+    Iterative, so that a hostile record cannot exhaust the interpreter's recursion.
+    """
+    stack: list[tuple[object, str, int]] = [(record, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return path or "<record>", f"lone surrogate U+{ord(value[exc.start]):04X} at character {exc.start}"
+            continue
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth >= MAX_RECORD_DEPTH:
+            return path or "<record>", f"nested deeper than {MAX_RECORD_DEPTH} levels"
+        if isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                child = f"{path}.{key}" if path else str(key)
+                if isinstance(key, str) and not key.isascii():
+                    try:
+                        key.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return path or "<record>", f"key {key!r} holds a lone surrogate"
+                stack.append((item, child, depth + 1))
+        else:
+            for position in range(len(value) - 1, -1, -1):
+                stack.append((value[position], f"{path}[{position}]", depth + 1))
+    return None
 
 
 def _is_str_list(value: object) -> bool:
@@ -108,8 +182,8 @@ def _check_options(index: int, asin: object, options: object, problems: _Problem
                 problems.add(index, asin, f"{field}[{position}]", "must be an object with a 'value'")
             elif not isinstance(entry.get("value"), str):
                 problems.add(index, asin, f"{field}[{position}].value", "missing or not a string")
-            elif entry.get("price") is not None and not _is_number(entry["price"]):
-                problems.add(index, asin, f"{field}[{position}].price", "must be a finite number or null")
+            elif entry.get("price") is not None and not _is_price(entry["price"]):
+                problems.add(index, asin, f"{field}[{position}].price", "must be a finite number ≥ 0 or null")
 
 
 def _instruction(
@@ -190,6 +264,10 @@ def validate_records(records: Sequence[object], *, source: str = "archive", star
             continue
         asin = record.get("asin")
         ok = True
+        broken = None if _is_shallow_and_encodable(record) else _unencodable_or_too_deep(record)
+        if broken is not None:
+            problems.add(index, asin if isinstance(asin, str) and asin.isprintable() else None, *broken)
+            continue  # the other checks could trip over the same value
         if not isinstance(asin, str) or not asin.strip():
             problems.add(index, asin, "asin", "missing or not a non-empty string")
             ok = False
@@ -210,8 +288,11 @@ def validate_records(records: Sequence[object], *, source: str = "archive", star
             problems.add(index, asin, "images", "missing or not a non-empty list of strings")
             ok = False
         pricing = record.get("pricing")
-        if pricing is not None and (not isinstance(pricing, list) or not all(_is_number(p) for p in pricing)):
-            problems.add(index, asin, "pricing", "must be a list of finite numbers")
+        if pricing is not None and (not isinstance(pricing, list) or not all(_is_price(p) for p in pricing)):
+            problems.add(index, asin, "pricing", "must be a list of finite numbers ≥ 0")
+            ok = False
+        elif pricing and all(float(p) == 0 for p in pricing):
+            problems.add(index, asin, "pricing", "only zero prices: a product must have a price above 0")
             ok = False
         product_category = record.get("product_category", "")
         if product_category is not None and not isinstance(product_category, str):

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import versions
 from ..budget import load_budget_annotations
+from ..budget.annotations import check_annotation_identities, task_identities
 from ..errors import ArchiveError, DatasetBuildError
 from ..search import SearchIndex, build_search_index
 from ..search.stored import SEARCH_DIR, STORED_SEARCH_VERSION, save_search_arrays
@@ -84,7 +85,7 @@ def _is_up_to_date(out: Path, fingerprint: str) -> bool:
         return False
     try:
         manifest = json.loads(manifest_path.read_text("utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, bad JSON: not up to date
         return False
     if manifest.get("plan_fingerprint") != fingerprint:
         return False
@@ -192,7 +193,8 @@ class _Totals:
 
 
 def _stream_archive(
-    archive_path: Path, work: Path, cleaner: Cleaner, say: Progress
+    archive_path: Path, work: Path, cleaner: Cleaner, say: Progress,
+    identities: dict[int, tuple[str, str]] | None = None,
 ) -> tuple[_Totals, tuple[str, str], list[str]]:
     """One pass over the source archive, a chunk at a time: validate, clean, write the cleaned archive and the
     records and goals opening reads. Returns the totals, (data SHA-256, archive SHA-256) and the record files."""
@@ -219,8 +221,11 @@ def _stream_archive(
                         f"{source}: validation problem: record {product.index} (asin {product.asin!r}) field 'asin': "
                         f"duplicate ASIN (first seen at record {first})"
                     )
-            texts = [text for product in products if (cleaned := cleaner.add(product)) is not None
-                     for text in (writer.add(cleaned),)]
+            kept = [record for product in products if (record := cleaner.add(product)) is not None]
+            if identities is not None:  # only the annotated ids: the check needs no more
+                identities.update((task_id, identity) for task_id, identity in task_identities(kept).items()
+                                  if task_id in cleaner.annotations)
+            texts = [writer.add(record) for record in kept]
             _add_cleaned(texts, totals, records)
             start += len(chunk)
             if start % (PREPARE_CHUNK * 50) == 0:
@@ -272,7 +277,10 @@ def _build(
     annotations = load_budget_annotations(options.annotations) if options.annotations else None
     cleaner = Cleaner(annotations)
     say("validating, cleaning and writing the archive, records and goals (streamed)")
-    totals, (data_sha, archive_sha), stored_files = _stream_archive(archive_path, work, cleaner, say)
+    identities: dict[int, tuple[str, str]] | None = {} if options.annotations else None
+    totals, (data_sha, archive_sha), stored_files = _stream_archive(archive_path, work, cleaner, say, identities)
+    if options.annotations and identities is not None:  # ids number from 0 in every archive: refuse another's
+        check_annotation_identities(options.annotations, identities)
     result = cleaner.result([])
     say("building persona splits")
     persona_splits = build_persona_splits(

@@ -6,7 +6,6 @@ report describes the default catalog and the real ShopSimulator archive.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections import Counter
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..budget import parse_budget_detail
+from ..jsonfile import read_json_file
 from .prepare import MANIFEST_FILE
 from .store import Catalog
 
@@ -33,7 +33,7 @@ def _length_summary(lengths: list[int]) -> dict[str, float]:
 def catalog_shape(root: str | os.PathLike[str], catalog: Catalog | None = None) -> dict[str, Any]:
     """Counts and shape figures of the prepared directory ``root`` (no episodes are played)."""
     root = Path(root)
-    manifest = json.loads((root / MANIFEST_FILE).read_text("utf-8"))
+    manifest = read_json_file(root / MANIFEST_FILE)
     counts = manifest["stats"]
     catalog = catalog or Catalog.from_data_dir(root)
     leaves = Counter(product.category for product in catalog.products_by_asin.values())

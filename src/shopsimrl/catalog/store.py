@@ -10,7 +10,6 @@ reference the equivalence test compares against.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from typing import Any
 
 from .. import versions
 from ..errors import DataDirectoryError, DataIntegrityError, SplitError, UnknownTaskError
+from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
 from ..search.stored import SEARCH_DIR
 from .archive import parse_archive_json, read_archive_bytes, sha256_hex, validate_records
@@ -52,21 +52,40 @@ def _rerun(path: Path) -> str:
     return f"re-run `shopsimrl data prepare --archive ARCHIVE --out {path} --force` (or `data build-default --force`)"
 
 
+def _not_prepared(path: Path) -> str:
+    return (
+        f"{path} is not a prepared data directory (no {MANIFEST_FILE}); build the default catalog with "
+        f"`shopsimrl data build-default --out {path}` (or `make run`, which builds data/default), or prepare "
+        "a real archive with `shopsimrl data prepare --archive FILE --out DIR`"
+    )
+
+
+def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> bool | None:
+    """The cheap checks of a data directory and a split name, from two small JSON files; returns the
+    split's declared persona mode (None: mixed or no split given).
+
+    A typo in a path or a split name must be reported before a catalog is opened, not after.
+    """
+    path = Path(root)
+    if not (path / MANIFEST_FILE).exists():
+        raise DataDirectoryError(_not_prepared(path))
+    if split is None:
+        return None
+    splits = read_json_file(path / TASK_SPLITS_FILE).get("splits")
+    if not isinstance(splits, Mapping):
+        raise DataDirectoryError(f"{path}: cannot read {TASK_SPLITS_FILE}: it has no 'splits' object")
+    if SPLIT_ALIASES.get(split, split) not in splits:
+        raise SplitError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}")
+    declared = splits[SPLIT_ALIASES.get(split, split)]
+    return declared.get("persona") if isinstance(declared, Mapping) else None
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
-    """The parsed ``manifest.json`` of a prepared directory, or a one-line ``DataDirectoryError``."""
+    """The parsed ``manifest.json`` of a prepared directory, or a one-line typed error naming it."""
     manifest_path = path / MANIFEST_FILE
-    if not manifest_path.is_file():
-        raise DataDirectoryError(
-            f"{path} is not a prepared data directory (no {MANIFEST_FILE}); "
-            "run `shopsimrl data prepare --archive FILE --out DIR` first"
-        )
-    try:
-        manifest = json.loads(manifest_path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataIntegrityError(f"{manifest_path} is not readable JSON ({exc}); {_rerun(path)}") from None
-    if not isinstance(manifest, dict):
-        raise DataIntegrityError(f"{manifest_path} is not a JSON object; {_rerun(path)}")
-    return manifest
+    if not manifest_path.exists():
+        raise DataDirectoryError(_not_prepared(path))
+    return read_json_file(manifest_path)
 
 
 def check_versions(path: Path, manifest: Mapping[str, Any]) -> None:
@@ -139,13 +158,7 @@ class Catalog:
         return self._read_json(PERSONA_SPLITS_FILE)
 
     def _read_json(self, name: str) -> Mapping[str, Any]:
-        try:
-            value = json.loads((self.root / name).read_text("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise DataIntegrityError(f"{self.root / name} is not readable JSON ({exc}); {_rerun(self.root)}") from None
-        if not isinstance(value, dict):
-            raise DataIntegrityError(f"{self.root / name} is not a JSON object; {_rerun(self.root)}")
-        return value
+        return read_json_file(self.root / name)
 
     @property
     def products(self) -> tuple[Product, ...]:

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import gymnasium
 
+from ..errors import ShopSimError
 from .shop_env import ShopEnv, ShopWorld
 
 MAX_TEXT_LENGTH = 65536
@@ -48,17 +49,26 @@ class ShopGymEnv(gymnasium.Env[str, str]):
 
     def __init__(
         self,
-        data_dir: str | os.PathLike[str] | None = None,
+        data_dir: str | os.PathLike[str] | ShopWorld | None = None,
         *,
         world: ShopWorld | None = None,
         split: str = "test",
-        persona: bool = True,
+        persona: bool | None = None,
         interaction_mode: str = "single_turn",
         render_mode: str | None = None,
     ) -> None:
+        """``ShopGymEnv(data_dir)`` or ``ShopGymEnv(world)`` (a ``ShopWorld``, positionally or as ``world=``).
+
+        ``split`` names the task ids a reset without ``options["task_id"]`` draws from; ``persona`` forces
+        the mode (None: each task's own mode).
+        """
+        if isinstance(data_dir, ShopWorld):
+            if world is not None and world is not data_dir:
+                raise ShopSimError("ShopGymEnv got two different worlds (positionally and as world=)")
+            data_dir, world = None, data_dir
         if world is None:
             if data_dir is None:
-                raise ValueError("ShopGymEnv needs a data_dir or a ShopWorld")
+                raise ShopSimError("ShopGymEnv needs a data directory or a ShopWorld")
             world = ShopWorld.shared(data_dir)
         self.world = world
         self.env = ShopEnv(world)
@@ -78,7 +88,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
             task_id = int(self.task_ids[int(self.np_random.integers(len(self.task_ids)))])
         payload = self.env.reset(
             int(task_id),
-            persona=bool(options.get("persona", self.persona)),
+            persona=options.get("persona", self.persona),
             interaction_mode=options.get("interaction_mode", self.interaction_mode),
         )
         self._last_observation = payload["observation"]

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..errors import InvalidGoalError
 from ..search.text import LATIN_TOKEN  # the §3.2 Latin/number token shape
 from ..versions import REWARD_VERSION
 from .fuzzy import token_set_ratio
@@ -144,6 +145,23 @@ def price_reward(price_upper: float | None, resolution: Mapping[str, Any]) -> fl
     return 1.0 if price <= price_upper else 0.0
 
 
+GOAL_FIELDS = {"category": (str,), "name": (str,), "attributes": (list, tuple), "goal_options": (list, tuple, Mapping),
+               "price_upper": (int, float, type(None))}
+
+
+def check_goal(goal: object) -> None:
+    """Refuse a goal missing a scored field: a goal of only ``asin`` used to score r_loose 0.5 silently."""
+    if not isinstance(goal, Mapping):
+        raise InvalidGoalError(f"goal must be a mapping, got {type(goal).__name__}")
+    missing = [key for key in GOAL_FIELDS if key not in goal]
+    if missing:
+        raise InvalidGoalError(f"goal lacks {missing}; a goal needs {list(GOAL_FIELDS)} (price_upper may be null)")
+    for key, kinds in GOAL_FIELDS.items():
+        value = goal[key]
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise InvalidGoalError(f"goal field {key!r} has type {type(value).__name__}")
+
+
 def score_purchase(
     product: Mapping[str, Any],
     goal: Mapping[str, Any],
@@ -154,6 +172,7 @@ def score_purchase(
 
     Without ``price_resolution`` the price is resolved from the product and the selection (§8).
     """
+    check_goal(goal)
     if price_resolution is None:
         resolution = resolve_variant_price(product, selected_options)
     else:

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from ..catalog.goals import strip_reasoning
 from ..catalog.store import Catalog
-from ..errors import ShopSimError
+from ..errors import PersonaUnavailableError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, SEARCH_TOP_K
 from .product_view import ProductView
 from .session import ShopSession
@@ -79,6 +79,16 @@ class ShopWorld:
         return ShopEnv(self)
 
 
+def resolve_persona_mode(task_id: int, goal: dict[str, Any], persona: bool | None) -> bool:
+    """The mode a reset runs in: None → persona iff the task has one; True on a standard task is an error."""
+    has_persona = bool(goal.get("user_persona"))
+    if persona is None:
+        return has_persona
+    if persona and not has_persona:
+        raise PersonaUnavailableError(task_id)
+    return bool(persona)
+
+
 class ShopEnv:
     """One shopping session: ``reset`` a task, then ``step`` canonical actions until ``done``."""
 
@@ -96,15 +106,21 @@ class ShopEnv:
     def reset(
         self,
         task_id: int,
-        persona: bool = True,
+        persona: bool | None = None,
         interaction_mode: str = "single_turn",
         *,
         include_private_goal: bool = False,
         session_id: str | None = None,
     ) -> dict[str, Any]:
+        """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
+
+        A persona reset of a standard task raises :class:`PersonaUnavailableError` (it used to return
+        ``task_mode: "persona"`` with an empty persona and the full instruction).
+        """
         if isinstance(task_id, bool) or not isinstance(task_id, int):
             raise ShopSimError("task idx must be an integer")
         goal = self.world.catalog.goal(task_id)
+        persona = resolve_persona_mode(task_id, goal, persona)
         session = ShopSession(
             goal=goal,
             search=self.world.search,

@@ -28,6 +28,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             timeout=args.timeout, max_retries=args.max_retries, send_seed=args.send_seed,
             checkpoint_id=args.checkpoint_id,
         )
+    from ..agent.skills import SkillBank
+    from ..catalog.store import check_data_dir
+
+    # mistakes are reported before the catalog is opened (seconds on the default catalog)
+    declared = check_data_dir(args.data, args.split)
+    if args.persona is not None and declared is not None and args.persona != declared:
+        raise ShopSimError(f"split {args.split!r} is declared persona={declared}; --persona/--no-persona disagrees")
+    if args.skills:
+        SkillBank.load(args.skills)
     out = args.out or f"runs/{args.policy or args.model.replace('/', '_')}-{args.split}"
     settings = EvalSettings(
         data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
@@ -42,10 +51,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     console = _console()
     progress = LiveProgress(f"{label} · {args.split}", enabled=not args.no_progress)
     try:
-        result = evaluate(settings, on_start=progress.start, on_record=progress.record)
+        result = evaluate(settings, on_start=progress.start, on_record=progress.record, on_warning=_warn)
     finally:
         progress.stop()
     console.print(summary_table(result.summary, f"{label} on {args.split}"))
+    first = _first_failure(result.run_dir.traces_path) if result.summary["counts"]["failed"] else None
+    if first:
+        print(f"first failure: {first}")
     if args.policy == "oracle":
         print("note: the oracle reads the private goal — this is a solvability check, not a baseline")
     if result.extra.get("ray_workers"):
@@ -59,6 +71,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report:  {paths['html']}  ({paths['md']})")
     sys.stdout.flush()
     return 0 if result.summary["counts"]["failed"] == 0 else 1
+
+
+def _warn(message: str) -> None:
+    print(f"shopsimrl: warning: {message}", file=sys.stderr, flush=True)
+
+
+
+def _first_failure(traces: Path) -> str | None:
+    """The first failed episode's error, so a dead endpoint shows its cause, not only a count of types."""
+    from .rundir import latest_records
+
+    for episode_id, record in sorted(latest_records(traces).items()):
+        error = record.get("error") or {}
+        if record.get("status") == "failed" and error:
+            return (f"{episode_id}: {error.get('type', 'error')} at {error.get('stage', '?')}: "
+                    f"{error.get('message', '')}")
+    return None
 
 
 RUN_ARTIFACTS = ("manifest.json", "traces.jsonl", "summary.json", "report.md", "report.html", "comparison.json")
@@ -114,11 +143,20 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
         rate=args.fault_rate, kinds=tuple(args.faults.split(",")) if args.faults else FaultConfig().kinds,
         seed=args.fault_seed, length_rate=args.length_rate,
     )
+    from ..catalog.store import check_data_dir
+
+    check_data_dir(args.data)
     world = ShopWorld.from_data_dir(args.data)
     app = create_policy_app(world, policy=args.policy, faults=faults, model_name=args.model_name)
     print(f"[shopsimrl] policy server ({args.policy}) on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
+
+
+def _positive_int(text: str) -> int:
+    from ..cli import _positive_int as positive
+
+    return positive(text)
 
 
 def add_commands(commands: Any) -> None:
@@ -141,15 +179,15 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--send-seed", action="store_true", help="send the per-turn seed to the model")
     ev.add_argument("--checkpoint-id", help="recorded in the manifest, never sent")
     ev.add_argument("--env-url", help="use a `shopsimrl serve` service instead of the in-process environment")
-    ev.add_argument("--concurrency", type=int, default=32)
+    ev.add_argument("--concurrency", type=_positive_int, default=32)
     ev.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run episodes on Ray workers (no ADDRESS: start a local instance; 'auto' or "
                          "ray://HOST:10001: connect); needs the `ray` extra")
     ev.add_argument("--ray-cpus", type=int, help="CPUs of the local Ray instance --ray starts (default: all)")
     ev.add_argument("--ray-data", help="the --data directory's path on the Ray nodes (default: the same, absolute)")
-    ev.add_argument("--repeats", type=int, default=1)
-    ev.add_argument("--limit", type=int, help="only the first N tasks of the split")
-    ev.add_argument("--sample-size", type=int, help="a seeded random sample of N tasks")
+    ev.add_argument("--repeats", type=_positive_int, default=1)
+    ev.add_argument("--limit", type=_positive_int, help="only the first N tasks of the split")
+    ev.add_argument("--sample-size", type=_positive_int, help="a seeded random sample of N tasks")
     ev.add_argument("--seed", type=int, default=20260830)
     ev.add_argument("--max-steps", type=int, default=EPISODE_LIMITS["single_turn"])
     ev.add_argument("--persona", action=argparse.BooleanOptionalAction, default=None,

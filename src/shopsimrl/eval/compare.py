@@ -85,16 +85,27 @@ def _jobs(plan: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
     return [(j["split"], j["task_id"], j["sample_id"], j["seed"]) for j in plan.get("jobs", [])]
 
 
-def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any]) -> dict[str, Any]:
+def _seed_conflicts(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any]) -> int:
+    """Episodes both plans hold (same split, task, sample) but with different seeds: never comparable."""
+    seeds_a = {job[:3]: job[3] for job in _jobs(plan_a)}
+    return sum(1 for *key, seed in _jobs(plan_b) if tuple(key) in seeds_a and seeds_a[tuple(key)] != seed)
+
+
+def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, partial: bool = False) -> dict[str, Any]:
+    """What makes two plans incomparable. ``partial``: the task lists may differ (``--limit``, a sample, an
+    unfinished run); the episodes both hold must still have the same seeds."""
     problems, warnings = [], []
     if plan_a.get("pipeline_version") != plan_b.get("pipeline_version"):
         problems.append("pipeline versions differ")
     split_a, split_b = plan_a.get("task_split", {}), plan_b.get("task_split", {})
-    for key in ("name", "task_ids_sha256", "persona"):
+    for key in ("name", "persona") if partial else ("name", "task_ids_sha256", "persona"):
         if split_a.get(key) != split_b.get(key):
             problems.append(f"task split {key} differs ({split_a.get(key)} vs {split_b.get(key)})")
-    if _jobs(plan_a) != _jobs(plan_b):
-        problems.append("the job lists differ (tasks, samples or seeds)")
+    if partial:
+        if conflicts := _seed_conflicts(plan_a, plan_b):
+            problems.append(f"{conflicts} episodes held by both plans have different seeds")
+    elif _jobs(plan_a) != _jobs(plan_b):
+        problems.append("the job lists differ (tasks, samples or seeds; --allow-partial compares the common ones)")
     env_a, env_b = _env(plan_a), _env(plan_b)
     for key in ENVIRONMENT_KEYS:
         if env_a[key] != env_b[key]:
@@ -117,10 +128,12 @@ def compare_runs(
     """Compare two run directories; raises :class:`ComparisonError` when they are not aligned."""
     dir_a, dir_b = RunDir(run_a), RunDir(run_b)
     plan_a, plan_b = dir_a.plan().plan, dir_b.plan().plan
-    alignment = check_alignment(plan_a, plan_b)
+    alignment = check_alignment(plan_a, plan_b, partial=allow_partial)
     if alignment["problems"]:
         raise ComparisonError(f"{run_a} and {run_b} are not comparable: " + "; ".join(alignment["problems"]))
-    wanted = [(split, task, sample) for split, task, sample, _ in _jobs(plan_a)]
+    planned_b = {(split, task, sample) for split, task, sample, _ in _jobs(plan_b)}
+    planned_a = [(split, task, sample) for split, task, sample, _ in _jobs(plan_a)]
+    wanted = [key for key in planned_a if key in planned_b] if allow_partial else planned_a
     done_a = {task_key(r): r for r in dir_a.records().values() if is_completed(r)}
     done_b = {task_key(r): r for r in dir_b.records().values() if is_completed(r)}
     keys = [key for key in wanted if key in done_a and key in done_b]
@@ -129,8 +142,10 @@ def compare_runs(
         raise ComparisonError(
             f"{missing} of {len(wanted)} episodes are not completed in both runs (resume them, or pass --allow-partial)"
         )
-    if missing:
-        alignment["warnings"].append(f"{missing} episodes missing from one run were left out")
+    if allow_partial:
+        alignment["warnings"].append(
+            f"compared {len(keys)} episodes completed in both runs (A planned {len(planned_a)}, "
+            f"B planned {len(planned_b)}; {len(planned_a) + len(planned_b) - 2 * len(keys)} planned episodes left out)")
     if not keys:
         raise ComparisonError("no episode is completed in both runs")
     per_a = [episode_metrics(done_a[key]) for key in keys]

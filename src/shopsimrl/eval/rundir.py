@@ -2,8 +2,9 @@
 
 Every finished attempt is one JSON line, written whole and flushed at once (fsync'd at most once a second and
 on close), so killing the evaluator loses at most the episodes still in flight; the last line of an
-``episode_id`` wins and a broken tail line (a line cut by a crash) is skipped when reading. A directory holds
-one plan: a manifest with another fingerprint is refused.
+``episode_id`` wins and a broken line (a line cut by a crash) is skipped when reading, and its line number
+is kept so that a resume can say so. A directory holds one plan: a manifest with another fingerprint, or one
+whose plan is missing, is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 
 from ..agent.runtime import utc_now
 from ..errors import ShopSimError
+from ..jsonfile import read_json_file
 from ..versions import TRACE_SCHEMA_VERSION
 from .plan import MANIFEST_SCHEMA, EvalPlan
 
@@ -34,12 +36,18 @@ def trace_line(record: dict[str, Any]) -> str:
 
     Records orjson cannot encode (integers beyond 64 bits, non-string keys) go through ``json.dumps``; the
     same record always gives the same line. NaN and Infinity, which no record should hold, are written as
-    ``null`` (strict JSON) instead of Python's non-standard tokens.
+    ``null`` (strict JSON) instead of Python's non-standard tokens. A string with a lone surrogate (a model
+    can send a ``\\ud800`` escape) cannot be UTF-8: such a record is written with ASCII escapes.
     """
     try:
         return orjson.dumps(record).decode("utf-8") + "\n"
     except TypeError:
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(record, separators=(",", ":"))
+        return text + "\n"
 
 
 class RunDirError(ShopSimError):
@@ -61,28 +69,41 @@ def is_completed(record: Any) -> bool:
     )
 
 
-def iter_trace_lines(path: Path) -> Iterator[dict[str, Any]]:
-    """Every parseable episode record of a traces file, in file order (blank and broken lines skipped)."""
+def iter_trace_lines(path: Path, unparseable: list[int] | None = None) -> Iterator[dict[str, Any]]:
+    """Every parseable episode record of a traces file, in file order.
+
+    Blank lines are skipped; so are lines that are not an episode record (bad JSON, a line cut by a crash,
+    no ``episode_id``), whose 1-based numbers are appended to ``unparseable`` when given.
+    """
     if not path.is_file():
         return
     with path.open("rb") as handle:
-        for raw in handle:
+        for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
             try:
                 record = json.loads(raw)
-            except ValueError:
-                continue
+            except (ValueError, RecursionError):
+                record = None
             if isinstance(record, dict) and isinstance(record.get("episode_id"), str):
                 yield record
+            elif unparseable is not None:
+                unparseable.append(number)
 
 
-def latest_records(path: Path) -> dict[str, dict[str, Any]]:
-    """The last record of each episode id."""
+def latest_records(path: Path, unparseable: list[int] | None = None) -> dict[str, dict[str, Any]]:
+    """The last record of each episode id (``unparseable``: see :func:`iter_trace_lines`)."""
     latest: dict[str, dict[str, Any]] = {}
-    for record in iter_trace_lines(path):
+    for record in iter_trace_lines(path, unparseable):
         latest[record["episode_id"]] = record
     return latest
+
+
+def describe_unparseable(path: Path, lines: list[int], *, shown: int = 20) -> str:
+    """One line saying which lines of a traces file were skipped (their episodes run again)."""
+    numbers = ", ".join(map(str, lines[:shown])) + (f", … ({len(lines) - shown} more)" if len(lines) > shown else "")
+    return (f"{path}: {len(lines)} line(s) could not be parsed as episode records and were skipped "
+            f"(line {numbers}); their episodes count as not done")
 
 
 class RunDir:
@@ -93,6 +114,7 @@ class RunDir:
         self._lock = threading.Lock()
         self._handle: Any = None
         self._last_sync = 0.0
+        self.unparseable_lines: list[int] = []  # of traces.jsonl, as of the last records() call
 
     @property
     def manifest_path(self) -> Path:
@@ -107,14 +129,16 @@ class RunDir:
         return self.root / SUMMARY_FILE
 
     def manifest(self) -> dict[str, Any]:
-        try:
-            manifest = json.loads(self.manifest_path.read_text("utf-8"))
-        except FileNotFoundError as exc:
-            raise RunDirError(f"{self.root} is not a run directory (no {MANIFEST_FILE})") from exc
-        except ValueError as exc:
-            raise RunDirError(f"{self.manifest_path} is not valid JSON: {exc}") from exc
+        """The checked manifest: the right schema and a plan object with its job list."""
+        if not self.manifest_path.exists() and not self.manifest_path.is_symlink():
+            raise RunDirError(f"{self.root} is not a run directory (no {MANIFEST_FILE})")
+        manifest = read_json_file(self.manifest_path, error=RunDirError, expect=None)
         if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
             raise RunDirError(f"{self.manifest_path} is not a {MANIFEST_SCHEMA} manifest")
+        plan = manifest.get("plan")
+        if not isinstance(plan, dict) or not isinstance(plan.get("jobs"), list):
+            raise RunDirError(f"{self.manifest_path} has no plan: the run directory is damaged; use a new --out "
+                              "directory (or --force to start over)")
         return manifest
 
     def plan(self) -> EvalPlan:
@@ -139,7 +163,9 @@ class RunDir:
         return False
 
     def records(self) -> dict[str, dict[str, Any]]:
-        return latest_records(self.traces_path)
+        """The latest record of each episode; the numbers of skipped lines go to ``unparseable_lines``."""
+        self.unparseable_lines = []
+        return latest_records(self.traces_path, self.unparseable_lines)
 
     def append(self, record: dict[str, Any]) -> None:
         """Append one record as one line, flushed; fsync'd at most every second (and on close)."""

@@ -33,7 +33,8 @@ from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from ..versions import ENVIRONMENT_VERSION, EPISODE_LIMITS, OBSERVATION_VERSION, TOOL_VERSION
 from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
-from .rundir import RunDir, is_completed, write_json_atomic
+from .ray_runner import RayEpisodePool, import_ray
+from .rundir import RunDir, describe_unparseable, is_completed, write_json_atomic
 from .summary import summarize
 
 MAX_ATTEMPTS = 3  # one run plus two retries of a technically failed episode
@@ -92,7 +93,7 @@ class EvalResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _task_split(catalog: Catalog, data: str, split: str, persona: bool, ids: Sequence[int]) -> dict[str, Any]:
+def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, ids: Sequence[int]) -> dict[str, Any]:
     from ..agent.prompt import sha256_json
 
     return {"name": split, "path": str(Path(data) / "task_splits.json"),
@@ -100,16 +101,17 @@ def _task_split(catalog: Catalog, data: str, split: str, persona: bool, ids: Seq
             "task_ids_sha256": sha256_json(list(ids))}
 
 
-def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool:
+def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | None:
+    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode."""
     declared = catalog.split_is_persona(split)
     if requested is not None and declared is not None and requested != declared:
         raise ShopSimError(f"split {split!r} is declared persona={declared}; --persona/--no-persona disagrees")
     if requested is not None:
         return requested
-    return True if declared is None else bool(declared)
+    return None if declared is None else bool(declared)
 
 
-def environment_identity(catalog: Catalog, adapter: Mapping[str, Any], persona: bool) -> dict[str, Any]:
+def environment_identity(catalog: Catalog, adapter: Mapping[str, Any], persona: bool | None) -> dict[str, Any]:
     manifest = catalog.manifest
     return {
         **adapter, "persona": persona, "interaction_mode": "single_turn",
@@ -209,16 +211,20 @@ def run_summary(
 
 async def evaluate_async(
     settings: EvalSettings, *, world: ShopWorld | None = None, on_start: Callable[[int, int], None] | None = None,
-    on_record: ProgressCallback | None = None,
+    on_record: ProgressCallback | None = None, on_warning: Callable[[str], None] | None = None,
 ) -> EvalResult:
+    """Run (or resume) ``settings``; ``on_warning`` hears of traces lines a resume had to skip."""
     if settings.ray is not None:
-        from .ray_runner import import_ray
-
         import_ray()  # a clear error naming the extra before anything is written
     plan, runtime = build(settings, world)
     run_dir = RunDir(settings.out)
     resumed = run_dir.open_for(plan)
     latest = run_dir.records()
+    extra: dict[str, Any] = {}
+    if run_dir.unparseable_lines:
+        extra["unparseable_trace_lines"] = list(run_dir.unparseable_lines)
+        if on_warning is not None:
+            on_warning(describe_unparseable(run_dir.traces_path, run_dir.unparseable_lines))
     done = {eid for eid, record in latest.items() if is_completed(record)}
     jobs = [job for job in plan.jobs() if job.episode_id not in done]
     if on_start is not None:
@@ -231,12 +237,9 @@ async def evaluate_async(
 
     runner: EpisodeRunner = runtime
     pool = None
-    extra: dict[str, Any] = {}
     try:
         if settings.ray is not None and jobs:
-            from .ray_runner import RayEpisodePool
-
-            runner = pool = RayEpisodePool.start(settings, plan, episodes=len(jobs))
+            runner = pool = RayEpisodePool.start(settings, plan, episodes=len(jobs), builder=build)
             extra["ray_workers"] = len(pool.actors)
         with run_dir:
             attempts = await run_jobs(runner, jobs, run_dir, concurrency=settings.concurrency, on_record=remember)

@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..env.shop_env import ShopWorld
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
+from .api_docs import install_offline_docs
 from .leases import LeaseError, PoolTimeout
 from .models import ErrorBody, Health
 from .replay import ReplayError, RunsStore
@@ -54,7 +55,9 @@ ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
 # The reference request body, one schema per action, for the OpenAPI schema (the handler parses the body
 # itself, so that a non-JSON body is a clear 400 in the reference's own error shape). Unknown fields are
 # ignored, as by the reference service, so existing clients keep working.
-_LEASE = {"env_idx": {"type": "integer"}, "lease_id": {"type": "string", "minLength": 1}}
+# Integers are bounded to 64 bits: the JSON decoder (orjson) reads larger ones as floats.
+_INT64 = {"type": "integer", "minimum": -(2**63), "maximum": 2**63 - 1}
+_LEASE = {"env_idx": _INT64, "lease_id": {"type": "string", "minLength": 1}}
 
 
 def _variant(action: str, required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +68,7 @@ def _variant(action: str, required: list[str], **properties: dict[str, Any]) -> 
 REFERENCE_BODY = {
     "required": True,
     "content": {"application/json": {"schema": {"oneOf": [
-        _variant("reset", ["idx"], idx={"type": "integer"}, if_persona={"type": "boolean"},
+        _variant("reset", ["idx"], idx=_INT64, if_persona={"type": ["boolean", "null"]},
                  include_private_goal={"type": "boolean"},
                  interaction_mode={"type": "string", "enum": ["single_turn", "multi_turn"]},
                  wait_timeout={"type": "number", "minimum": 0}),
@@ -124,7 +127,9 @@ def create_app(
     app = ServiceApp(
         title="ShopSimRL environment service", version=ENVIRONMENT_VERSION, lifespan=lifespan,
         description="Leased shopping-environment sessions: the reference `/api/shop_agent` API and `/v1/sessions`.",
+        docs_url=None, redoc_url=None,  # /docs is served with local assets (api_docs.py), never from a CDN
     )
+    install_offline_docs(app)
     app.state.service = service
     app.state.pool = pool
     app.state.world = world
@@ -143,7 +148,12 @@ def create_app(
         return _error(503, str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method in ("POST", "PUT", "PATCH") and not kind.endswith("json"):
+            # curl -d sends application/x-www-form-urlencoded: say what to send, not "a valid dictionary"
+            return _error(422, f"the request body must be JSON sent with the header Content-Type: application/json "
+                               f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'")
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors())
         return _error(422, f"invalid request: {problems}")
@@ -198,8 +208,8 @@ def create_app(
             return 400, {"error": str(exc)}
 
     def _lease(body: dict[str, Any], action: str):
-        slot, lease_id = body.get("env_idx"), body.get("lease_id")
-        if isinstance(slot, bool) or not isinstance(slot, int) or not isinstance(lease_id, str) or not lease_id:
+        slot, lease_id = json_int(body.get("env_idx")), body.get("lease_id")
+        if slot is None or not isinstance(lease_id, str) or not lease_id:
             raise ServiceRequestError(f"{action} requires a valid env_idx and lease_id")
         return service.lease(slot, lease_id)
 
@@ -208,8 +218,9 @@ def create_app(
             raise ServiceRequestError("reset must not include env_idx; the server assigns a slot")
         if "idx" not in body:
             raise ServiceRequestError("reset action requires idx parameter")
+        idx = json_int(body["idx"])
         lease, payload = await service.reset(
-            body["idx"], persona=body.get("if_persona", False),
+            body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
             interaction_mode=body.get("interaction_mode", "single_turn"),
             include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
         )
@@ -259,6 +270,17 @@ async def read_body(receive: Any) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+def json_int(value: Any) -> int | None:
+    """An integer as JSON Schema counts one (``7`` or ``7.0``, not ``true``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    return None
 
 
 def decode(raw: bytes) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from ..env.tools import tools_for_state
-from ..errors import ShopSimError
+from ..errors import PersonaUnavailableError, ShopSimError
 
 LEASE_FIELDS = ("env_idx", "lease_id")
 IDEMPOTENT_RETRIES = 3
@@ -25,6 +25,10 @@ class ServiceError(ShopSimError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
+
+
+def _persona_unavailable(exc: ServiceError) -> bool:
+    return exc.status == 400 and "standard task without a persona" in str(exc)
 
 
 def _unwrap(response: httpx.Response) -> dict[str, Any]:
@@ -50,9 +54,7 @@ class _Base:
         self._done = bool(result.get("done"))
         return result
 
-    def _reset_body(self, task_id: int, persona: bool, interaction_mode: str, include_private_goal: bool) -> dict[str, Any]:
-        if self._lease is not None:
-            raise ShopSimError("this client already holds a lease: close() or release() it before another reset")
+    def _reset_body(self, task_id: int, persona: bool | None, interaction_mode: str, include_private_goal: bool) -> dict[str, Any]:
         return {"action": "reset", "idx": task_id, "if_persona": persona, "interaction_mode": interaction_mode,
                 "include_private_goal": include_private_goal}
 
@@ -77,7 +79,9 @@ class _Base:
 
 
 class ShopClient(_Base):
-    """Synchronous client: ``reset`` / ``step`` / ``terminate`` / ``tools`` / ``close``."""
+    """Synchronous client with ``ShopEnv``'s methods: ``reset`` (releases a held lease first), ``step``,
+    ``terminate``, ``tools``, ``observation_state``, ``done``; ``release()`` gives the slot back without
+    closing the connection, ``close()`` releases and closes (also on ``with`` exit)."""
 
     def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0) -> None:
         super().__init__()
@@ -93,12 +97,21 @@ class ShopClient(_Base):
                 time.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
-    def reset(self, task_id: int, persona: bool = True, interaction_mode: str = "single_turn", *,
+    def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
               include_private_goal: bool = False, wait_timeout: float | None = None) -> dict[str, Any]:
+        """Start an episode, as ``ShopEnv.reset``: a lease still held (a finished or running episode) is
+        released first; ``persona=None`` takes the task's own mode, ``True`` on a standard task raises
+        :class:`PersonaUnavailableError`."""
+        self.release()
         body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
-        result = self._post(body, timeout=httpx.Timeout(30.0, read=None))  # a reset may queue for a slot
+        try:
+            result = self._post(body, timeout=httpx.Timeout(30.0, read=None))  # a reset may queue for a slot
+        except ServiceError as exc:
+            if _persona_unavailable(exc):
+                raise PersonaUnavailableError(task_id) from exc
+            raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
         return self._strip(result)
 
@@ -151,12 +164,19 @@ class AsyncShopClient(_Base):
                 await asyncio.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def reset(self, task_id: int, persona: bool = True, interaction_mode: str = "single_turn", *,
+    async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
                     include_private_goal: bool = False, wait_timeout: float | None = None) -> dict[str, Any]:
+        """As :meth:`ShopClient.reset` (a held lease is released first)."""
+        await self.release()
         body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
-        result = await self._post(body, timeout=httpx.Timeout(30.0, read=None))
+        try:
+            result = await self._post(body, timeout=httpx.Timeout(30.0, read=None))
+        except ServiceError as exc:
+            if _persona_unavailable(exc):
+                raise PersonaUnavailableError(task_id) from exc
+            raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
         return self._strip(result)
 

@@ -23,7 +23,9 @@ class CreateSession(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     task_id: StrictInt = Field(description="an active task id of the loaded catalog")
-    persona: StrictBool = Field(False, description="persona mode: the simple instruction plus the user profile")
+    persona: StrictBool | None = Field(
+        None, description="persona mode (the simple instruction plus the user profile); null or absent: the task's "
+                          "own mode, as ShopEnv.reset; true on a standard task is a 400")
     interaction_mode: InteractionMode = "single_turn"
     include_private_goal: StrictBool = False
     wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")

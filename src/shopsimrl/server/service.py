@@ -11,7 +11,7 @@ from typing import Any
 
 from ..env.actions import extract_action
 from ..env.session import TERMINATION_REASONS
-from ..env.shop_env import ShopEnv, ShopWorld
+from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS
 from .leases import Lease, LeasePool
@@ -46,7 +46,7 @@ class EnvService:
         self,
         task_id: int,
         *,
-        persona: bool = False,
+        persona: bool | None = False,
         interaction_mode: str = "single_turn",
         include_private_goal: bool = False,
         wait_timeout: float | None = None,
@@ -57,14 +57,16 @@ class EnvService:
         if interaction_mode not in EPISODE_LIMITS:
             raise ServiceRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
-        if not isinstance(persona, bool) or not isinstance(include_private_goal, bool):
-            raise ServiceRequestError("if_persona and include_private_goal must be booleans")
+        if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
+            raise ServiceRequestError("if_persona must be a boolean or null (the task's own mode); "
+                                      "include_private_goal must be a boolean")
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
-                isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not wait_timeout >= 0):
-            raise ServiceRequestError("wait_timeout must be a non-negative number of seconds")
-        self.world.catalog.goal(task_id)  # an unknown task fails before it waits for a slot
+                isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not 0 <= wait_timeout <= 86_400):
+            raise ServiceRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
+        # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
+        resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
         env = self.world.new_env()
         lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
         try:

@@ -76,20 +76,44 @@ def collect(run: str | os.PathLike[str], *, min_reward: float = 1.0, granularity
     return out
 
 
-def write_records(records: list[dict[str, Any]], out: str | os.PathLike[str]) -> Path:
-    """JSONL, or Parquet through ``datasets`` when the name ends in ``.parquet`` (nested fields as JSON text)."""
+OUTPUT_SUFFIXES = (".jsonl", ".parquet")
+
+
+def check_output_path(out: str | os.PathLike[str]) -> Path:
+    """The output path, refused unless it names a format we write (a ``.csv`` must not silently get JSONL)."""
     target = Path(out)
+    if target.suffix.lower() not in OUTPUT_SUFFIXES:
+        raise SftExportError(
+            f"--out {target}: unknown output format {target.suffix or '(no extension)'!r}; "
+            f"use a name ending in {' or '.join(OUTPUT_SUFFIXES)}"
+        )
+    return target
+
+
+def check_min_reward(min_reward: float) -> float:
+    """``r_strict`` lies in [0, 1]: a threshold outside it selects everything or nothing, which is a typo."""
+    if not 0.0 <= min_reward <= 1.0:
+        raise SftExportError(f"--min-reward must be between 0 and 1 (r_strict's range), got {min_reward:g}")
+    return min_reward
+
+
+def write_records(records: list[dict[str, Any]], out: str | os.PathLike[str]) -> Path:
+    """JSONL, or Parquet through ``datasets`` when the name ends in ``.parquet`` (nested fields as JSON text).
+
+    Every key of a record becomes a column, so Parquet carries ``turn_tools`` exactly as JSONL does.
+    """
+    target = check_output_path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
-    if target.suffix == ".parquet":
+    if target.suffix.lower() == ".parquet":
         try:
             import datasets
         except ImportError as exc:
             raise SftExportError("Parquet output needs `pip install 'shopsimrl[train]'` (datasets)") from exc
-        rows = [{"messages": json.dumps(r["messages"], ensure_ascii=False),
-                 "tools": json.dumps(r["tools"], ensure_ascii=False),
-                 "metadata": json.dumps(r["metadata"], ensure_ascii=False)} for r in records]
+        columns = sorted({key for record in records for key in record}) or ["messages", "tools", "metadata"]
+        rows = [{key: json.dumps(r[key], ensure_ascii=False) if key in r else None for key in columns}
+                for r in records]
         datasets.Dataset.from_list(rows, features=datasets.Features(
-            {k: datasets.Value("string") for k in ("messages", "tools", "metadata")})).to_parquet(str(target))
+            {k: datasets.Value("string") for k in columns})).to_parquet(str(target))
         return target
     tmp = target.with_name(f".{target.name}.tmp")
     with tmp.open("w", encoding="utf-8") as handle:

@@ -1,0 +1,49 @@
+"""Reading the package's own JSON side files with one clear error for every way they can be broken.
+
+Manifests and split files are small, but a user can point any command at any directory: a file that is a
+directory, an edited file that is no longer JSON, or one nested thousands of levels deep must give a one-line
+typed error naming the file, never a traceback from the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from .errors import DataFileError, ShopSimError
+
+
+def read_json_file(
+    path: str | os.PathLike[str], *, error: type[ShopSimError] = DataFileError, expect: type | None = dict
+) -> Any:
+    """The parsed content of ``path``; raises ``error`` (a ShopSimError subclass) naming the file otherwise.
+
+    ``expect`` is the required top-level type (``None``: any JSON value).
+    """
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{file} is missing") from None
+    except IsADirectoryError:
+        raise error(f"{file} is a directory, not a JSON file") from None
+    except OSError as exc:
+        raise error(f"{file} cannot be read: {exc.strerror or exc}") from None
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise error(f"{file} is not UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{file} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise error(f"{file} is not valid JSON: nested too deeply") from None
+    if expect is not None and not isinstance(value, expect):
+        raise error(f"{file} must hold a JSON {_json_type(expect)}, not {_json_type(type(value))}")
+    return value
+
+
+def _json_type(kind: type) -> str:
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+    return names.get(kind, "null" if kind is type(None) else kind.__name__)
