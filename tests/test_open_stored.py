@@ -234,7 +234,7 @@ def test_an_old_data_directory_is_refused_with_a_rerun_message(copy_dir: Path) -
 
 def test_a_manifest_that_is_not_json_is_refused(copy_dir: Path) -> None:
     (copy_dir / "manifest.json").write_text("{not json", "utf-8")
-    with pytest.raises(DataFileError, match="manifest.json is not valid JSON"):
+    with pytest.raises(DataFileError, match=r"manifest\.json is not valid JSON"):
         Catalog.from_data_dir(copy_dir)
 
 
