@@ -27,11 +27,15 @@ def data_copy(prepared_dir, tmp_path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("name", ["manifest.json", "task_splits.json", "persona_splits.json"])
-def test_bad_json_in_a_data_directory(capsys, data_copy, tmp_path, name):
+@pytest.mark.parametrize(("name", "expected"), [
+    ("manifest.json", "is not valid JSON: line 1 column 12"),
+    ("task_splits.json", "is not valid JSON: line 1 column 12"),  # read by the early split check
+    ("persona_splits.json", "does not match its manifest"),  # opening checks every file's size and SHA-256
+])
+def test_bad_json_in_a_data_directory(capsys, data_copy, tmp_path, name, expected):
     (data_copy / name).write_text('{"splits": ', "utf-8")
     argv = ["eval", "--data", str(data_copy), "--policy", "heuristic", "--out", str(tmp_path / "r"), "--no-progress"]
-    _one_line_error(capsys, argv, f"{name} is not valid JSON: line 1 column 12")
+    _one_line_error(capsys, argv, f"{name} {expected}")
     assert not (tmp_path / "r").exists()
 
 

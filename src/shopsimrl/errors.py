@@ -17,6 +17,14 @@ class DatasetBuildError(ShopSimError):
     """The data-preparation pipeline cannot complete (bad inputs, refusing to overwrite, ...)."""
 
 
+class DataDirectoryError(DatasetBuildError, ValueError):
+    """A data directory that cannot be opened as it is (not prepared, or prepared by an older version)."""
+
+
+class DataIntegrityError(DataDirectoryError):
+    """A prepared file that is missing or differs from its size or SHA-256 in ``manifest.json`` (named)."""
+
+
 class SplitError(ShopSimError, ValueError):
     """A split cannot be built or read (e.g. the catalog is too small for the requested sizes)."""
 

@@ -248,13 +248,17 @@ def _instruction(
     )
 
 
-def validate_records(records: Sequence[object], *, source: str = "archive") -> list[Product]:
-    """Validate archive records and return typed products; raises ArchiveError listing every problem."""
+def validate_records(records: Sequence[object], *, source: str = "archive", start: int = 0) -> list[Product]:
+    """Validate archive records and return typed products; raises ArchiveError listing every problem.
+
+    ``start`` is the archive index of ``records[0]`` (a chunk of a streamed archive): indices in messages and
+    ``Product.index`` count from it.
+    """
     problems = _Problems(source)
     products: list[Product] = []
     seen_asins: dict[str, int] = {}
     seen_task_ids: dict[int, int] = {}
-    for index, record in enumerate(records):
+    for index, record in enumerate(records, start):
         if not isinstance(record, Mapping):
             problems.add(index, None, "<record>", f"must be an object, got {type(record).__name__}")
             continue

@@ -61,39 +61,40 @@ class CleaningResult:
         return len(self.persona_task_ids) + len(self.standard_task_ids)
 
 
-def clean_products(
-    products: Sequence[Product],
-    *,
-    annotations: Mapping[int, float | None] | None = None,
-    max_price_affecting_axes: int = MAX_PRICE_AFFECTING_AXES,
-) -> CleaningResult:
-    """Assign stable ids, exclude multi-price-axis products, apply precomputed budgets; never mutates the input.
+class Cleaner:
+    """``clean_products`` one product at a time (task-id counter and used ids carried), for streaming prepare."""
 
-    ``annotations`` maps task id → precomputed ``price_upper`` (persona budget annotations); a value there
-    replaces the instruction's ``price_upper``. Instructions that already carry ids keep them.
-    """
-    annotations = annotations or {}
-    counter = 0
-    used_ids: set[int] = set()
-    records: list[dict[str, Any]] = []
-    exclusions: list[Exclusion] = []
-    persona_ids: list[int] = []
-    standard_ids: list[int] = []
-    annotated: list[int] = []
-    task_count = 0
-    for product in products:
+    def __init__(
+        self,
+        annotations: Mapping[int, float | None] | None = None,
+        max_price_affecting_axes: int = MAX_PRICE_AFFECTING_AXES,
+    ) -> None:
+        self.annotations = annotations or {}
+        self.max_price_affecting_axes = max_price_affecting_axes
+        self.counter = 0
+        self.used_ids: set[int] = set()
+        self.exclusions: list[Exclusion] = []
+        self.persona_ids: list[int] = []
+        self.standard_ids: list[int] = []
+        self.annotated: list[int] = []
+        self.task_count = 0
+        self.product_count = 0
+
+    def add(self, product: Product) -> dict[str, Any] | None:
+        """The cleaned record of ``product``, or None when it is excluded (recorded in ``exclusions``)."""
+        self.product_count += 1
         source_index = product.source_product_index if product.source_product_index is not None else product.index
         record = copy.deepcopy(dict(product.raw))
         record["source_product_index"] = source_index
         task_ids: list[int] = []
         new_instructions: list[dict[str, Any]] = []
         for instruction, raw in zip(product.instructions, record["instructions"], strict=True):
-            task_count += 1
-            task_id = instruction.task_id if instruction.task_id is not None else counter
-            counter = max(counter, task_id) + 1
-            if task_id in used_ids:
+            self.task_count += 1
+            task_id = instruction.task_id if instruction.task_id is not None else self.counter
+            self.counter = max(self.counter, task_id) + 1
+            if task_id in self.used_ids:
                 raise DatasetBuildError(f"duplicate task_id {task_id} at record {product.index} (asin {product.asin})")
-            used_ids.add(task_id)
+            self.used_ids.add(task_id)
             task_ids.append(task_id)
             raw = dict(raw)
             raw.pop("price_constraint", None)
@@ -105,29 +106,47 @@ def clean_products(
             raw.setdefault("instruction_options", [])
             raw["instruction_simple"] = instruction.instruction_simple
             price_upper = instruction.price_upper
-            if task_id in annotations:
-                price_upper = annotations[task_id]
-                annotated.append(task_id)
+            if task_id in self.annotations:
+                price_upper = self.annotations[task_id]
+                self.annotated.append(task_id)
             raw["price_upper"] = price_upper
             new_instructions.append(raw)
         record["instructions"] = new_instructions
         axes = price_affecting_axes(product.customization_options)
-        if len(axes) > max_price_affecting_axes:
-            exclusions.append(
+        if len(axes) > self.max_price_affecting_axes:
+            self.exclusions.append(
                 Exclusion(product.asin, tuple(axes), EXCLUSION_REASON, source_index, tuple(task_ids))
             )
-            continue
+            return None
         for task_id, instruction in zip(task_ids, product.instructions, strict=True):
             if not instruction.attributes:
                 continue  # an instruction without attributes is not an active task (env_spec §1.3)
-            (persona_ids if product.is_persona else standard_ids).append(task_id)
-        records.append(record)
-    return CleaningResult(
-        records=records,
-        exclusions=exclusions,
-        source_product_count=len(products),
-        source_task_count=task_count,
-        persona_task_ids=sorted(persona_ids),
-        standard_task_ids=sorted(standard_ids),
-        annotated_task_ids=sorted(annotated),
-    )
+            (self.persona_ids if product.is_persona else self.standard_ids).append(task_id)
+        return record
+
+    def result(self, records: list[dict[str, Any]]) -> CleaningResult:
+        return CleaningResult(
+            records=records,
+            exclusions=self.exclusions,
+            source_product_count=self.product_count,
+            source_task_count=self.task_count,
+            persona_task_ids=sorted(self.persona_ids),
+            standard_task_ids=sorted(self.standard_ids),
+            annotated_task_ids=sorted(self.annotated),
+        )
+
+
+def clean_products(
+    products: Sequence[Product],
+    *,
+    annotations: Mapping[int, float | None] | None = None,
+    max_price_affecting_axes: int = MAX_PRICE_AFFECTING_AXES,
+) -> CleaningResult:
+    """Assign stable ids, exclude multi-price-axis products, apply precomputed budgets; never mutates the input.
+
+    ``annotations`` maps task id → precomputed ``price_upper`` (persona budget annotations); a value there
+    replaces the instruction's ``price_upper``. Instructions that already carry ids keep them.
+    """
+    cleaner = Cleaner(annotations, max_price_affecting_axes)
+    records = [record for product in products if (record := cleaner.add(product)) is not None]
+    return cleaner.result(records)

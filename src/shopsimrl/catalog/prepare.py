@@ -8,30 +8,28 @@ is refused unless ``force`` is given.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
+import shutil
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import versions
 from ..budget import load_budget_annotations
 from ..budget.annotations import check_annotation_identities, task_identities
-from ..errors import DatasetBuildError
-from ..search import build_search_index
-from .archive import (
-    atomic_write_bytes,
-    dump_archive_json,
-    dump_json_file_bytes,
-    file_sha256,
-    gzip_deterministic,
-    load_archive,
-    sha256_hex,
-    validate_records,
-)
-from .cleaning import CleaningResult, clean_products
+from ..errors import ArchiveError, DatasetBuildError
+from ..search import SearchIndex, build_search_index
+from ..search.stored import SEARCH_DIR, STORED_SEARCH_VERSION, save_search_arrays
+from .archive import atomic_write_bytes, dump_json_file_bytes, file_sha256, sha256_hex, validate_records
+from .archive_stream import ArchiveWriter, iter_archive_records
+from .cleaning import Cleaner, CleaningResult
 from .goals import build_goals
+from .integrity import write_stamp
+from .lazy import RECORDS_DIR, RecordsWriter, iter_product_records
 from .splits import DEFAULT_SEED, DEFAULT_TEST_SIZE, DEFAULT_VAL_SIZE, PersonaTask, build_persona_splits
 
 PRODUCTS_FILE = "products.json.gz"
@@ -42,7 +40,14 @@ TASK_SPLITS_FILE = "task_splits.json"
 INDEX_FILE = "products.sqlite3"
 INDEX_MANIFEST_FILE = "index_manifest.json"
 MANIFEST_FILE = "manifest.json"
-PREPARE_VERSION = "shopsimrl-prepare-v1"
+PREPARE_VERSION = "shopsimrl-prepare-v2"
+#: Layout of the files opening reads instead of rebuilding (records/, search/); see ``store.Catalog``.
+OPEN_FORMAT_VERSION = "shopsimrl-open-v1"
+#: Outputs are written here first and moved into place at the end: a failed prepare leaves nothing half-written.
+BUILD_DIR = ".prepare-building"
+#: Source records validated and cleaned at a time (memory holds one chunk of records, never the archive).
+PREPARE_CHUNK = 2000
+_END = object()
 
 Progress = Callable[[str], None]
 
@@ -66,6 +71,7 @@ def _plan(source_sha: str, annotations_sha: str | None, options: PrepareOptions)
         "schema_version": versions.DATASET_SCHEMA_VERSION,
         "search_version": versions.SEARCH_VERSION,
         "budget_parser_version": versions.BUDGET_PARSER_VERSION,
+        "open_format_version": OPEN_FORMAT_VERSION,
     }
 
 
@@ -87,22 +93,6 @@ def _is_up_to_date(out: Path, fingerprint: str) -> bool:
     return all((out / name).is_file() and file_sha256(out / name) == sha for name, sha in files.items())
 
 
-def _budget_audit(result: CleaningResult, goals: Mapping[int, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    audit = []
-    precomputed = {
-        instruction["task_id"]: instruction.get("price_upper")
-        for record in result.records
-        for instruction in record["instructions"]
-    }
-    for task_id in sorted(goals):
-        goal = goals[task_id]
-        source = "precomputed" if precomputed.get(task_id) is not None else "instruction_parser"
-        if goal["price_upper"] is None:
-            source = "none"
-        audit.append({"task_id": task_id, "asin": goal["asin"], "price_upper": goal["price_upper"], "source": source})
-    return audit
-
-
 def _task_splits(result: CleaningResult, persona: Mapping[str, Any]) -> dict[str, Any]:
     splits = {name: {"task_ids": entry["task_ids"], "persona": True} for name, entry in persona["splits"].items()}
     splits["standard"] = {"task_ids": result.standard_task_ids, "persona": False}
@@ -114,6 +104,22 @@ def _task_splits(result: CleaningResult, persona: Mapping[str, Any]) -> dict[str
         "active_task_count": result.active_task_count,
         "splits": splits,
     }
+
+
+def _store_search(out_dir: Path, index_sha256: str, product_count: int) -> tuple[dict[str, Any], list[str]]:
+    """Rebuild the postings from the new index once (checked on the full query sample) and store them for opening.
+
+    The index holds each cleaned product once (validation refuses empty and repeated ASINs), so when its row
+    count equals the product count it covers exactly the catalog and searches need no membership filter."""
+    with SearchIndex.open(out_dir / INDEX_FILE, accelerate=True, cache_size=1) as index:
+        asins = index._asin_of_rowid
+        covers = len(asins) == product_count
+        try:
+            meta, names = save_search_arrays(out_dir / SEARCH_DIR, asins, index.postings)
+        except ValueError as exc:
+            raise DatasetBuildError(f"cannot store the search index for opening: {exc}") from exc
+    meta |= {"layout": STORED_SEARCH_VERSION, "index_sha256": index_sha256, "covers": covers}
+    return meta, names
 
 
 def prepare_dataset(
@@ -149,49 +155,185 @@ def prepare_dataset(
         )
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    say("validating archive")
-    products, _ = load_archive(archive_path)
-    annotations = load_budget_annotations(options.annotations) if options.annotations else None
-    say(f"cleaning {len(products)} products")
-    result = clean_products(products, annotations=annotations)
-    if options.annotations:  # ids number from 0 in every archive: refuse another archive's annotations
-        check_annotation_identities(options.annotations, task_identities(result.records))
-    data = dump_archive_json(result.records)
-    archive_bytes = gzip_deterministic(data)
-    cleaned = validate_records(json.loads(data), source="cleaned archive")
-    say("resolving budgets")
+    work = out_dir / BUILD_DIR
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir()
+    try:
+        manifest, names = _build(archive_path, work, options, plan, fingerprint, source_sha, say)
+        for name in names:  # everything was written under BUILD_DIR; move it into place, the manifest last
+            (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(work / name, out_dir / name)
+        os.replace(work / MANIFEST_FILE, out_dir / MANIFEST_FILE)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    write_stamp(out_dir, manifest["files"])
+    say("done")
+    return manifest
+
+
+@dataclass(frozen=True, slots=True)
+class _LinkedTask(PersonaTask):
+    """A persona task reduced to what the split policy reads (its id and linking values), not its persona."""
+
+    values: tuple[tuple[str, str], ...] = ()
+
+    def group_values(self) -> tuple[tuple[str, str], ...]:
+        return self.values
+
+
+@dataclass
+class _Totals:
+    """What the streamed pass keeps: ids, small audit rows and the persona tasks (never the records)."""
+
+    cleaned_products: int = 0
+    inactive_instructions: int = 0
+    budget_rows: list[tuple[int, str, float | None, str]] = field(default_factory=list)
+    persona_tasks: list[PersonaTask] = field(default_factory=list)
+
+
+def _stream_archive(
+    archive_path: Path, work: Path, cleaner: Cleaner, say: Progress,
+    identities: dict[int, tuple[str, str]] | None = None,
+) -> tuple[_Totals, tuple[str, str], list[str]]:
+    """One pass over the source archive, a chunk at a time: validate, clean, write the cleaned archive and the
+    records and goals opening reads. Returns the totals, (data SHA-256, archive SHA-256) and the record files."""
+    totals = _Totals()
+    writer = ArchiveWriter(work / PRODUCTS_FILE)
+    records = RecordsWriter(work / RECORDS_DIR)
+    seen_asins: dict[str, int] = {}
+    source = str(archive_path)
+    try:
+        chunk: list[Any] = []
+        start = 0
+        for record in itertools.chain(iter_archive_records(archive_path), [_END]):
+            if record is not _END:
+                chunk.append(record)
+                if len(chunk) < PREPARE_CHUNK:
+                    continue
+            if not chunk:
+                break
+            products = validate_records(chunk, source=source, start=start)
+            for product in products:
+                first = seen_asins.setdefault(product.asin, product.index)
+                if first != product.index:
+                    raise ArchiveError(
+                        f"{source}: validation problem: record {product.index} (asin {product.asin!r}) field 'asin': "
+                        f"duplicate ASIN (first seen at record {first})"
+                    )
+            kept = [record for product in products if (record := cleaner.add(product)) is not None]
+            if identities is not None:  # only the annotated ids: the check needs no more
+                identities.update((task_id, identity) for task_id, identity in task_identities(kept).items()
+                                  if task_id in cleaner.annotations)
+            texts = [writer.add(record) for record in kept]
+            _add_cleaned(texts, totals, records)
+            start += len(chunk)
+            if start % (PREPARE_CHUNK * 50) == 0:
+                say(f"  {start} products read")
+            chunk = []
+        hashes = writer.finish()
+        return totals, hashes, records.finish()
+    except BaseException:
+        writer.abort()
+        records.abort()
+        raise
+
+
+def _add_cleaned(texts: list[str], totals: _Totals, records: RecordsWriter) -> None:
+    """Goals, budget audit rows and persona tasks of a chunk of cleaned records (their archive JSON texts)."""
+    cleaned = validate_records([json.loads(text) for text in texts], source="cleaned archive",
+                               start=totals.cleaned_products)
+    totals.cleaned_products += len(cleaned)
     goals, skips = build_goals(cleaned)
+    totals.inactive_instructions += skips.instructions_without_attributes
+    precomputed = {
+        instruction.task_id: instruction.price_upper for product in cleaned for instruction in product.instructions
+    }
+    for product, text in zip(cleaned, texts, strict=True):
+        records.add_product(product.asin, text.encode("utf-8"))
+    for task_id, goal in goals.items():
+        records.add_goal(task_id, goal)
+        source = "precomputed" if precomputed.get(task_id) is not None else "instruction_parser"
+        if goal["price_upper"] is None:
+            source = "none"
+        totals.budget_rows.append((task_id, goal["asin"], goal["price_upper"], source))
+        if goal["user_persona"]:
+            task = PersonaTask(
+                task_id, goal["asin"], goal["instruction_simple"], goal["instruction_text"], goal["user_persona"]
+            )
+            totals.persona_tasks.append(_LinkedTask(task_id, task.asin, "", "", {}, task.group_values()))
+
+
+def _build(
+    archive_path: Path,
+    work: Path,
+    options: PrepareOptions,
+    plan: Mapping[str, Any],
+    fingerprint: str,
+    source_sha: str,
+    say: Progress,
+) -> tuple[dict[str, Any], list[str]]:
+    """Every output under ``work``; returns the manifest (written there too) and the other files' names."""
+    annotations = load_budget_annotations(options.annotations) if options.annotations else None
+    cleaner = Cleaner(annotations)
+    say("validating, cleaning and writing the archive, records and goals (streamed)")
+    identities: dict[int, tuple[str, str]] | None = {} if options.annotations else None
+    totals, (data_sha, archive_sha), stored_files = _stream_archive(archive_path, work, cleaner, say, identities)
+    if options.annotations and identities is not None:  # ids number from 0 in every archive: refuse another's
+        check_annotation_identities(options.annotations, identities)
+    result = cleaner.result([])
     say("building persona splits")
-    persona_tasks = [
-        PersonaTask(goal["task_id"], goal["asin"], goal["instruction_simple"], goal["instruction_text"], goal["user_persona"])
-        for goal in (goals[t] for t in result.persona_task_ids)
-    ]
     persona_splits = build_persona_splits(
-        persona_tasks,
+        sorted(totals.persona_tasks, key=lambda task: task.task_id),
         seed=options.seed,
         test_size=options.test_size,
         val_size=options.val_size,
-        source={"cleaned_archive": PRODUCTS_FILE, "cleaned_archive_data_sha256": sha256_hex(data)},
+        source={"cleaned_archive": PRODUCTS_FILE, "cleaned_archive_data_sha256": data_sha},
     )
-    data_sha = sha256_hex(data)
+    totals.persona_tasks = []
+    totals.budget_rows.sort()
+    budgets = [
+        {"task_id": task_id, "asin": asin, "price_upper": price, "source": source}
+        for task_id, asin, price, source in totals.budget_rows
+    ]
+    budget_sources = dict(sorted(Counter(row[3] for row in totals.budget_rows).items()))
+    active_tasks = len(totals.budget_rows)
+    totals.budget_rows = []
     files: dict[str, bytes] = {
-        PRODUCTS_FILE: archive_bytes,
         EXCLUSIONS_FILE: dump_json_file_bytes([item.to_json() for item in result.exclusions]),
-        BUDGETS_FILE: dump_json_file_bytes(_budget_audit(result, goals)),
+        BUDGETS_FILE: dump_json_file_bytes(budgets),
         PERSONA_SPLITS_FILE: dump_json_file_bytes(persona_splits),
         TASK_SPLITS_FILE: dump_json_file_bytes(_task_splits(result, persona_splits)),
     }
+    del budgets
     for name, payload in files.items():
-        atomic_write_bytes(out_dir / name, payload)
-    say(f"building search index over {len(cleaned)} products")
+        atomic_write_bytes(work / name, payload)
+    hashes = {name: sha256_hex(payload) for name, payload in files.items()} | {PRODUCTS_FILE: archive_sha}
+    del files
+    say(f"building search index over {totals.cleaned_products} products")
     index_manifest = build_search_index(
-        (product.raw for product in cleaned), out_dir / INDEX_FILE, product_data_sha256=data_sha
+        iter_product_records(work / RECORDS_DIR), work / INDEX_FILE, product_data_sha256=data_sha
     )
-    atomic_write_bytes(out_dir / INDEX_MANIFEST_FILE, dump_json_file_bytes(index_manifest))
-
-    budget_sources: dict[str, int] = {}
-    for row in json.loads(files[BUDGETS_FILE]):
-        budget_sources[row["source"]] = budget_sources.get(row["source"], 0) + 1
+    atomic_write_bytes(work / INDEX_MANIFEST_FILE, dump_json_file_bytes(index_manifest))
+    say("storing the search postings for opening")
+    search_meta, search_files = _store_search(work, index_manifest["index_sha256"], totals.cleaned_products)
+    stored_files += search_files
+    index_covers_products = search_meta.pop("covers")
+    hashes |= {name: file_sha256(work / name) for name in (INDEX_FILE, INDEX_MANIFEST_FILE, *stored_files)}
+    stats = {
+        "source_product_count": result.source_product_count,
+        "source_task_count": result.source_task_count,
+        "cleaned_product_count": totals.cleaned_products,
+        "active_task_count": active_tasks,
+        "excluded_product_count": len(result.exclusions),
+        "excluded_task_count": sum(len(item.task_ids) for item in result.exclusions),
+        "persona_task_count": len(result.persona_task_ids),
+        "standard_task_count": len(result.standard_task_ids),
+        "annotated_task_count": len(result.annotated_task_ids),
+        "inactive_instruction_count": totals.inactive_instructions,
+        "budget_sources": budget_sources,
+        "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
+    }
     manifest = {
         "schema_version": versions.DATASET_SCHEMA_VERSION,
         "prepare_version": PREPARE_VERSION,
@@ -202,38 +344,28 @@ def prepare_dataset(
         },
         "budget_parser_version": versions.BUDGET_PARSER_VERSION,
         "search_version": versions.SEARCH_VERSION,
-        "plan": plan,
+        "plan": dict(plan),
         "plan_fingerprint": fingerprint,
         "source_archive": archive_path.name,
         "source_archive_sha256": source_sha,
         "output_archive": PRODUCTS_FILE,
-        "output_archive_sha256": sha256_hex(archive_bytes),
+        "output_archive_sha256": archive_sha,
         "output_data_sha256": data_sha,
-        "exclusions_sha256": sha256_hex(files[EXCLUSIONS_FILE]),
-        "persona_splits_sha256": sha256_hex(files[PERSONA_SPLITS_FILE]),
-        "task_splits_sha256": sha256_hex(files[TASK_SPLITS_FILE]),
+        "exclusions_sha256": hashes[EXCLUSIONS_FILE],
+        "persona_splits_sha256": hashes[PERSONA_SPLITS_FILE],
+        "task_splits_sha256": hashes[TASK_SPLITS_FILE],
         "index_sha256": index_manifest.get("index_sha256"),
-        "stats": {
-            "source_product_count": result.source_product_count,
-            "source_task_count": result.source_task_count,
-            "cleaned_product_count": len(result.records),
-            "active_task_count": len(goals),
-            "excluded_product_count": len(result.exclusions),
-            "excluded_task_count": sum(len(item.task_ids) for item in result.exclusions),
-            "persona_task_count": len(result.persona_task_ids),
-            "standard_task_count": len(result.standard_task_ids),
-            "annotated_task_count": len(result.annotated_task_ids),
-            "inactive_instruction_count": skips.instructions_without_attributes,
-            "budget_sources": dict(sorted(budget_sources.items())),
-            "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
+        "open_format": {
+            "version": OPEN_FORMAT_VERSION,
+            "index_covers_products": index_covers_products,
+            "search": search_meta,
         },
-        "files": {
-            name: sha256_hex(payload) for name, payload in files.items()
-        } | {INDEX_FILE: file_sha256(out_dir / INDEX_FILE), INDEX_MANIFEST_FILE: file_sha256(out_dir / INDEX_MANIFEST_FILE)},
+        "stats": stats,
+        "files": hashes,
+        "file_sizes": {name: (work / name).stat().st_size for name in hashes},
     }
-    atomic_write_bytes(out_dir / MANIFEST_FILE, dump_json_file_bytes(manifest))
-    say("done")
-    return manifest
+    atomic_write_bytes(work / MANIFEST_FILE, dump_json_file_bytes(manifest))
+    return manifest, sorted(hashes)
 
 
 def dataset_fingerprint(manifest: Mapping[str, Any]) -> str:

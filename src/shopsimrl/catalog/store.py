@@ -1,7 +1,11 @@
-"""A prepared data directory opened for use: products, goals, splits and the search index, loaded once.
+"""A prepared data directory opened for use: products, goals, splits and the search index.
 
-One ``Catalog`` per process is shared read-only by every session; opening checks the data against the
-manifest so a stale index or an edited archive is refused instead of silently giving other results.
+One ``Catalog`` per process is shared read-only by every session. Opening reads, it does not rebuild: the
+manifest's format and versions are checked, every file listed in it is checked against its size and SHA-256
+(``integrity``), and products, goals and the search postings are memory-mapped in the forms ``prepare`` wrote
+(``lazy``, ``search.stored``), so a record is decoded only when used. ``Catalog.rebuilt`` is the former open path
+(parse and validate the cleaned archive, resolve every goal, rebuild the postings from SQLite), kept as the
+reference the equivalence test compares against.
 """
 
 from __future__ import annotations
@@ -14,15 +18,38 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..errors import DatasetBuildError, SplitError, UnknownTaskError
+from .. import versions
+from ..errors import DataDirectoryError, DataIntegrityError, SplitError, UnknownTaskError
 from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
+from ..search.stored import SEARCH_DIR
 from .archive import parse_archive_json, read_archive_bytes, sha256_hex, validate_records
 from .goals import build_goals
-from .prepare import INDEX_FILE, MANIFEST_FILE, PERSONA_SPLITS_FILE, PRODUCTS_FILE, TASK_SPLITS_FILE
+from .integrity import verify_files
+from .lazy import RECORDS_DIR, GoalStore, ProductStore
+from .prepare import (
+    INDEX_FILE,
+    MANIFEST_FILE,
+    OPEN_FORMAT_VERSION,
+    PERSONA_SPLITS_FILE,
+    PREPARE_VERSION,
+    PRODUCTS_FILE,
+    TASK_SPLITS_FILE,
+)
 from .records import Product
 
 SPLIT_ALIASES = {"validation": "val", "persona_test": "test", "persona_val": "val", "persona_train": "train"}
+#: Manifest entries that must equal this package's versions: a change in any of them changes prepared data.
+_VERSION_KEYS = {
+    "prepare_version": PREPARE_VERSION,
+    "schema_version": versions.DATASET_SCHEMA_VERSION,
+    "search_version": versions.SEARCH_VERSION,
+    "budget_parser_version": versions.BUDGET_PARSER_VERSION,
+}
+
+
+def _rerun(path: Path) -> str:
+    return f"re-run `shopsimrl data prepare --archive ARCHIVE --out {path} --force` (or `data build-default --force`)"
 
 
 def _not_prepared(path: Path) -> str:
@@ -37,21 +64,47 @@ def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> bo
     """The cheap checks of a data directory and a split name, from two small JSON files; returns the
     split's declared persona mode (None: mixed or no split given).
 
-    Opening a catalog takes seconds (archive, goals, index); a typo in a path or a split name must be
-    reported before that, not after.
+    A typo in a path or a split name must be reported before a catalog is opened, not after.
     """
     path = Path(root)
     if not (path / MANIFEST_FILE).exists():
-        raise DatasetBuildError(_not_prepared(path))
+        raise DataDirectoryError(_not_prepared(path))
     if split is None:
         return None
     splits = read_json_file(path / TASK_SPLITS_FILE).get("splits")
     if not isinstance(splits, Mapping):
-        raise DatasetBuildError(f"{path}: cannot read {TASK_SPLITS_FILE}: it has no 'splits' object")
+        raise DataDirectoryError(f"{path}: cannot read {TASK_SPLITS_FILE}: it has no 'splits' object")
     if SPLIT_ALIASES.get(split, split) not in splits:
         raise SplitError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}")
     declared = splits[SPLIT_ALIASES.get(split, split)]
     return declared.get("persona") if isinstance(declared, Mapping) else None
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The parsed ``manifest.json`` of a prepared directory, or a one-line typed error naming it."""
+    manifest_path = path / MANIFEST_FILE
+    if not manifest_path.exists():
+        raise DataDirectoryError(_not_prepared(path))
+    return read_json_file(manifest_path)
+
+
+def check_versions(path: Path, manifest: Mapping[str, Any]) -> None:
+    """Refuse a directory written by another prepare version, or without the files opening reads."""
+    fmt = manifest.get("open_format")
+    if not isinstance(fmt, Mapping) or fmt.get("version") != OPEN_FORMAT_VERSION:
+        found = fmt.get("version") if isinstance(fmt, Mapping) else None
+        raise DataDirectoryError(
+            f"{path} was prepared by an older version ({manifest.get('prepare_version')!r}, open format {found!r}; "
+            f"this version reads {OPEN_FORMAT_VERSION!r}); {_rerun(path)}"
+        )
+    for key, expected in _VERSION_KEYS.items():
+        if manifest.get(key) != expected:
+            raise DataDirectoryError(
+                f"{path} was prepared with {key} {manifest.get(key)!r}, this version uses {expected!r}; {_rerun(path)}"
+            )
+    files, sizes = manifest.get("files"), manifest.get("file_sizes")
+    if not isinstance(files, Mapping) or not isinstance(sizes, Mapping) or set(files) != set(sizes):
+        raise DataIntegrityError(f"{path / MANIFEST_FILE} lacks its file list (files, file_sizes); {_rerun(path)}")
 
 
 @dataclass
@@ -60,34 +113,57 @@ class Catalog:
 
     root: Path
     manifest: Mapping[str, Any]
-    products: tuple[Product, ...]
+    products_by_asin: Mapping[str, Product]
     goals: Mapping[int, Mapping[str, Any]]
-    task_splits: Mapping[str, Any]
-    persona_splits: Mapping[str, Any]
+    #: True when the search index holds exactly the catalog's ASINs (checked by ``prepare``): no hit filter needed.
+    index_covers_products: bool = False
+    stored_search: bool = True
     _search: SearchIndex | None = field(default=None, repr=False)
     _search_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def from_data_dir(cls, root: str | os.PathLike[str]) -> Catalog:
+        """Open a prepared directory by reading its stored forms, after the version and file checks."""
         path = Path(root)
-        manifest_path = path / MANIFEST_FILE
-        if not manifest_path.exists():
-            raise DatasetBuildError(_not_prepared(path))
-        manifest = read_json_file(manifest_path)
+        manifest = read_manifest(path)
+        check_versions(path, manifest)
+        verify_files(path, manifest["files"], manifest["file_sizes"])
+        try:
+            products = ProductStore(path / RECORDS_DIR)
+            goals = GoalStore(path / RECORDS_DIR)
+        except (OSError, ValueError) as exc:
+            raise DataIntegrityError(f"{path / RECORDS_DIR} cannot be read ({exc}); {_rerun(path)}") from None
+        covers = bool(manifest["open_format"].get("index_covers_products"))
+        return cls(path, manifest, products, goals, index_covers_products=covers)
+
+    @classmethod
+    def rebuilt(cls, root: str | os.PathLike[str]) -> Catalog:
+        """The former open path: everything rebuilt in memory from the cleaned archive and SQLite (slow; reference)."""
+        path = Path(root)
+        manifest = read_manifest(path)
         data = read_archive_bytes(path / PRODUCTS_FILE)
         if sha256_hex(data) != manifest.get("output_data_sha256"):
-            raise DatasetBuildError(
-                f"{path / PRODUCTS_FILE} does not match its manifest (SHA-256 differs); rebuild with --force"
-            )
+            raise DataIntegrityError(f"{path / PRODUCTS_FILE} does not match its manifest (SHA-256 differs)")
         products = tuple(validate_records(parse_archive_json(data, source=str(path / PRODUCTS_FILE))))
         goals, _ = build_goals(products)
-        task_splits = read_json_file(path / TASK_SPLITS_FILE)
-        persona_splits = read_json_file(path / PERSONA_SPLITS_FILE)
-        return cls(path, manifest, products, goals, task_splits, persona_splits)
+        by_asin = {product.asin: product for product in products}
+        return cls(path, manifest, by_asin, goals, index_covers_products=False, stored_search=False)
 
     @cached_property
-    def products_by_asin(self) -> dict[str, Product]:
-        return {product.asin: product for product in self.products}
+    def task_splits(self) -> Mapping[str, Any]:
+        return self._read_json(TASK_SPLITS_FILE)
+
+    @cached_property
+    def persona_splits(self) -> Mapping[str, Any]:
+        return self._read_json(PERSONA_SPLITS_FILE)
+
+    def _read_json(self, name: str) -> Mapping[str, Any]:
+        return read_json_file(self.root / name)
+
+    @property
+    def products(self) -> tuple[Product, ...]:
+        """Every product in archive order (decodes them all: for offline tools, not for serving)."""
+        return tuple(self.products_by_asin.values())
 
     @cached_property
     def product_of_task(self) -> dict[int, Product]:
@@ -98,12 +174,20 @@ class Catalog:
     def search_index(self) -> SearchIndex:
         with self._search_lock:
             if self._search is None:
-                self._search = SearchIndex.open(
-                    self.root / INDEX_FILE,
-                    expected_product_sha256=self.manifest["output_data_sha256"],
-                    expected_field_weights=DEFAULT_FIELD_WEIGHTS,
-                )
+                self._search = self._open_search()
             return self._search
+
+    def _open_search(self) -> SearchIndex:
+        expected = {"expected_product_sha256": self.manifest["output_data_sha256"],
+                    "expected_field_weights": DEFAULT_FIELD_WEIGHTS}
+        if not self.stored_search:
+            return SearchIndex.open(self.root / INDEX_FILE, **expected)
+        stored = self.manifest["open_format"]["search"]
+        if stored.get("index_sha256") != self.manifest["files"].get(INDEX_FILE):
+            raise DataIntegrityError(
+                f"{self.root / SEARCH_DIR} was stored for another {INDEX_FILE}; {_rerun(self.root)}"
+            )
+        return SearchIndex.open_stored(self.root / INDEX_FILE, self.root / SEARCH_DIR, stored, **expected)
 
     def goal(self, task_id: object) -> Mapping[str, Any]:
         if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id not in self.goals:

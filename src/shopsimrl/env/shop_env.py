@@ -34,15 +34,24 @@ class ShopWorld:
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, catalog: Catalog) -> None:
+        """Sessions read products and goals lazily from the catalog; only the search index is opened here."""
         self.catalog = catalog
         self._views: dict[str, ProductView] = {}
         self._views_lock = threading.Lock()
         index = catalog.search_index
         known = catalog.products_by_asin
 
-        @lru_cache(maxsize=SEARCH_CACHE_SIZE)
-        def search(query: str) -> tuple[str, ...]:
-            return tuple(hit.asin for hit in index.search(query, k=SEARCH_TOP_K) if hit.asin in known)
+        if catalog.index_covers_products:  # checked by prepare: every hit is a catalog product
+
+            @lru_cache(maxsize=SEARCH_CACHE_SIZE)
+            def search(query: str) -> tuple[str, ...]:
+                return tuple(hit.asin for hit in index.search(query, k=SEARCH_TOP_K))
+
+        else:
+
+            @lru_cache(maxsize=SEARCH_CACHE_SIZE)
+            def search(query: str) -> tuple[str, ...]:
+                return tuple(hit.asin for hit in index.search(query, k=SEARCH_TOP_K) if hit.asin in known)
 
         self.search = search
 

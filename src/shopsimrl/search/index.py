@@ -42,6 +42,7 @@ from .. import versions
 from ..errors import SearchIndexError
 from .documents import FIELDS, product_search_fields
 from .postings import Postings, PostingsUnavailable
+from .stored import AsinColumn, load_asin_column, load_postings
 from .text import search_tokens
 
 logger = logging.getLogger("shopsimrl.search")
@@ -62,8 +63,10 @@ DEFAULT_CACHE_SIZE = 4096
 _MMAP_BYTES = 1 << 30
 #: ``sqlite`` forces the SQLite ranking path; anything else (or unset) tries the exact in-memory one.
 BACKEND_ENV = "SHOPSIMRL_SEARCH_BACKEND"
-#: Title queries compared between the two paths when an index opens.
+#: Title queries compared between the two paths when an index is built from SQLite (and by ``prepare``).
 VERIFY_QUERIES = 30
+#: Title queries compared when stored postings are opened (``prepare`` already compared VERIFY_QUERIES).
+STORED_VERIFY_QUERIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,20 +112,28 @@ def match_expression(tokens: Iterable[str]) -> str:
     return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
 
 
-def _product_rows(products: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
-    """One row per usable ASIN in ASIN order: empty, ``nan`` and repeated ASINs are skipped (the first one wins)."""
-    seen: set[str] = set()
-    rows: list[tuple[str, ...]] = []
-    for product in products:
-        raw = product.get("asin")
-        asin = "" if raw is None else str(raw)
-        if not asin.strip() or asin.strip().lower() == "nan" or asin in seen:
-            continue
-        seen.add(asin)
-        fields = product_search_fields(product)
-        rows.append((asin, *(fields[name] for name in FIELDS)))
-    rows.sort(key=lambda row: row[0])  # rowid order = ASIN order (str order = SQLite BINARY order on UTF-8)
-    return rows
+_STAGE_COLUMNS = ", ".join(FIELDS)
+
+
+def _stage_rows(products: Iterable[Mapping[str, Any]], connection: sqlite3.Connection) -> int:
+    """Put one row per usable ASIN into the staging table (empty, ``nan`` and repeated ASINs skipped, the first
+    one wins); returns the row count. The table is keyed by ASIN, so it reads back in ASIN order from disk and
+    a million products never have to be held and sorted in memory."""
+    connection.execute(f"CREATE TABLE stage(asin TEXT PRIMARY KEY, {_STAGE_COLUMNS}) WITHOUT ROWID")
+    connection.execute("BEGIN")
+
+    def rows() -> Iterable[tuple[str, ...]]:
+        for product in products:
+            raw = product.get("asin")
+            asin = "" if raw is None else str(raw)
+            if not asin.strip() or asin.strip().lower() == "nan":
+                continue
+            fields = product_search_fields(product)
+            yield (asin, *(fields[name] for name in FIELDS))
+
+    connection.executemany(f"INSERT OR IGNORE INTO stage VALUES ({', '.join('?' * (1 + len(FIELDS)))})", rows())
+    connection.execute("COMMIT")
+    return int(connection.execute("SELECT count(*) FROM stage").fetchone()[0])
 
 
 def build_search_index(
@@ -144,11 +155,21 @@ def build_search_index(
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(target.name + ".building")
     temporary.unlink(missing_ok=True)
-    rows = _product_rows(products)
+    staging = target.with_name(target.name + ".staging")
+    staging.unlink(missing_ok=True)
+    stage = sqlite3.connect(staging, isolation_level=None)
+    try:
+        stage.execute("PRAGMA journal_mode = OFF")
+        stage.execute("PRAGMA synchronous = OFF")
+        count = _stage_rows(products, stage)
+    except BaseException:
+        stage.close()
+        staging.unlink(missing_ok=True)
+        raise
     manifest: dict[str, Any] = {
         "search_version": versions.SEARCH_VERSION,
         "index_schema_version": versions.INDEX_SCHEMA_VERSION,
-        "product_count": len(rows),
+        "product_count": count,
         "product_data_sha256": product_data_sha256,
         "field_weights": weights,
         "fts_columns": list(FTS_COLUMNS),
@@ -167,7 +188,9 @@ def build_search_index(
         connection.execute("BEGIN")
         connection.execute(CREATE_PRODUCTS_SQL)
         connection.execute("CREATE TABLE manifest(payload TEXT NOT NULL)")
-        connection.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        # rowid order = ASIN order (SQLite's BINARY order on UTF-8 = Python's str order)
+        ordered = stage.execute(f"SELECT asin, {_STAGE_COLUMNS} FROM stage ORDER BY asin")
+        connection.executemany("INSERT INTO products VALUES (?, ?, ?, ?, ?, ?, ?, ?)", ordered)
         connection.execute("INSERT INTO products(products) VALUES ('optimize')")  # one segment: faster queries
         connection.execute(
             "INSERT INTO manifest(payload) VALUES (?)", (json.dumps(manifest, sort_keys=True, ensure_ascii=False),)
@@ -178,6 +201,9 @@ def build_search_index(
         connection.close()
         temporary.unlink(missing_ok=True)
         raise
+    finally:
+        stage.close()
+        staging.unlink(missing_ok=True)
     connection.close()
     with open(temporary, "rb+") as handle:
         os.fsync(handle.fileno())
@@ -232,11 +258,11 @@ def _manifest_problems(
     return problems
 
 
-def _read_table(connection: sqlite3.Connection, manifest: Mapping[str, Any]) -> tuple[list[str], dict[int, str]]:
-    """Check that the stored table really is the declared FTS5 table; return the problems and rowid → ASIN."""
+def _table_definition_problems(connection: sqlite3.Connection) -> list[str]:
+    """Problems of the stored table's definition against the declared FTS5 table (cheap: schema only)."""
     row = connection.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'products'").fetchone()
     if row is None:
-        return ["the products FTS5 table is missing"], {}
+        return ["the products FTS5 table is missing"]
     problems: list[str] = []
     columns = tuple(info[1] for info in connection.execute("PRAGMA table_info(products)"))
     if columns != FTS_COLUMNS:
@@ -244,6 +270,12 @@ def _read_table(connection: sqlite3.Connection, manifest: Mapping[str, Any]) -> 
     sql = re.sub(r"\s+", " ", str(row[0])).lower()
     if "using fts5" not in sql or TOKENIZE not in sql or not re.search(r"\basin unindexed\b", sql):
         problems.append(f"FTS table definition mismatch (expected fts5, asin UNINDEXED, tokenize '{TOKENIZE}')")
+    return problems
+
+
+def _read_table(connection: sqlite3.Connection, manifest: Mapping[str, Any]) -> tuple[list[str], dict[int, str]]:
+    """Check that the stored table really is the declared FTS5 table; return the problems and rowid → ASIN."""
+    problems = _table_definition_problems(connection)
     if problems:
         return problems, {}
     asins = dict(connection.execute("SELECT rowid, asin FROM products ORDER BY rowid"))
@@ -274,10 +306,14 @@ class SearchIndex:
         self.contract_sql = (
             f"SELECT asin, {bm25} AS score FROM products WHERE products MATCH ? ORDER BY score ASC, asin ASC LIMIT ?"
         )
-        ordered = [asin_of_rowid[rowid] for rowid in sorted(asin_of_rowid)]
-        #: True when rowid order is ASIN order, so the cheaper rowid query gives the same ranking.
-        self.rowid_is_asin_order = all(a < b for a, b in itertools.pairwise(ordered))
-        self._asin_of_rowid = dict(asin_of_rowid)
+        if isinstance(asin_of_rowid, AsinColumn):
+            #: True when rowid order is ASIN order, so the cheaper rowid query gives the same ranking.
+            self.rowid_is_asin_order = asin_of_rowid.is_ascending()
+            self._asin_of_rowid: Mapping[int, str] = asin_of_rowid
+        else:
+            ordered = [asin_of_rowid[rowid] for rowid in sorted(asin_of_rowid)]
+            self.rowid_is_asin_order = all(a < b for a, b in itertools.pairwise(ordered))
+            self._asin_of_rowid = dict(asin_of_rowid)
         self._sql = (
             f"SELECT rowid, {bm25} AS score FROM products WHERE products MATCH ? ORDER BY score ASC, rowid ASC LIMIT ?"
             if self.rowid_is_asin_order
@@ -328,11 +364,14 @@ class SearchIndex:
         self.backend_reason = f"verified on {VERIFY_QUERIES} title queries"
         self.postings_load_s = time.perf_counter() - start
 
-    def verification_queries(self, connection: sqlite3.Connection) -> list[tuple[str, ...]]:
+    def verification_queries(
+        self, connection: sqlite3.Connection, count: int = VERIFY_QUERIES
+    ) -> list[tuple[str, ...]]:
         """Deterministic token tuples from product titles (plus attribute/option words) for the open-time check."""
-        rowids = sorted(self._asin_of_rowid)
+        column = self._asin_of_rowid
+        rowids = column.rowids.tolist() if isinstance(column, AsinColumn) else sorted(column)
         rng = random.Random(20240521)
-        picked = sorted(rng.sample(rowids, min(VERIFY_QUERIES, len(rowids))))
+        picked = sorted(rng.sample(rowids, min(count, len(rowids))))
         texts = {
             rowid: (str(title or "").split(), str(other or "").split())
             for rowid, title, other in connection.execute(
@@ -350,9 +389,9 @@ class SearchIndex:
             queries.append(tuple(dict.fromkeys(words)) or ("的",))
         return queries
 
-    def _verify(self, postings: Postings, connection: sqlite3.Connection) -> str:
+    def _verify(self, postings: Postings, connection: sqlite3.Connection, count: int = VERIFY_QUERIES) -> str:
         """'' when every sample query ranks byte-identically on both paths, else what differed."""
-        for tokens in self.verification_queries(connection):
+        for tokens in self.verification_queries(connection, count):
             ours = postings.rank(tokens, versions.SEARCH_TOP_K)
             if ours is None:
                 continue
@@ -413,6 +452,74 @@ class SearchIndex:
             raise SearchIndexError(f"search index {file} refused: " + "; ".join(problems) + f"; {rebuild_hint(file)}")
         return cls(file, manifest, asins, cache_size=cache_size, accelerate=accelerate)
 
+    @classmethod
+    def open_stored(
+        cls,
+        path: str | os.PathLike[str],
+        stored_dir: str | os.PathLike[str],
+        stored_meta: Mapping[str, Any],
+        *,
+        expected_product_sha256: str | None = None,
+        expected_field_weights: Mapping[str, float] | None = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        accelerate: bool | None = None,
+    ) -> SearchIndex:
+        """Open ``path`` with the rowid → ASIN map and postings that ``prepare`` stored in ``stored_dir``.
+
+        The caller has checked the stored files' SHA-256 against the data-directory manifest; here the SQLite
+        manifest and table definition are checked as in ``open`` (not every row), and the memory-mapped postings
+        must rank a sample of title queries byte-identically to SQLite, or the index ranks with SQLite.
+        """
+        file = Path(path)
+        directory = Path(stored_dir)
+        if not file.is_file():
+            raise SearchIndexError(f"ShopSimulator search index not found: {file}; {rebuild_hint(file)}")
+        try:
+            connection = _read_only(file)
+            rows = connection.execute("SELECT payload FROM manifest").fetchall()
+            if len(rows) != 1:
+                raise ValueError(f"expected one manifest row, found {len(rows)}")
+            manifest = json.loads(rows[0][0])
+            if not isinstance(manifest, dict):
+                raise ValueError("the manifest is not a JSON object")
+            problems = _manifest_problems(manifest, expected_product_sha256, expected_field_weights)
+            if not problems:
+                problems = _table_definition_problems(connection)
+            asins = load_asin_column(directory)
+            if not problems and len(asins) != manifest.get("product_count"):
+                problems.append(f"stored ASINs ({len(asins)}) differ from the index's product count")
+            if problems:
+                raise SearchIndexError(
+                    f"search index {file} refused: " + "; ".join(problems) + f"; {rebuild_hint(file)}"
+                )
+            index = cls(file, manifest, asins, cache_size=cache_size, accelerate=False)
+            if accelerate is None:
+                accelerate = os.environ.get(BACKEND_ENV, "").strip().lower() != "sqlite"
+            if accelerate:
+                index._attach_stored_postings(directory, stored_meta, connection)
+        except (sqlite3.Error, ValueError, OSError, KeyError) as exc:
+            raise SearchIndexError(f"search index {file} refused: {exc}; {rebuild_hint(file)}") from exc
+        finally:
+            if "connection" in locals():
+                connection.close()
+        return index
+
+    def _attach_stored_postings(self, directory: Path, meta: Mapping[str, Any], connection: sqlite3.Connection) -> None:
+        start = time.perf_counter()
+        postings = load_postings(directory, meta)
+        if postings is None:
+            self.backend_reason = "prepare kept this index on SQLite (its postings could not be verified)"
+            return
+        problem = self._verify(postings, connection, STORED_VERIFY_QUERIES)
+        if problem:
+            self.backend_reason = problem
+            logger.warning("search index %s ranks with SQLite: %s", self.path, problem)
+            return
+        self.postings = postings
+        self.backend = "postings"
+        self.backend_reason = f"stored postings, verified on {STORED_VERIFY_QUERIES} title queries at open"
+        self.postings_load_s = time.perf_counter() - start
+
     # -- connections ---------------------------------------------------------------------------------------
 
     def _acquire(self) -> sqlite3.Connection:
@@ -464,6 +571,10 @@ class SearchIndex:
                 raise SearchIndexError(f"search index {self.path} is closed")
             self._check_same_file()
             ranked = postings.rank(tokens, k)
+            if ranked is not None and isinstance(self._asin_of_rowid, AsinColumn):
+                asins = self._asin_of_rowid.many([rowid for rowid, _ in ranked])
+                return tuple(SearchHit(rank, asin, score) for rank, (asin, (_, score)) in
+                             enumerate(zip(asins, ranked, strict=True), 1))
             if ranked is not None:
                 asin_of = self._asin_of_rowid
                 return tuple(SearchHit(rank, asin_of[rowid], score) for rank, (rowid, score) in enumerate(ranked, 1))

@@ -1,0 +1,86 @@
+"""A JSON-lines file read by record number through a memory map: random access without loading the file.
+
+Why: a prepared catalog holds per-product page data and resolved goals for up to a million records; decoding
+them all at open cost seconds and hundreds of megabytes per process. Here a record is decoded when it is asked
+for, from pages the OS shares between every process that maps the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+from array import array
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+
+class LineStore:
+    """Records ``0..n-1`` of a JSON-lines file; ``offsets`` (n + 1 int64) delimit them, newline excluded."""
+
+    def __init__(self, path: Path, offsets: np.ndarray) -> None:
+        self.path = path
+        self.offsets = offsets
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if offsets.size < 1 or int(offsets[-1]) != size:
+                raise ValueError(f"{path.name}: offsets end at {int(offsets[-1]) if offsets.size else 0}, file has {size} bytes")
+            self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+
+    def __len__(self) -> int:
+        return int(self.offsets.size) - 1
+
+    def raw(self, number: int) -> bytes:
+        begin, end = self.offsets[number : number + 2].tolist()
+        return self._map[begin : end - 1]  # the trailing newline is not part of the record
+
+    def get(self, number: int) -> Any:
+        data = self.raw(number)
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:  # what orjson refuses but json writes (ints beyond 64 bits, NaN)
+            return json.loads(data)
+
+    def close(self) -> None:
+        if isinstance(self._map, mmap.mmap):
+            self._map.close()
+
+
+def encode_record(record: Any) -> bytes:
+    """Compact JSON, key order kept; newlines inside strings are escaped, so one record is one line."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class LineWriter:
+    """Streams one encoded record per line into ``path`` (atomically, on ``finish``) and keeps the offsets."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.temporary = path.with_name(path.name + ".building")
+        self._handle = open(self.temporary, "wb")  # noqa: SIM115 - open across add() calls, closed by finish/abort
+        self._offsets = array("q", [0])
+
+    def add(self, record: bytes) -> None:
+        if b"\n" in record:
+            raise ValueError("a JSON-lines record must not contain a raw newline")
+        self._handle.write(record)
+        self._handle.write(b"\n")
+        self._offsets.append(self._offsets[-1] + len(record) + 1)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def finish(self) -> np.ndarray:
+        """Rename into place; returns the n + 1 offsets."""
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        os.replace(self.temporary, self.path)
+        return np.frombuffer(self._offsets, dtype=np.int64).copy()
+
+    def abort(self) -> None:
+        self._handle.close()
+        self.temporary.unlink(missing_ok=True)

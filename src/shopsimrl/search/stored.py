@@ -1,0 +1,139 @@
+"""The search structures in their stored form: ``.npy`` arrays written by ``prepare``, memory-mapped at open.
+
+Why: rebuilding the postings from SQLite's stored columns at every open cost seconds on the default catalog and
+minutes at a million products, and every worker process held its own copy. Written once by ``prepare`` (after
+the rebuilt postings passed the full query-sample check against SQLite) and memory-mapped read-only, they open
+in milliseconds and the OS shares their pages between processes. The rowid → ASIN map is stored too, as a
+fixed-width byte array in rowid order, so that no million-entry dict is built at open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .postings import Postings
+
+#: Version of the stored search layout (file names, dtypes, meta keys); part of the data-directory manifest.
+STORED_SEARCH_VERSION = "shopsimrl-stored-search-v1"
+SEARCH_DIR = "search"
+ASINS_FILE = "asins.npy"
+ROWIDS_FILE = "rowids.npy"
+TERMS_FILE = "terms.json"
+POSTINGS_ARRAYS = (
+    "rowids", "doc_lengths", "pair_offsets", "pair_docs", "pair_freq_codes", "freq_values", "position_bounds",
+    "position_keys", "tie_rank", "pair_contrib",
+)
+
+
+class AsinColumn(Mapping[int, str]):
+    """rowid → ASIN over two arrays (rowids ascending, UTF-8 ASINs), without a per-row Python object."""
+
+    def __init__(self, rowids: np.ndarray, asins: np.ndarray) -> None:
+        self.rowids = rowids
+        self.asins = asins
+        n = int(rowids.size)
+        #: rowids 1..n (what our builder writes): a rowid is its position plus one, no search needed.
+        self._dense = n > 0 and int(rowids[0]) == 1 and int(rowids[-1]) == n
+
+    def _position(self, rowid: int) -> int:
+        if self._dense:
+            if 1 <= rowid <= self.rowids.size:
+                return rowid - 1
+            raise KeyError(rowid)
+        where = int(np.searchsorted(self.rowids, rowid))
+        if where < self.rowids.size and int(self.rowids[where]) == rowid:
+            return where
+        raise KeyError(rowid)
+
+    def __getitem__(self, rowid: int) -> str:
+        return bytes(self.asins[self._position(rowid)]).decode("utf-8")
+
+    def many(self, rowids: list[int]) -> list[str]:
+        """The ASINs of several rowids at once (one array gather instead of a lookup each)."""
+        if self._dense:
+            positions = np.asarray(rowids, dtype=np.int64) - 1
+        else:
+            positions = np.searchsorted(self.rowids, np.asarray(rowids, dtype=np.int64))
+        return [item.decode("utf-8") for item in self.asins[positions].tolist()]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.rowids.tolist())
+
+    def __len__(self) -> int:
+        return int(self.rowids.size)
+
+    def is_ascending(self) -> bool:
+        """True when ASINs strictly increase with rowid (UTF-8 byte order is ``str`` order)."""
+        return bool(self.asins.size < 2 or np.all(self.asins[:-1] < self.asins[1:]))
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    temporary = path.with_name(path.name + ".building")
+    with open(temporary, "wb") as handle:
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def load_array(path: Path) -> np.ndarray:
+    # np.asarray drops the memmap subclass (its per-operation overhead) but keeps the mapping.
+    return np.asarray(np.load(path, mmap_mode="r", allow_pickle=False))
+
+
+def encode_asins(asins: list[str]) -> np.ndarray:
+    """Fixed-width UTF-8 bytes; numpy drops trailing NULs, so an ASIN ending in NUL cannot be stored."""
+    encoded = [asin.encode("utf-8") for asin in asins]
+    if any(item.endswith(b"\0") for item in encoded):
+        raise ValueError("an ASIN ending in a NUL character cannot be stored")
+    width = max((len(item) for item in encoded), default=1) or 1
+    return np.array(encoded, dtype=f"S{width}")
+
+
+def save_search_arrays(
+    directory: Path, asin_of_rowid: Mapping[int, str], postings: Postings | None
+) -> tuple[dict[str, Any], list[str]]:
+    """Write the stored form into ``directory``; returns its meta (for the manifest) and the relative file names."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rowids = sorted(asin_of_rowid)
+    names = [ROWIDS_FILE, ASINS_FILE]
+    save_array(directory / ROWIDS_FILE, np.asarray(rowids, dtype=np.int64))
+    save_array(directory / ASINS_FILE, encode_asins([asin_of_rowid[r] for r in rowids]))
+    meta: dict[str, Any] = {"version": STORED_SEARCH_VERSION, "rows": len(rowids), "postings": None}
+    if postings is not None:
+        for name, array in postings.arrays().items():
+            save_array(directory / f"postings_{name}.npy", array)
+            names.append(f"postings_{name}.npy")
+        terms = (json.dumps(postings.terms, ensure_ascii=False) + "\n").encode("utf-8")
+        temporary = directory / (TERMS_FILE + ".building")
+        temporary.write_bytes(terms)
+        os.replace(temporary, directory / TERMS_FILE)
+        names.append(TERMS_FILE)
+        meta["postings"] = {
+            "total_tokens": postings.total_tokens,
+            "column_weights": list(postings.column_weights),
+            "terms": len(postings.terms),
+        }
+    return meta, [f"{directory.name}/{name}" for name in names]
+
+
+def load_asin_column(directory: Path) -> AsinColumn:
+    return AsinColumn(load_array(directory / ROWIDS_FILE), load_array(directory / ASINS_FILE))
+
+
+def load_postings(directory: Path, meta: Mapping[str, Any]) -> Postings | None:
+    """The stored postings, memory-mapped; ``None`` when ``prepare`` kept this index on SQLite."""
+    info = meta.get("postings")
+    if not info:
+        return None
+    arrays = {name: load_array(directory / f"postings_{name}.npy") for name in POSTINGS_ARRAYS}
+    terms = json.loads((directory / TERMS_FILE).read_text("utf-8"))
+    if len(terms) != info["terms"] or arrays["rowids"].size != meta["rows"]:
+        raise ValueError("stored postings do not match their meta (terms or rows)")
+    return Postings.from_arrays(arrays, terms, int(info["total_tokens"]), [float(w) for w in info["column_weights"]])
