@@ -248,3 +248,31 @@ def test_the_model_client_streaming_path_runs_the_same_episode(world, heuristic_
     assert streamed["final"]["reward"] == plain["final"]["reward"]
     faulty = episode(world, heuristic_url, task_id=1, stream=True, extra_body=script(t1="bad_json"))
     assert faulty["steps"][0]["protocol_error"] and faulty["status"] == "completed"
+
+
+STATIC_TOOLS = [  # what a harness that lists MCP tools once per episode sends: no per-page enum
+    {"type": "function", "function": {"name": "search", "description": "search",
+                                      "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                                                     "required": ["query"]}}},
+    {"type": "function", "function": {"name": "click", "description": "click",
+                                      "parameters": {"type": "object", "properties": {"value": {"type": "string"}},
+                                                     "required": ["value"]}}},
+]
+
+
+def test_static_tools_get_the_page_tools_rebuilt_from_the_page_text(world, heuristic_url):
+    client = OpenAI(base_url=f"{heuristic_url}/v1", api_key="EMPTY", max_retries=0)
+    record = episode(world, heuristic_url, task_id=0)
+    assert record["final"]["termination_reason"] == "purchase"
+    messages = record["conversation"]
+    checked = 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant" or index < 2:
+            continue
+        step = record["steps"][checked]
+        for tools in (STATIC_TOOLS, step["tools"]):
+            answer = client.chat.completions.create(model="shopsim-heuristic", messages=messages[:index], tools=tools)
+            call = answer.choices[0].message.tool_calls[0]
+            assert f"{call.function.name}[{next(iter(json.loads(call.function.arguments).values()))}]" == step["action"]
+        checked += 1
+    assert checked == len(record["steps"]) >= 3

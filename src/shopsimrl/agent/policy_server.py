@@ -11,7 +11,8 @@ runtime's ``extra_body`` carries it on every request), or server-wide at a seede
 ``--length-rate``), decided by a hash of the request so reruns see the same faults.
 
 ``stream=true`` gets the same answer (faults included) as server-sent events with tool-call deltas
-(``stream_options.include_usage`` adds the usage chunk), which clients such as ``vf-eval`` require.
+(``stream_options.include_usage`` adds the usage chunk), which clients such as ``vf-eval`` require. Clients that
+list tools once per episode (a ``click`` without enum) get the page's own tools rebuilt from the page text.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from .builtin_backend import action_completion, policy_action
+from .page_tools import page_tools
 from .policies import make_policy
 from .policy import PolicyAction, PolicyError
 from .streaming import completion_chunks, sse_events
@@ -226,6 +228,7 @@ def create_policy_app(
             kind = None
         seed = body.get("seed") if isinstance(body.get("seed"), int) else 0
         try:
+            tools = page_tools(messages, tools)  # a static click(value) without enum: the page's own tools
             action = policy_action(chosen, messages, tools, seed=seed)
         except PolicyError as exc:
             return _error(422, f"the {policy} policy cannot act: {exc}", "policy_error")
