@@ -47,6 +47,6 @@ def run_suite(python: Path, test_file: str, *, timeout: float = 900) -> subproce
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
-        [str(python), "-m", "pytest", test_file, "-q", "-p", "no:cacheprovider", "-rs"],
+        [str(python), "-m", "pytest", test_file, "-o", "addopts=", "-q", "-p", "no:cacheprovider", "-rs"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
     )
