@@ -40,4 +40,4 @@ bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) data runs build *.egg-info
+	rm -rf $(VENV) .venv-openenv .venv-verifiers data runs build *.egg-info

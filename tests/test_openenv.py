@@ -268,3 +268,34 @@ def test_harness_resource_session_runs_an_episode_and_verify_forwards_r_strict(w
     session.close()
     with pytest.raises(OpenEnvUsageError):
         factory.create("not a task")
+
+
+def test_serve_openenv_command_starts_openenvs_server(prepared_dir):
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [sys.executable, "-m", "shopsimrl.cli", "serve-openenv", "--data", str(prepared_dir),
+               "--port", str(port), "--slots", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)
+        assert health.status_code == 200
+        with connect(f"ws://127.0.0.1:{port}/ws") as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"split": "test", "index": 0}}))
+            answer = json.loads(ws.recv())
+        assert answer["type"] == "observation" and answer["data"]["observation"]["page_text"]
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
