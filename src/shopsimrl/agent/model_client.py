@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ShopSimError
 from .streaming import fold_chunks
+from .turn import wire_messages
 from .validation import ModelOutput, interpret
 
 DEFAULT_MAX_TOKENS = 4096
@@ -112,7 +113,7 @@ class OpenAIChatModel:
                 payload: Any = await self._streamed(messages, tools, seed)
                 return interpret(payload, tools, latency_ms=round((time.perf_counter() - started) * 1000, 3))
             raw = await self._client.chat.completions.with_raw_response.create(
-                model=self.settings.model, messages=list(messages), stream=False,
+                model=self.settings.model, messages=wire_messages(messages), stream=False,
                 extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
             )
         except openai.APIStatusError as exc:
@@ -133,7 +134,7 @@ class OpenAIChatModel:
     ) -> dict[str, Any]:
         """One streamed request, its chunks folded back into the ``chat.completion`` JSON the validator reads."""
         stream = await self._client.chat.completions.create(
-            model=self.settings.model, messages=list(messages), stream=True,
+            model=self.settings.model, messages=wire_messages(messages), stream=True,
             stream_options={"include_usage": True},
             extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
         )
