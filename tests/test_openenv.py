@@ -299,3 +299,30 @@ def test_serve_openenv_command_starts_openenvs_server(prepared_dir):
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_openenvs_mcp_harness_adapter_drives_an_episode_with_static_tools(world):
+    """OpenEnv's own white-box adapter lists tools once: the static mode gives it search and click for the episode."""
+    from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
+    from openenv.core.llm_client import LLMResponse, ToolCall
+
+    from shopsimrl.agent.page_tools import page_tools
+
+    task_id = world.catalog.split("test")[0]
+    expected = in_process(world, "oracle", task_id)["final"]["reward"]
+    oracle = make_policy("oracle", world)
+    session = ShopSimSessionFactory(world, per_page_tools=False).create(task_id)
+    listed = session.list_tools()
+    assert [t.name for t in listed] == ["search", "click"] and "enum" not in str(listed[1].input_schema)
+
+    def model_step(messages, tools, sampling):
+        wire = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                  "parameters": t.input_schema}} for t in tools]
+        page = page_tools(messages, wire)  # the page's own tools, read back from the page text
+        action = policy_action(oracle, messages, page, task_id=task_id)
+        call = ToolCall(id=f"c{len(messages)}", name=action.name, args=dict(action.arguments))
+        return ModelStepResult(response=LLMResponse(content="", tool_calls=[call]))
+
+    result = MCPHarnessAdapter().run_white_box(model_step, session, HarnessRunLimits(max_turns=30))
+    verdict = session.verify(result.messages)
+    assert result.done and verdict.done and verdict.env_reward == expected > 0

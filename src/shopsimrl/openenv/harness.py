@@ -3,6 +3,10 @@
 A session is one episode: ``initial_messages`` are the runtime's exact system prompt and first user message,
 ``list_tools`` the current page's tools (``click`` with the page's enum), ``call_tool`` one step, and ``verify``
 forwards the environment's own ``r_strict`` (0 without a purchase) with the public components as metrics.
+
+OpenEnv's ``MCPHarnessAdapter`` lists the tools once per episode; for such harnesses ``per_page_tools=False``
+lists both tools for the whole episode, ``click`` without an enum (the page text lists the clickable values), and
+leaves a tool the page does not offer to the environment (an invalid action), as verifiers does.
 """
 
 from __future__ import annotations
@@ -14,12 +18,23 @@ from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolRe
 
 from ..agent.prompt import first_user_message, system_message
 from ..env.shop_env import ShopWorld
+from ..env.tools import tools_for_state
 from .environment import OpenEnvUsageError, ShopSimEnvironment
 from .models import ShopSimAction
 
 
+def _static_tools() -> list[dict[str, Any]]:
+    """``search`` and ``click`` for a whole episode: the click schema without the page's enum."""
+    tools = tools_for_state({"search_available": True, "actions": ["back to search"]})
+    del tools[1]["function"]["parameters"]["properties"]["value"]["enum"]
+    return tools
+
+
 class ShopSimSession(ResourceSession):
-    def __init__(self, world: ShopWorld, task_id: int, *, episode_id: str | None = None) -> None:
+    def __init__(
+        self, world: ShopWorld, task_id: int, *, episode_id: str | None = None, per_page_tools: bool = True
+    ) -> None:
+        self.per_page_tools = per_page_tools
         self.env = ShopSimEnvironment(world)
         self.observation = self.env.reset(task_id=task_id, episode_id=episode_id)
         self._messages = [
@@ -32,13 +47,15 @@ class ShopSimSession(ResourceSession):
         return [dict(m) for m in self._messages]
 
     def list_tools(self) -> list[Tool]:
+        tools = self.observation.tools if self.per_page_tools else _static_tools()
         return [Tool(name=t["function"]["name"], description=t["function"]["description"],
-                     input_schema=t["function"]["parameters"]) for t in self.observation.tools]
+                     input_schema=t["function"]["parameters"]) for t in tools]
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         if self.observation.done:
             return ToolResult(error="the episode is over", done=True)
-        if name not in {t["function"]["name"] for t in self.observation.tools}:
+        offered = {t["function"]["name"] for t in (self.observation.tools if self.per_page_tools else _static_tools())}
+        if name not in offered:
             return ToolResult(data=self.observation.page_text, error=f"tool {name!r} is not offered on this page")
         try:
             self.observation = self.env.step(ShopSimAction(tool=name, arguments=dict(arguments)))
@@ -61,11 +78,12 @@ class ShopSimSession(ResourceSession):
 class ShopSimSessionFactory(ResourceSessionFactory[ShopSimSession]):
     """``create(task)`` with a task id or a task spec ``{"id": …}`` from the task-discovery routes."""
 
-    def __init__(self, world: ShopWorld) -> None:
+    def __init__(self, world: ShopWorld, *, per_page_tools: bool = True) -> None:
         self.world = world
+        self.per_page_tools = per_page_tools
 
     def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> ShopSimSession:
         task_id = task.get("id") if isinstance(task, dict) else task
         if isinstance(task_id, bool) or not isinstance(task_id, int):
             raise OpenEnvUsageError(f"a task is a task id or {{'id': task_id}}, not {task!r}")
-        return ShopSimSession(self.world, task_id, episode_id=episode_id)
+        return ShopSimSession(self.world, task_id, episode_id=episode_id, per_page_tools=self.per_page_tools)
