@@ -52,4 +52,4 @@ bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) data runs build *.egg-info
+	rm -rf $(VENV) $(VERL_VENV) .venv-openenv .venv-verifiers data runs build *.egg-info

@@ -8,6 +8,7 @@ exactly as it does in-process.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from openai import OpenAI
@@ -179,3 +180,99 @@ def test_request_carries_sampling_tools_and_extra_body_at_top_level(world):
         assert [m["role"] for m in body["messages"]] == ["system", "user"]
         episode(world, url, send_seed=True, max_steps=1)
         assert app.state.last_request["seed"] == 0
+
+
+# ---------------------------------------------------------------- streaming (stream=true, server-sent events)
+def _first_request(world, task_id=0):
+    from shopsimrl.agent.prompt import first_user_message, system_message
+
+    env = world.new_env()
+    reset = env.reset(task_id)
+    messages = [
+        {"role": "system", "content": system_message(reset["user_persona"])},
+        {"role": "user", "content": first_user_message(reset["task_instruction"], reset["observation"])},
+    ]
+    return messages, env.tools()
+
+
+def test_streaming_answer_matches_the_plain_one_with_tool_call_deltas(world, heuristic_url):
+    client = OpenAI(base_url=f"{heuristic_url}/v1", api_key="EMPTY", max_retries=0)
+    messages, tools = _first_request(world)
+    plain = client.chat.completions.create(model="shopsim-heuristic", messages=messages, tools=tools)
+    chunks = list(client.chat.completions.create(
+        model="shopsim-heuristic", messages=messages, tools=tools, stream=True,
+        stream_options={"include_usage": True},
+    ))
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    call_parts = [part for d in deltas for part in (d.tool_calls or [])]
+    assert len(call_parts) >= 2, "the arguments should arrive as several tool-call deltas"
+    assert call_parts[0].id == plain.choices[0].message.tool_calls[0].id
+    name = "".join(p.function.name or "" for p in call_parts)
+    arguments = "".join(p.function.arguments or "" for p in call_parts)
+    expected = plain.choices[0].message.tool_calls[0].function
+    assert (name, arguments) == (expected.name, expected.arguments)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "tool_calls"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == plain.usage.total_tokens
+
+
+def test_streaming_with_the_client_stream_helper_and_an_injected_fault(world, heuristic_url):
+    client = OpenAI(base_url=f"{heuristic_url}/v1", api_key="EMPTY", max_retries=0)
+    messages, tools = _first_request(world)
+    with client.chat.completions.stream(model="shopsim-heuristic", messages=messages, tools=tools) as stream:
+        final = stream.get_final_completion()
+    call = final.choices[0].message.tool_calls[0]
+    assert call.function.name == "search" and json.loads(call.function.arguments)["query"]
+    faulty = list(client.chat.completions.create(
+        model="shopsim-heuristic", messages=messages, tools=tools, stream=True,
+        extra_body={"shopsim_fault": "no_tool_call"},
+    ))
+    text = "".join(c.choices[0].delta.content or "" for c in faulty if c.choices)
+    assert text.startswith("Thought:") and all(not c.choices[0].delta.tool_calls for c in faulty if c.choices)
+    assert faulty[-1].choices[0].finish_reason == "stop"
+
+
+def test_streaming_errors_stay_http_errors(heuristic_url):
+    import openai
+
+    client = OpenAI(base_url=f"{heuristic_url}/v1", api_key="EMPTY", max_retries=0)
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="other", messages=[{"role": "user", "content": "x"}],
+                                       tools=[], stream=True)
+
+
+def test_the_model_client_streaming_path_runs_the_same_episode(world, heuristic_url):
+    plain = episode(world, heuristic_url, task_id=1)
+    streamed = episode(world, heuristic_url, task_id=1, stream=True)
+    assert streamed["status"] == "completed", streamed["error"]
+    assert [s["action"] for s in streamed["steps"]] == [s["action"] for s in plain["steps"]]
+    assert streamed["final"]["reward"] == plain["final"]["reward"]
+    faulty = episode(world, heuristic_url, task_id=1, stream=True, extra_body=script(t1="bad_json"))
+    assert faulty["steps"][0]["protocol_error"] and faulty["status"] == "completed"
+
+
+STATIC_TOOLS = [  # what a harness that lists MCP tools once per episode sends: no per-page enum
+    {"type": "function", "function": {"name": "search", "description": "search",
+                                      "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                                                     "required": ["query"]}}},
+    {"type": "function", "function": {"name": "click", "description": "click",
+                                      "parameters": {"type": "object", "properties": {"value": {"type": "string"}},
+                                                     "required": ["value"]}}},
+]
+
+
+def test_static_tools_get_the_page_tools_rebuilt_from_the_page_text(world, heuristic_url):
+    client = OpenAI(base_url=f"{heuristic_url}/v1", api_key="EMPTY", max_retries=0)
+    record = episode(world, heuristic_url, task_id=0)
+    assert record["final"]["termination_reason"] == "purchase"
+    messages = record["conversation"]
+    checked = 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant" or index < 2:
+            continue
+        step = record["steps"][checked]
+        for tools in (STATIC_TOOLS, step["tools"]):
+            answer = client.chat.completions.create(model="shopsim-heuristic", messages=messages[:index], tools=tools)
+            call = answer.choices[0].message.tool_calls[0]
+            assert f"{call.function.name}[{next(iter(json.loads(call.function.arguments).values()))}]" == step["action"]
+        checked += 1
+    assert checked == len(record["steps"]) >= 3

@@ -35,6 +35,7 @@ NOT_RUN = {
     "shopsimrl compare runs/heuristic-test runs/qwen3-test": "needs the model run above",
     "shopsimrl report runs/qwen3-test": "needs the model run above",
     "shopsimrl policy-server": "a server",
+    "shopsimrl serve-openenv": "a server, in .venv-openenv (tests/test_openenv.py runs it)",
 }
 
 

@@ -385,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .train.commands import add_commands as add_train_commands  # export-sft
 
     add_train_commands(commands)
+    from .openenv.command import add_command as add_openenv_command  # serve-openenv
+
+    add_openenv_command(commands)
     return parser
 
 

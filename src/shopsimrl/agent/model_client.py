@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ShopSimError
+from .streaming import fold_chunks
 from .turn import wire_messages
 from .validation import ModelOutput, interpret
 
@@ -44,6 +45,7 @@ class ModelSettings:
     max_retries: int = DEFAULT_MAX_RETRIES
     send_seed: bool = False
     checkpoint_id: str | None = None
+    stream: bool = False  # ask for server-sent events (for servers that only stream); folded into one answer
 
     def __post_init__(self) -> None:
         clash = RESERVED_BODY_KEYS & set(self.extra_body)
@@ -54,10 +56,13 @@ class ModelSettings:
 
     def identity(self) -> dict[str, Any]:
         """Provenance: everything that shapes an answer (the key itself is never recorded)."""
+        transport: dict[str, Any] = {"timeout": self.timeout, "max_retries": self.max_retries}
+        if self.stream:
+            transport["stream"] = True
         return {
             "provider": "openai-compatible", "model": self.model, "base_url": self.base_url,
             "checkpoint_id": self.checkpoint_id, "api_key_env": self.api_key_env,
-            "transport": {"timeout": self.timeout, "max_retries": self.max_retries},
+            "transport": transport,
             "sampling": {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
                          "tool_choice": "auto", "send_seed": self.send_seed,
                          "extra_body": dict(sorted(self.extra_body.items()))},
@@ -104,6 +109,9 @@ class OpenAIChatModel:
 
         started = time.perf_counter()
         try:
+            if self.settings.stream:
+                payload: Any = await self._streamed(messages, tools, seed)
+                return interpret(payload, tools, latency_ms=round((time.perf_counter() - started) * 1000, 3))
             raw = await self._client.chat.completions.with_raw_response.create(
                 model=self.settings.model, messages=wire_messages(messages), stream=False,
                 extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
@@ -116,10 +124,22 @@ class OpenAIChatModel:
             raise ModelRequestError(f"model endpoint {self.settings.base_url} failed: {detail}") from exc
         text = raw.text
         try:
-            payload: Any = json.loads(text)
+            payload = json.loads(text)
         except ValueError:
             payload = text
         return interpret(payload, tools, latency_ms=round((time.perf_counter() - started) * 1000, 3))
+
+    async def _streamed(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], seed: int
+    ) -> dict[str, Any]:
+        """One streamed request, its chunks folded back into the ``chat.completion`` JSON the validator reads."""
+        stream = await self._client.chat.completions.create(
+            model=self.settings.model, messages=wire_messages(messages), stream=True,
+            stream_options={"include_usage": True},
+            extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
+        )
+        chunks = [chunk.model_dump(exclude_none=True) async for chunk in stream]
+        return fold_chunks(chunks)
 
     async def close(self) -> None:
         await self._client.close()

@@ -9,6 +9,10 @@ Faults can be injected to exercise every failure path: per request (header ``X-S
 field ``shopsim_fault``), scripted per model turn (body field ``shopsim_fault_script: {"2": "bad_json"}``; the
 runtime's ``extra_body`` carries it on every request), or server-wide at a seeded rate (``--fault-rate``,
 ``--length-rate``), decided by a hash of the request so reruns see the same faults.
+
+``stream=true`` gets the same answer (faults included) as server-sent events with tool-call deltas
+(``stream_options.include_usage`` adds the usage chunk), which clients such as ``vf-eval`` require. Clients that
+list tools once per episode (a ``click`` without enum) get the page's own tools rebuilt from the page text.
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from .builtin_backend import action_completion, policy_action
+from .page_tools import page_tools
 from .policies import make_policy
 from .policy import PolicyAction, PolicyError
+from .streaming import completion_chunks, sse_events
 from .validation import offered_names
 
 PROTOCOL_FAULTS = (
@@ -196,8 +202,6 @@ def create_policy_app(
             return _error(400, "messages must be a non-empty list of objects")
         if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
             return _error(400, "tools must be a list of objects")
-        if body.get("stream"):
-            return _error(400, "streaming is not supported by the policy server")
         if body.get("model") not in (None, name):
             return _error(404, f"model {body.get('model')!r} is not served here (this is {name!r})", "not_found_error")
         if not tools:
@@ -224,6 +228,7 @@ def create_policy_app(
             kind = None
         seed = body.get("seed") if isinstance(body.get("seed"), int) else 0
         try:
+            tools = page_tools(messages, tools)  # a static click(value) without enum: the page's own tools
             action = policy_action(chosen, messages, tools, seed=seed)
         except PolicyError as exc:
             return _error(422, f"the {policy} policy cannot act: {exc}", "policy_error")
@@ -231,6 +236,11 @@ def create_policy_app(
         if kind is not None:
             max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 4096
             completion = apply_fault(kind, completion, action, tools, max_tokens=int(max_tokens))
+        if body.get("stream"):
+            options = body.get("stream_options")
+            usage = isinstance(options, dict) and bool(options.get("include_usage"))
+            return StreamingResponse(sse_events(completion_chunks(completion, include_usage=usage)),
+                                     media_type="text/event-stream")
         return completion
 
     return app

@@ -1,0 +1,151 @@
+"""``ShopSimEnvironment``: OpenEnv's ``Environment`` over one shared, read-only ``ShopWorld``.
+
+Each OpenEnv session (one WebSocket) gets its own instance, but all of them read the same catalog, index and
+page data, so the server holds the world once however many sessions run. The goal never leaves the engine: the
+observation carries the page, the tools and the visible task; the end-of-episode metadata carries only the public
+reward components.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import EnvironmentMetadata
+
+from ..env.shop_env import ShopEnv, ShopWorld
+from ..env.tools import tools_for_state
+from ..errors import ShopSimError
+from ..versions import (
+    ENVIRONMENT_VERSION,
+    EPISODE_LIMITS,
+    OBSERVATION_VERSION,
+    REPORTED_METRICS,
+    REWARD_VERSION,
+    TOOL_VERSION,
+)
+from .models import ShopSimAction, ShopSimObservation, ShopSimState
+
+ARGUMENT_KEYS = {"search": "query", "click": "value"}
+DEFAULT_SPLIT = "test"
+
+
+class OpenEnvUsageError(ShopSimError, ValueError):
+    """A reset or step the OpenEnv adapter cannot honour (no episode, unknown split index, bad arguments)."""
+
+
+def public_components(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """The reward components a trainer may see (``r_*``, ``price_verifiable``, ``target_asin_match``)."""
+    return {key: detail[key] for key in REPORTED_METRICS if key in detail}
+
+
+def version_strings() -> dict[str, str]:
+    return {"environment_version": ENVIRONMENT_VERSION, "reward_version": REWARD_VERSION,
+            "observation_version": OBSERVATION_VERSION, "tool_version": TOOL_VERSION}
+
+
+class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimState]):
+    """One shopping session per instance; every instance shares ``world``."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, world: ShopWorld) -> None:
+        super().__init__()
+        self.world = world
+        self._env = ShopEnv(world)
+        self._state = ShopSimState(**version_strings())
+
+    # ------------------------------------------------------------------ episode
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, task_id: int | None = None,
+        split: str | None = None, index: int | None = None, persona: bool | None = None,
+        interaction_mode: str = "single_turn", **kwargs: Any,
+    ) -> ShopSimObservation:
+        """Start ``task_id``, or the ``index``-th task of ``split`` (default split test, index ``seed`` or 0)."""
+        if task_id is None:
+            ids = self.world.catalog.split(split or DEFAULT_SPLIT)
+            position = index if index is not None else (seed or 0)
+            if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(ids):
+                raise OpenEnvUsageError(f"task index {position!r} is outside split {split or DEFAULT_SPLIT!r} "
+                                        f"(0..{len(ids) - 1})")
+            task_id = ids[position]
+        if interaction_mode not in EPISODE_LIMITS:
+            raise OpenEnvUsageError(f"interaction_mode must be one of {sorted(EPISODE_LIMITS)}")
+        payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
+                                  session_id=episode_id)
+        self._state = ShopSimState(
+            episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == "persona",
+            interaction_mode=interaction_mode, action_limit=EPISODE_LIMITS[interaction_mode], **version_strings(),
+        )
+        state = payload["observation_state"]
+        return ShopSimObservation(
+            page_text=payload["observation"], observation_state=state, tools=tools_for_state(state),
+            task_instruction=payload["task_instruction"], user_persona=payload["user_persona"] or None,
+            done=False, reward=0.0,
+        )
+
+    def step(self, action: ShopSimAction, timeout_s: float | None = None, **kwargs: Any) -> ShopSimObservation:
+        if self._env.session is None:
+            raise OpenEnvUsageError("no active episode: reset first")
+        value = action.arguments.get(ARGUMENT_KEYS[action.tool])
+        if not isinstance(value, str):
+            raise OpenEnvUsageError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
+        result = self._env.step(f"{action.tool}[{value.strip()}]")
+        self._state.step_count += 1
+        return self._observation(result)
+
+    def terminate(self, reason: str = "action_limit") -> ShopSimObservation:
+        """End the episode for the runner (``generation_length`` / ``action_limit``); not a tool of the model."""
+        if self._env.session is None:
+            raise OpenEnvUsageError("no active episode: reset first")
+        return self._observation(self._env.terminate(reason))
+
+    def _observation(self, result: Mapping[str, Any]) -> ShopSimObservation:
+        done = bool(result["done"])
+        state = result["observation_state"]
+        if done:
+            self._state.done = True
+            self._state.termination_reason = result.get("termination_reason")
+        return ShopSimObservation(
+            page_text=result["observation"], observation_state=state, tools=tools_for_state(state),
+            action_feedback=result.get("action_feedback"), done=done,
+            reward=float(result["reward"]) if done else 0.0,
+            metadata=public_components(result.get("reward_detail") or {}) if done else {},
+        )
+
+    @property
+    def state(self) -> ShopSimState:
+        return self._state
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        versions = ", ".join(f"{k}={v}" for k, v in version_strings().items())
+        return EnvironmentMetadata(
+            name="shopsim", version=ENVIRONMENT_VERSION,
+            description=f"ShopSimRL: deterministic simulated shop; search and click to buy the right item ({versions})",
+        )
+
+    # ------------------------------------------------------------------ task discovery (ids only)
+    def list_splits(self) -> list[dict[str, str]]:
+        kinds = {"train": "train", "val": "validation", "test": "test"}
+        return [{"name": name, "type": kinds.get(name, "validation")} for name in self.world.catalog.split_names]
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        return [{"id": task_id, "index": i} for i, task_id in enumerate(self.world.catalog.split(split))]
+
+    def num_tasks(self, split: str) -> int:
+        return len(self.world.catalog.split(split))
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        ids = self.world.catalog.split(split)
+        if not 0 <= index < len(ids):
+            raise IndexError(index)
+        return {"id": ids[index], "index": index}
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+        ids = self.world.catalog.split(split)
+        begin = 0 if start is None else start
+        return [{"id": task_id, "index": begin + i} for i, task_id in enumerate(ids[start:stop])]
+
+    def close(self) -> None:
+        self._env.close()

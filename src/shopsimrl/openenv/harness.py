@@ -1,0 +1,89 @@
+"""A resource-session factory for OpenEnv's harness layer (``openenv.core.harness``), as TRL's async GRPO uses it.
+
+A session is one episode: ``initial_messages`` are the runtime's exact system prompt and first user message,
+``list_tools`` the current page's tools (``click`` with the page's enum), ``call_tool`` one step, and ``verify``
+forwards the environment's own ``r_strict`` (0 without a purchase) with the public components as metrics.
+
+OpenEnv's ``MCPHarnessAdapter`` lists the tools once per episode; for such harnesses ``per_page_tools=False``
+lists both tools for the whole episode, ``click`` without an enum (the page text lists the clickable values), and
+leaves a tool the page does not offer to the environment (an invalid action), as verifiers does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv.core.env_server.mcp_types import Tool
+from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, VerifyResult
+
+from ..agent.prompt import first_user_message, system_message
+from ..env.shop_env import ShopWorld
+from ..env.tools import tools_for_state
+from .environment import OpenEnvUsageError, ShopSimEnvironment
+from .models import ShopSimAction
+
+
+def _static_tools() -> list[dict[str, Any]]:
+    """``search`` and ``click`` for a whole episode: the click schema without the page's enum."""
+    tools = tools_for_state({"search_available": True, "actions": ["back to search"]})
+    del tools[1]["function"]["parameters"]["properties"]["value"]["enum"]
+    return tools
+
+
+class ShopSimSession(ResourceSession):
+    def __init__(
+        self, world: ShopWorld, task_id: int, *, episode_id: str | None = None, per_page_tools: bool = True
+    ) -> None:
+        self.per_page_tools = per_page_tools
+        self.env = ShopSimEnvironment(world)
+        self.observation = self.env.reset(task_id=task_id, episode_id=episode_id)
+        self._messages = [
+            {"role": "system", "content": system_message(self.observation.user_persona or {})},
+            {"role": "user", "content": first_user_message(self.observation.task_instruction or "",
+                                                           self.observation.page_text)},
+        ]
+
+    def initial_messages(self) -> list[dict[str, Any]]:
+        return [dict(m) for m in self._messages]
+
+    def list_tools(self) -> list[Tool]:
+        tools = self.observation.tools if self.per_page_tools else _static_tools()
+        return [Tool(name=t["function"]["name"], description=t["function"]["description"],
+                     input_schema=t["function"]["parameters"]) for t in tools]
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if self.observation.done:
+            return ToolResult(error="the episode is over", done=True)
+        offered = {t["function"]["name"] for t in (self.observation.tools if self.per_page_tools else _static_tools())}
+        if name not in offered:
+            return ToolResult(data=self.observation.page_text, error=f"tool {name!r} is not offered on this page")
+        try:
+            self.observation = self.env.step(ShopSimAction(tool=name, arguments=dict(arguments)))
+        except (OpenEnvUsageError, ValueError) as exc:
+            return ToolResult(data=self.observation.page_text, error=str(exc))
+        return ToolResult(data=self.observation.page_text, done=self.observation.done,
+                          metadata=dict(self.observation.metadata))
+
+    def verify(self, transcript: list[dict[str, Any]], final_state: Any | None = None) -> VerifyResult:
+        done = self.observation.done
+        reward = float(self.observation.reward or 0.0) if done else 0.0
+        return VerifyResult(env_reward=reward, done=done, metrics=dict(self.observation.metadata),
+                            artifacts={"task_id": self.env.state.task_id,
+                                       "termination_reason": self.env.state.termination_reason})
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class ShopSimSessionFactory(ResourceSessionFactory[ShopSimSession]):
+    """``create(task)`` with a task id or a task spec ``{"id": …}`` from the task-discovery routes."""
+
+    def __init__(self, world: ShopWorld, *, per_page_tools: bool = True) -> None:
+        self.world = world
+        self.per_page_tools = per_page_tools
+
+    def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> ShopSimSession:
+        task_id = task.get("id") if isinstance(task, dict) else task
+        if isinstance(task_id, bool) or not isinstance(task_id, int):
+            raise OpenEnvUsageError(f"a task is a task id or {{'id': task_id}}, not {task!r}")
+        return ShopSimSession(self.world, task_id, episode_id=episode_id, per_page_tools=self.per_page_tools)

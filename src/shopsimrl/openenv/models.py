@@ -1,0 +1,49 @@
+"""Typed OpenEnv models: an action is one tool call, the observation is the page, the state holds no goal.
+
+Field names follow the runtime's wire format (``observation_state``, ``action_feedback``, OpenAI ``tools``) so
+that a model trained through OpenEnv sees what the runtime shows it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import Field
+
+ToolName = Literal["search", "click"]
+
+
+class ShopSimAction(Action):
+    """One tool call: ``search`` with ``{"query": …}`` or ``click`` with ``{"value": …}`` (a value of the enum)."""
+
+    tool: ToolName = Field(description="the tool called: search or click")
+    arguments: dict[str, Any] = Field(default_factory=dict,
+                                      description='{"query": text} for search, {"value": enum value} for click')
+
+
+class ShopSimObservation(Observation):
+    """The page after reset or a step; ``reward`` is r_strict at the end, 0 before; ``metadata`` public components."""
+
+    page_text: str = Field(description="the rendered page (shopping-observation-v7)")
+    observation_state: dict[str, Any] = Field(default_factory=dict, description="the page as structured data")
+    tools: list[dict[str, Any]] = Field(default_factory=list,
+                                        description="OpenAI function tools of this page (click has the page's enum)")
+    action_feedback: dict[str, Any] | None = Field(default=None, description="how the last action was handled")
+    task_instruction: str | None = Field(default=None, description="the visible task (at reset only)")
+    user_persona: dict[str, Any] | None = Field(default=None, description="the persona (at reset, persona tasks)")
+
+
+class ShopSimState(State):
+    """Episode bookkeeping; deliberately without the goal."""
+
+    task_id: int | None = None
+    persona: bool = False
+    interaction_mode: str = "single_turn"
+    action_limit: int = 30
+    done: bool = False
+    termination_reason: str | None = None
+    environment_version: str = ""
+    reward_version: str = ""
+    observation_version: str = ""
+    tool_version: str = ""

@@ -1,0 +1,39 @@
+"""The OpenEnv server: OpenEnv's own app factory over ``ShopSimEnvironment`` (``shopsimrl serve-openenv``).
+
+Episodes go over OpenEnv's WebSocket session protocol (``/ws``): its HTTP ``/reset`` and ``/step`` build a fresh
+environment per request, so only the WebSocket keeps an episode. ``slots`` is ``max_concurrent_envs``; one more
+session is answered with OpenEnv's ``CAPACITY_REACHED`` error.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from openenv.core.env_server.http_server import create_fastapi_app
+
+from ..env.shop_env import ShopWorld
+from .environment import ShopSimEnvironment
+from .models import ShopSimAction, ShopSimObservation, ShopSimState
+
+ENV_NAME = "shopsim"
+
+
+def create_openenv_app(world: ShopWorld | str | os.PathLike[str], *, slots: int = 8) -> Any:
+    """The FastAPI app; every session shares ``world`` (opened once from a data directory if a path is given)."""
+    shared = world if isinstance(world, ShopWorld) else ShopWorld.shared(world)
+
+    def factory() -> ShopSimEnvironment:
+        return ShopSimEnvironment(shared)
+
+    factory.__name__ = "ShopSimEnvironment"
+    return create_fastapi_app(
+        factory, ShopSimAction, ShopSimObservation, max_concurrent_envs=slots, env_name=ENV_NAME,
+        state_cls=ShopSimState,
+    )
+
+
+def serve_openenv(data: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 8010, slots: int = 8) -> None:
+    import uvicorn
+
+    uvicorn.run(create_openenv_app(data, slots=slots), host=host, port=port, log_level="info")

@@ -1,0 +1,21 @@
+"""Runs ``tests/test_openenv.py`` in ``.venv-openenv``: the project with its ``openenv`` extra, from the registry.
+
+OpenEnv needs ``mcp<2`` while verifiers pins ``mcp==2.0.0``, so neither shares the dev venv; this test builds
+the venv on first use (reused while ``pyproject.toml`` is unchanged) and fails with the suite's own output.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from side_venv import ensure_venv, run_suite
+
+pytestmark = pytest.mark.slow
+
+
+def test_openenv_suite_passes_against_the_real_package():
+    python = ensure_venv(".venv-openenv", ["-e", ".[openenv]", "pytest>=8"])
+    done = run_suite(python, "tests/test_openenv.py")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert " passed" in output and "skipped" not in output, output[-3000:]
