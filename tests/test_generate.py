@@ -448,3 +448,36 @@ def test_no_leaf_offers_opposites_as_independent_attributes() -> None:
         singles = {slot.values[0] for slot in leaf.slots if len(slot.values) == 1}
         for first, second in opposites:
             assert not (first in singles and second in singles), (leaf.category, first, second)
+
+
+def test_products_alone_scales_the_other_counts_in_the_real_proportions() -> None:
+    config = GeneratorConfig(products=500)
+    assert (config.two_axis_products, config.persona_tasks) == (15, 97)
+    assert GeneratorConfig().two_axis_products == 695 and GeneratorConfig().persona_tasks == 4526
+    big = GeneratorConfig(products=234210)
+    assert (big.two_axis_products, big.persona_tasks) == (6950, 45260)
+
+
+def test_config_errors_name_the_cli_flags() -> None:
+    with pytest.raises(ValueError, match=r"--persona-tasks must be between 0 and --products minus --two-axis-products"):
+        GeneratorConfig(products=100, persona_tasks=200)
+    with pytest.raises(ValueError, match=r"--two-axis-products must be between 0 and --products \(100\)"):
+        GeneratorConfig(products=100, two_axis_products=101)
+    with pytest.raises(ValueError, match="--products must be positive"):
+        GeneratorConfig(products=0)
+
+
+def test_small_catalog_generates_and_prepares_without_size_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README newcomer path: ``data generate --products 500`` then ``data prepare`` with no split flags."""
+    from shopsimrl.catalog.splits import default_split_size
+    from shopsimrl.cli import main
+
+    archive = tmp_path / "small.json.gz"
+    assert main(["data", "generate", "--out", str(archive), "--products", "500"]) == 0
+    assert main(["data", "prepare", "--archive", str(archive), "--out", str(tmp_path / "p")]) == 0
+    splits = json.loads((tmp_path / "p" / "persona_splits.json").read_text("utf-8"))
+    sizes = {name: len(entry["task_ids"]) for name, entry in splits["splits"].items()}
+    assert sizes == {"test": 9, "val": 9, "train": 79}
+    assert default_split_size(4526) == 400 and default_split_size(45260) == 400 and default_split_size(97) == 9
+    assert main(["data", "generate", "--out", str(archive), "--products", "100", "--persona-tasks", "200"]) == 2
+    assert "--persona-tasks must be between" in capsys.readouterr().err

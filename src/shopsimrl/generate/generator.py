@@ -35,6 +35,7 @@ LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
 BRANDS_PER_DOMAIN = 40
 MANIFEST_SUFFIX = ".manifest.json"
+REAL_PRODUCTS, REAL_TWO_AXIS, REAL_PERSONA = 23421, 695, 4526
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,10 @@ class GeneratorConfig:
     """Scale knobs. The defaults reproduce the shape of the real archive (23,421 / 695 / 4,526)."""
 
     products: int = 23421
-    two_axis_products: int = 695
-    persona_tasks: int = 4526
+    two_axis_products: int | None = None
+    """None: the real archive's share, ``round(products * 695 / 23421)``."""
+    persona_tasks: int | None = None
+    """None: the real archive's share, ``round(products * 4526 / 23421)``."""
     leaf_count: int | None = None
     """How many leaves to use; None: all leaves when they can hold 60–200 items each, else ``products // 80``."""
     large_group_share: float = 0.067
@@ -54,12 +57,23 @@ class GeneratorConfig:
     """Users with 2–9 tasks each, at the default persona count (scaled with ``persona_tasks``)."""
 
     def __post_init__(self) -> None:
+        # Errors name the CLI flags (``data generate``), which is where these values come from.
         if self.products < 1:
-            raise GeneratorConfigError("products must be positive")
+            raise GeneratorConfigError(f"--products must be positive (got {self.products})")
+        if self.two_axis_products is None:
+            object.__setattr__(self, "two_axis_products", round(self.products * REAL_TWO_AXIS / REAL_PRODUCTS))
+        if self.persona_tasks is None:
+            object.__setattr__(self, "persona_tasks", round(self.products * REAL_PERSONA / REAL_PRODUCTS))
         if not 0 <= self.two_axis_products <= self.products:
-            raise GeneratorConfigError("two_axis_products must be between 0 and products")
-        if not 0 <= self.persona_tasks <= self.products - self.two_axis_products:
-            raise GeneratorConfigError("persona_tasks must fit among the kept (single-price-axis) products")
+            raise GeneratorConfigError(
+                f"--two-axis-products must be between 0 and --products ({self.products}); got {self.two_axis_products}"
+            )
+        kept = self.products - self.two_axis_products
+        if not 0 <= self.persona_tasks <= kept:
+            raise GeneratorConfigError(
+                f"--persona-tasks must be between 0 and --products minus --two-axis-products ({kept}); "
+                f"got {self.persona_tasks}"
+            )
 
     @property
     def standard_tasks(self) -> int:
@@ -178,7 +192,10 @@ def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = Non
     slots = [(li, local) for li, size in enumerate(sizes) for local in range(size)]
     eligible = [i for i, (li, _) in enumerate(slots) if len(leaves[li].axes) >= 2]
     if config.two_axis_products > len(eligible):
-        raise GeneratorConfigError("not enough leaves with two option axes for the requested two-axis products")
+        raise GeneratorConfigError(
+            f"--two-axis-products {config.two_axis_products} is more than the {len(eligible)} products of leaves "
+            "with two option axes at this --products"
+        )
     two_axis = set(pick_many(master, eligible, config.two_axis_products))
     kept = [i for i in range(len(slots)) if i not in two_axis]
     persona = set(pick_many(master, kept, config.persona_tasks))
