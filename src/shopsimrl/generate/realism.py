@@ -12,6 +12,7 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
 - ``mean_option_value_chars``: mean length of an option value string.
 - ``budget_shapes``: distinct budget phrases once amounts are replaced by ``#``.
 - ``request_skeletons``: distinct short requests once the amounts, noun and required values are masked.
+- ``request_openings``: distinct first four characters of those masked requests (the opening frame).
 - ``still_want_joiner_share``: short requests holding ``，还要`` (a joiner that cut noun phrases in v3).
 - ``persona_incoherent_share``: personas breaking a demographic rule (male 全职妈妈, under-35 退休人员,
   45+ 学生).
@@ -25,6 +26,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterable
+from itertools import pairwise
 from typing import Any
 
 QUANTITY_AXES = ("规格", "容量", "重量", "净含量", "数量", "包装规格", "尺寸", "长度", "功率")
@@ -85,16 +87,16 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
                 quantity_priced += 1
                 quantity_flat += len(set(prices)) == 1
                 pairs = sorted(zip(amounts, prices, strict=True))
-                quantity_monotone += all(b[1] >= a[1] for a, b in zip(pairs, pairs[1:], strict=False))
+                quantity_monotone += all(b[1] >= a[1] for a, b in pairwise(pairs))
                 (low_amount, low_price), (high_amount, high_price) = pairs[0], pairs[-1]
                 if low_amount > 0 and high_amount >= 2 * low_amount and low_price > 0:
                     exponents.append(math.log(high_price / low_price) / math.log(high_amount / low_amount))
     persona_records = [r for r in records if r.get("user_persona")]
     incoherent = sum(bool(rule_violations(r["user_persona"].get("人口属性", {}))) for r in persona_records)
-    by_asin = {a.asin: a for a in audits}
     brand_hits = 0
     search_lengths: list[int] = []
     skeletons: set[str] = set()
+    openings: set[str] = set()
     joiner = 0
     for record in persona_records:
         persona = record["user_persona"]
@@ -106,6 +108,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         joiner += "，还要" in simple or ",还要" in simple
         words = [*instruction["attributes"], *instruction["instruction_options"], record["product_category"]]
         skeletons.add(_mask(simple, words))
+        openings.add(_mask(simple, words)[:4])
     shapes = {budget_shape(a.budget_phrase) for a in audits if not a.two_axis and a.budget_phrase}
     count = max(1, len(persona_records))
     return {
@@ -116,6 +119,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "mean_option_value_chars": statistics.fmean(value_lengths) if value_lengths else 0.0,
         "budget_shapes": float(len(shapes)),
         "request_skeletons": float(len(skeletons)),
+        "request_openings": float(len(openings)),
         "still_want_joiner_share": joiner / count,
         "persona_incoherent_share": incoherent / count,
         "gold_brand_in_preference_share": brand_hits / count,
