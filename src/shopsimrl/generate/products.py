@@ -149,7 +149,7 @@ def _axis_prices(count: int, base: float, ordered: bool, rng: random.Random) -> 
 
 
 def _attributes(leaf: Leaf, rng: random.Random) -> list[str]:
-    count = min(len(leaf.slots), rng.randint(4, 6))
+    count = min(len(leaf.slots), rng.randint(3, 5))
     chosen = pick_many(rng, leaf.slots, count)
     return [pick(rng, slot.values) for slot in chosen]
 

@@ -168,8 +168,7 @@ def load_vocabulary() -> Vocabulary:
                 axes = tuple(_parse_axis(spec, pools, where) for spec in item["axes"])
                 option_values = [value for axis in axes for value in axis.values]
                 slots = _without(_parse_slots(item["attrs"], where), option_values)
-                if item.get("common", False):  # v4: domain-wide attributes only where the leaf opts in
-                    slots = _with_common(slots, common, item["noun"], option_values)
+                slots = _with_common(slots, common, item["noun"], option_values)
                 attributes = [value for slot in slots for value in slot.values]
                 words = tuple(w for w in domain["words"].split() if not _overlaps(w, attributes))
                 leaves.append(
