@@ -124,8 +124,8 @@ def amount_of(value: str) -> float | None:
 def _quantity_prices(amounts: list[float], base: float, rng: random.Random) -> list[float]:
     """Prices rising with the amount and sub-linearly per unit: ``base * (a / a0) ** e``, e in 0.7–0.9."""
     exponent = rng.uniform(0.7, 0.9)
-    first = amounts[0]
-    prices = [taobao_price(base * (a / first) ** exponent * rng.uniform(0.98, 1.02), rng) for a in amounts]
+    middle = amounts[(len(amounts) - 1) // 2]  # the leaf's price level describes a mid-size listing
+    prices = [taobao_price(base * (a / middle) ** exponent * rng.uniform(0.98, 1.02), rng) for a in amounts]
     for i in range(1, len(prices)):  # rounding must not let a larger amount cost the same or less
         if prices[i] <= prices[i - 1]:
             prices[i] = round(prices[i - 1] + max(1.0, prices[i - 1] * 0.05), 2)
