@@ -7,7 +7,7 @@ from ...env.shop_env import ShopWorld
 from ..policy import Policy, PolicyError
 from .oracle import OraclePolicy
 
-POLICY_NAMES = ("oracle", "heuristic", "random", "first")
+POLICY_NAMES = ("oracle", "heuristic", "random", "first", "strong")
 
 
 def make_policy(name: str, world: ShopWorld) -> Policy:
@@ -26,6 +26,10 @@ def make_policy(name: str, world: ShopWorld) -> Policy:
         from .first_policy import FirstResultPolicy
 
         return FirstResultPolicy()
+    if name == "strong":
+        from .strong_rule import StrongRulePolicy
+
+        return StrongRulePolicy()
     raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
 
 
