@@ -523,3 +523,17 @@ def test_personas_are_coherent_and_name_real_districts(medium: GeneratedCatalog)
         assert rule_violations(persona["人口属性"]) == []
         region = persona["地区信息"]
         assert region["区县"] in data["city_districts"][region["城市"]]
+
+
+def test_streamed_archive_equals_the_canonical_bytes(tmp_path: Path) -> None:
+    """``write_catalog`` streams record by record (issue 14 item 4) but writes the canonical archive bytes."""
+    from shopsimrl.catalog.archive import dump_archive_json
+    from shopsimrl.generate.generator import _gzip
+
+    config = GeneratorConfig(products=300)
+    records = build_catalog(5, config).records
+    for name, expected in (("a.json", dump_archive_json(records)), ("a.json.gz", _gzip(dump_archive_json(records)))):
+        manifest = write_catalog(tmp_path / name, 5, config)
+        assert (tmp_path / name).read_bytes() == expected
+        assert manifest["archive_sha256"] == hashlib.sha256(expected).hexdigest()
+        assert manifest["data_sha256"] == hashlib.sha256(dump_archive_json(records)).hexdigest()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import os
 import random
 from collections import Counter
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..catalog.archive import atomic_write_bytes, dump_archive_json, dump_json_file_bytes, sha256_hex
+from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.splits import normalize_text
 from ..errors import GeneratorConfigError
 from .instructions import Requirements, choose_requirements, full_instruction
@@ -354,6 +355,57 @@ def catalog_statistics(catalog: GeneratedCatalog) -> dict[str, Any]:
     }
 
 
+class _HashingWriter(io.RawIOBase):
+    """A binary sink that hashes what passes through it into the file under it."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.digest = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        self.handle.write(data)
+        return len(data)
+
+
+def _stream_archive(target: Path, records: list[dict[str, Any]]) -> tuple[str, str]:
+    """Write the canonical archive record by record (issue 14: no whole-archive byte string in memory).
+
+    The bytes equal ``dump_archive_json`` (compact list, sorted keys) and, for ``.gz``, the deterministic gzip
+    of ``_gzip`` (zlib's output does not depend on how the input is chunked). Temp file + rename, as before.
+    Returns (archive SHA-256, decompressed data SHA-256).
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".building")
+    data_digest = hashlib.sha256()
+    with open(temporary, "wb") as handle:
+        sink = _HashingWriter(handle)
+        stream: Any = (
+            gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6)
+            if str(target).endswith(".gz")
+            else sink
+        )
+        for index, record in enumerate(records):
+            chunk = ("[" if index == 0 else ",") + json.dumps(
+                record, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+            )
+            data = chunk.encode("utf-8")
+            data_digest.update(data)
+            stream.write(data)
+        tail = ("]" if records else "[]").encode("utf-8") + b"\n"
+        data_digest.update(tail)
+        stream.write(tail)
+        if stream is not sink:
+            stream.close()
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)
+    return sink.digest.hexdigest(), data_digest.hexdigest()
+
+
 def write_catalog(
     path: str | os.PathLike[str], seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None
 ) -> dict[str, Any]:
@@ -365,17 +417,15 @@ def write_catalog(
     """
     config = config or GeneratorConfig()
     catalog = build_catalog(seed, config)
-    data = dump_archive_json(catalog.records)
-    archive = _gzip(data) if str(path).endswith(".gz") else data
     target = Path(path)
-    atomic_write_bytes(target, archive)
+    archive_sha, data_sha = _stream_archive(target, catalog.records)
     manifest = {
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
         "config": asdict(config),
         "archive": target.name,
-        "archive_sha256": sha256_hex(archive),
-        "data_sha256": sha256_hex(data),
+        "archive_sha256": archive_sha,
+        "data_sha256": data_sha,
         "vocabulary_sha256": vocabulary_sha256(),
         "counts": catalog_statistics(catalog),
     }
