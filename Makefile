@@ -8,6 +8,10 @@ CORE_STAMP := $(VENV)/.shopsimrl-core
 DEV_STAMP := $(VENV)/.shopsimrl-dev
 DATA ?= data/default
 RUN ?= runs/heuristic-test
+# verl 0.9.1 pins transformers<5.11 (the main venv has a newer one), so its tests run in a venv of their own.
+VERL_VENV ?= $(VENV)-verl
+VERL_STAMP := $(VERL_VENV)/.shopsimrl-verl
+VERL_TESTS := tests/test_train_verl.py tests/test_examples_verl.py
 
 .PHONY: run test setup setup-core lint bench clean
 
@@ -24,6 +28,13 @@ $(DEV_STAMP): $(CORE_STAMP)
 	bash scripts/ensure_chromium.sh
 	@touch $@
 
+$(VERL_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/pip install --quiet --upgrade pip
+	$(VERL_VENV)/bin/pip install --quiet 'torch==2.13.0'
+	$(VERL_VENV)/bin/pip install --quiet -e '.[verl]' pytest
+	@touch $@
+
 setup-core: $(CORE_STAMP)
 
 setup: $(DEV_STAMP)
@@ -32,12 +43,13 @@ run: $(CORE_STAMP)
 	$(BIN)/shopsimrl data build-default --out $(DATA)
 	$(BIN)/shopsimrl eval --data $(DATA) --split test --policy heuristic --out $(RUN)
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) $(VERL_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/pytest
+	$(VERL_VENV)/bin/pytest $(VERL_TESTS)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) data runs build *.egg-info
+	rm -rf $(VENV) $(VERL_VENV) data runs build *.egg-info

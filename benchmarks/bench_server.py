@@ -51,7 +51,7 @@ class Conn:
 
     async def post(self, body: dict) -> dict:
         data = json.dumps(body, ensure_ascii=False).encode()
-        self.writer.write(b"POST /api/shop_agent HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+        self.writer.write(b"POST /api/shop_agent HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                           b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
         head = await self.reader.readuntil(b"\r\n\r\n")
         length = 0

@@ -12,13 +12,14 @@ import uvicorn
 
 
 @contextlib.contextmanager
-def serve(app, *, max_wait: float = 10.0) -> Iterator[str]:
-    """Run ``app`` under uvicorn in a thread on a free loopback port (bound here first: no port race)."""
+def serve(app, *, max_wait: float = 10.0, **config) -> Iterator[str]:
+    """Run ``app`` under uvicorn in a thread on a free loopback port (bound here first: no port race);
+    ``config``: extra ``uvicorn.Config`` options (``http=`` a protocol class, ...)."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", **config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + max_wait

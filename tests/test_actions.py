@@ -231,3 +231,67 @@ def test_parse_error_feedback_uses_the_parse_code_and_message() -> None:
 
 def test_plain_feedback_has_no_missing_axes_key_by_default() -> None:
     assert "missing_option_axes" not in feedback("x", True, EXECUTED, "点击已执行")
+
+
+# ---------------------------------------------------------------- linear-time parsing (issue 13 item 1)
+
+REFERENCE_ACTION_LINE = re.compile(r"^\s*Action\s*:\s*(.+)$", re.IGNORECASE | re.MULTILINE)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["Action", "action", ":", " ", "\n", "\t", "\r", "x", "ı", "search[a]", "Act"]),
+                max_size=30).map("".join))
+def test_action_lines_match_the_reference_pattern(text: str) -> None:
+    from shopsimrl.env.actions import action_lines
+
+    assert action_lines(text) == REFERENCE_ACTION_LINE.findall(text)
+    assert action_lines(text, limit=2) == REFERENCE_ACTION_LINE.findall(text)[:2]
+
+
+def _best_time(function, argument, repeats: int = 5) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function(argument)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+ADVERSARIAL_ACTION_TEXT = {
+    "newlines": lambda n: "\n" * n,
+    "indented newlines": lambda n: " \n" * (n // 2),
+    "unfinished labels": lambda n: "\n Action" * (n // 8),
+    "colons without content": lambda n: "Action:\n" * (n // 8),
+    "chained brackets": lambda n: "] " * (n // 2),
+    "short lines": lambda n: " \nx" * (n // 3),
+    "labels mid-line": lambda n: "x Action: y\n" * (n // 12),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ADVERSARIAL_ACTION_TEXT))
+def test_action_parsing_time_grows_linearly(shape: str) -> None:
+    """8x the input may cost at most ~3x the linear expectation (a quadratic parser costs 64x)."""
+    make = ADVERSARIAL_ACTION_TEXT[shape]
+
+    def both(text: str) -> None:
+        parse_action(extract_action(text))
+
+    small, large = make(4_000), make(32_000)
+    ratio = _best_time(both, large) / max(_best_time(both, small), 1e-6)
+    assert ratio < 24, f"{shape}: 8x the input took {ratio:.1f}x the time"
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(["\n", " ", "\t", "Action", ":", "x", "]", "search[", ",", "[", "click"]),
+                min_size=1, max_size=6).map("".join))
+def test_any_repeated_unit_parses_in_linear_time(unit: str) -> None:
+    """Whatever short unit is repeated, 8x the text costs at most ~3x the linear expectation."""
+    def both(text: str) -> None:
+        parse_action(extract_action(text))
+
+    repeats = max(1, 4_000 // len(unit))
+    small, large = unit * repeats, unit * repeats * 8
+    ratio = _best_time(both, large) / max(_best_time(both, small), 50e-6)
+    assert ratio < 24, f"{unit!r}: 8x the input took {ratio:.1f}x the time"

@@ -29,7 +29,7 @@ def test_v1_body_without_json_content_type_says_what_to_send(prepared_dir):
         body = '{"task_id": 0}'
         form = httpx.post(f"{url}/v1/sessions", content=body,
                           headers={"Content-Type": "application/x-www-form-urlencoded"})  # what curl -d sends
-        assert form.status_code == 422
+        assert form.status_code == 415
         assert "Content-Type: application/json" in form.json()["error"]
         assert "x-www-form-urlencoded" in form.json()["error"]
         created = httpx.post(f"{url}/v1/sessions", content=body, headers={"Content-Type": "application/json"})

@@ -148,7 +148,7 @@ NON_TOTAL_TEMPLATES = (
     "价格{n}块一米",
     "{n}元每米",
     "每天的租金{n}元左右",  # rent per period
-    "月租金{n}以内",
+    "月租金{n}元以内",  # (a bare amount with no unit, 月租金1以内, is too small to read as money)
 )
 
 

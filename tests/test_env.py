@@ -142,8 +142,11 @@ def test_multi_turn_limit_is_forty(env):
 
 def test_terminate_generation_length(env):
     env.reset(CART)
+    env.step("search[x]")  # a previous step's feedback must not be repeated by terminate (issue 13 item 10)
     result = env.terminate("generation_length")
     assert result["done"] and result["termination_reason"] == "generation_length"
+    assert "action_feedback" not in result and result["message"] == "Episode terminated: generation_length"
+    assert result["reward"] == 0.0
     assert result["reward_detail"]["termination_reason"] == "generation_length"
     assert result["observation_state"]["page_type"] == "terminal"
     env.reset(CART)

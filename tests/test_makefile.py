@@ -42,9 +42,23 @@ def test_test_after_run_installs_only_the_difference(tmp_path):
     venv = tmp_path / "venv"
     venv.mkdir()
     (venv / ".shopsimrl-core").touch()  # what `make run` leaves (newer than pyproject.toml)
+    (tmp_path / "venv-verl").mkdir()
+    (tmp_path / "venv-verl" / ".shopsimrl-verl").touch()  # the verl test venv (Makefile VERL_VENV), already built
     commands = _dry_run("test", venv)
     assert "-m venv" not in commands and "'torch==2.13.0'" in commands and "ensure_chromium.sh" in commands
     (venv / ".shopsimrl-dev").touch()
     commands = _dry_run("test", venv)
     assert "pip install" not in commands and "ruff check" in commands
     assert "pip install" not in _dry_run("run", venv)
+
+
+def test_verl_tests_run_in_their_own_venv_torch_first(tmp_path):
+    """verl pins transformers<5.11: its venv is separate, gets the pinned torch first, and runs the verl tests."""
+    commands = _dry_run("test", tmp_path / "venv")
+    verl_venv = f"{tmp_path / 'venv'}-verl"
+    order = [commands.index(part) for part in (
+        f"-m venv {verl_venv}", f"{verl_venv}/bin/pip install --quiet 'torch==2.13.0'",
+        f"{verl_venv}/bin/pip install --quiet -e '.[verl]' pytest", "ruff check",
+        f"{verl_venv}/bin/pytest tests/test_train_verl.py",
+    )]
+    assert order == sorted(order)

@@ -114,3 +114,64 @@ def test_any_nonblank_click_value_is_valid_and_canonical(value, enum_member):
     tools = tools_for_state({"search_available": False, "actions": [value] if enum_member else ["buy now"]})
     out = interpret(reply({"tool_calls": [call("click", json.dumps({"value": value}))]}), tools)
     assert out.accepted and out.canonical_action() == f"click[{value.strip()}]"
+
+
+# ---------------------------------------------------------------- linear-time content scanners (issue 13 item 1)
+
+import re  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+from shopsimrl.agent.validation import (  # noqa: E402
+    tool_call_blocks,
+    without_tool_calls,
+    xml_function,
+    xml_parameters,
+)
+
+TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
+PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
+PIECES = ["<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>", ">", " ",
+          "\n", "a", "q", "<", "="]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=25).map("".join))
+def test_scanners_match_the_documented_patterns(text):
+    assert tool_call_blocks(text) == TOOL_CALL.findall(text)
+    assert without_tool_calls(text) == TOOL_CALL.sub("", text)
+    first = FUNCTION.search(text)
+    assert xml_function(text) == (first.groups() if first else None)
+    assert xml_parameters(text) == PARAMETER.findall(text)
+
+
+def _best(function, text, repeats=5):
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function(text)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+ADVERSARIAL_CONTENT = {
+    "unclosed tool calls": lambda n: "<tool_call>" * (n // 11),
+    "padded unclosed tool call": lambda n: "<tool_call>" + " " * n,
+    "unclosed functions": lambda n: "<tool_call><function=a>" * (n // 23) + "</tool_call>",
+    "unterminated names": lambda n: "<tool_call>" + "<parameter=" * (n // 11) + "</tool_call>",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ADVERSARIAL_CONTENT))
+def test_content_parsing_time_grows_linearly(shape):
+    """8x the content may cost at most ~3x the linear expectation (the lazy regexes cost 64x)."""
+    make = ADVERSARIAL_CONTENT[shape]
+
+    def parse(content):
+        interpret(reply({"role": "assistant", "content": content}, finish="stop"), HOME)
+
+    small, large = make(4_000), make(32_000)
+    ratio = _best(parse, large) / max(_best(parse, small), 1e-6)
+    assert ratio < 24, f"{shape}: 8x the content took {ratio:.1f}x the time"

@@ -85,8 +85,10 @@ def test_terminate_and_bad_reason(base_url):
         lease = {"env_idx": reset["env_idx"], "lease_id": reset["lease_id"]}
         assert "unsupported termination reason" in _post(
             client, {"action": "terminate", **lease, "termination_reason": "finish"}, status=400)["error"]
+        _post(client, {"action": "interact", **lease, "response": "search[枕头]"})
         result = _post(client, {"action": "terminate", **lease, "termination_reason": "generation_length"})["result"]
         assert result["done"] and result["message"] == "Episode terminated: generation_length"
+        assert "action_feedback" not in result  # the reference's terminate result has none (issue 13 item 10)
         assert result["observation_state"]["page_type"] == "terminal"
         _post(client, {"action": "release_one", **lease})
 
@@ -222,9 +224,7 @@ def test_64_concurrent_clients_match_in_process_replay(world):
         for action in actions:
             if action == "<terminate>":
                 reason = remote[len(expected)]["termination_reason"]
-                result = local.terminate(reason)
-                result.update(reward=0.0, message=f"Episode terminated: {reason}")
-                expected.append(result)
+                expected.append(local.terminate(reason))  # the in-process result is the reference's shape too
             else:
                 expected.append(local.step(extract_action(action)))
         assert len(remote) == len(expected)
@@ -427,12 +427,12 @@ def test_router_route_answers_like_the_fast_path(world):
 
     async def run() -> None:
         for target in (app, router_only):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=target), base_url="http://t") as http:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=target), base_url="http://localhost") as http:
                 reset = (await http.post("/api/shop_agent", json={"action": "reset", "idx": 0})).json()["result"]
                 lease = {"env_idx": reset["env_idx"], "lease_id": reset["lease_id"]}
                 step = await http.post("/api/shop_agent", json={"action": "interact", **lease,
                                                                 "response": f"search[{QUERY}]"})
-                bad = await http.post("/api/shop_agent", content=b"\xff")
+                bad = await http.post("/api/shop_agent", content=b"\xff", headers={"content-type": "application/json"})
                 results.append((step.status_code, step.json()["result"]["observation"], bad.status_code,
                                 bad.json(), step.headers["content-type"]))
                 await http.post("/api/shop_agent", json={"action": "release_all"})
@@ -449,3 +449,60 @@ def test_serve_refuses_impossible_worker_counts(prepared_dir, capsys):
     assert "--workers must be at least 1" in capsys.readouterr().err
     assert main(["serve", "--data", str(prepared_dir), "--workers", "3", "--slots", "2"]) == 2
     assert "--slots (2) must be at least --workers (3)" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- issue 13: ghost waiters (item 3)
+
+
+def _send_and_hang_up(url: str, path: str, body: bytes) -> None:
+    """Send one POST on a raw socket and close it without reading the answer (a client that gave up)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port)) as sock:
+        sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(0.3)  # queued by now
+
+
+def _wait_for(predicate, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_queued_resets_of_departed_clients_leave_the_queue(world):
+    """A queued reset whose client hangs up is dropped: the freed slot is free, not held by a ghost."""
+    with serve(create_app(world, slots=1)) as url, httpx.Client(base_url=url) as http:
+        holder = _post(http, {"action": "reset", "idx": 0})["result"]
+        _send_and_hang_up(url, "/api/shop_agent", b'{"action": "reset", "idx": 1}')
+        _send_and_hang_up(url, "/v1/sessions", b'{"task_id": 2}')
+        assert _wait_for(lambda: http.get("/healthz").json()["waiting_resets"] == 0)
+        _post(http, {"action": "release_one", "env_idx": holder["env_idx"], "lease_id": holder["lease_id"]})
+        health = http.get("/healthz").json()
+        assert health["free_slots"] == 1 and health["live_sessions"] == 0
+        again = _post(http, {"action": "reset", "idx": 0, "wait_timeout": 1})["result"]
+        _send_and_hang_up(url, "/api/shop_agent", b'{"action": "reset", "idx": 1}')
+        assert _wait_for(lambda: http.get("/healthz").json()["waiting_resets"] == 0)
+        _post(http, {"action": "release_all"})
+        assert http.get("/healthz").json()["free_slots"] == 1 and again["env_idx"] == 0
+
+
+def test_a_cancelled_acquire_leaves_no_waiter():
+    async def scenario() -> None:
+        pool: LeasePool[str] = LeasePool(1, idle_timeout=None)
+        held = await pool.acquire("a")
+        ghost = asyncio.create_task(pool.acquire("ghost"))
+        await asyncio.sleep(0)
+        assert pool.waiting == 1
+        ghost.cancel()
+        await asyncio.gather(ghost, return_exceptions=True)
+        assert pool.waiting == 0 and len(pool._waiters) == 0
+        pool.release(held.slot, held.lease_id)
+        assert pool.free_slots == 1
+
+    asyncio.run(scenario())

@@ -57,9 +57,11 @@ def test_ui_pages_and_assets_are_served_uncached(http):
     assert http.get("/debug-ui/").text == agent.text
     script = http.get("/debug-ui/app.js")
     assert script.headers["content-type"].startswith("text/javascript")
-    for needle in ("/api/shop_agent", "action_feedback", "result.observation", "task_instruction", "sendBeacon",
+    for needle in ("/api/shop_agent", "action_feedback", "result.observation", "task_instruction", "apiFetch",
                    "keepalive", "release_one"):
         assert needle in script.text, needle
+    assert "text/plain" not in script.text  # the server refuses non-JSON posts (issue 13 item 2)
+    assert "Bearer" in http.get("/debug-ui/auth.js").text
     assert "result.instruction" not in script.text
     for sheet in ("styles.css", "replay.css"):
         assert http.get(f"/debug-ui/{sheet}").headers["content-type"].startswith("text/css")
@@ -163,3 +165,60 @@ def test_store_counts_broken_lines_and_keeps_the_last_record(tmp_path):
     assert data["trace_index"] == {"records": 2, "unique_episodes": 1, "duplicate_records": 1, "invalid_lines": 3}
     assert data["episodes"][0]["status"] == "completed" and data["computed_summary"]["primary"]["reward_mean"] == 0.5
     assert data["manifest"] is None and data["artifacts"]["manifest.json"] == {"present": False}
+
+
+# ---------------------------------------------------------------- issue 13 item 5: confinement, bounded cache, pages
+
+
+def test_symlinked_artifacts_leading_outside_the_runs_directory_are_refused(tmp_path, prepared_dir):
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"password": "hunter2"}', "utf-8")
+    outside_traces = tmp_path / "outside.jsonl"
+    outside_traces.write_text('{"episode_id": "leak", "steps": []}\n', "utf-8")
+    runs = tmp_path / "runs"
+    run = runs / "x"
+    run.mkdir(parents=True)
+    (run / "manifest.json").symlink_to(secret)
+    (run / "traces.jsonl").symlink_to(outside_traces)
+    (run / "summary.json").write_text('{"ok": true}', "utf-8")
+    store = RunsStore(runs)
+    shown = store.run("x")
+    assert shown["manifest"] is None and shown["artifacts"]["manifest.json"]["present"] is False
+    assert "outside" in shown["artifacts"]["manifest.json"]["refused"]
+    assert shown["episodes"] == [] and shown["artifact_summary"] == {"ok": True}
+    with pytest.raises(ReplayError):
+        store.episode("x", "leak")
+    with serve(create_app(ShopWorld.from_data_dir(prepared_dir), slots=1, runs_dir=runs)) as url:
+        body = httpx.get(f"{url}/api/runs/x").text
+    assert "hunter2" not in body and "leak" not in body
+    (run / "summary.json").unlink()
+    only_links = RunsStore(runs)
+    assert only_links.list_runs()["runs"] == []  # a run of nothing but outside links is no run
+
+
+def test_the_trace_cache_is_bounded(tmp_path):
+    runs = tmp_path / "runs"
+    line = json.dumps({"episode_id": "e", "job": {"task_id": 0, "sample_id": 0}, "steps": [], "pad": "x" * 900})
+    for name in ("a", "b", "c"):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "traces.jsonl").write_text((line + "\n") * 10, "utf-8")  # ~9.3 kB each
+    store = RunsStore(runs, max_cached_bytes=20_000)
+    for name in ("a", "b", "c", "a"):
+        assert store.run(name)["trace_index"]["records"] == 10
+        assert store.cached_bytes <= 20_000
+    assert len(store._cache) == 2
+    tiny = RunsStore(runs, max_cached_bytes=1_000)  # a file over the bound is parsed, not kept
+    assert tiny.run("a")["trace_index"]["records"] == 10 and tiny.cached_bytes == 0
+
+
+def test_v1_tasks_is_paginated(http):
+    first = http.get("/v1/tasks", params={"limit": 2}).json()
+    assert len(first["tasks"]) == 2 and first["offset"] == 0 and first["next_offset"] == 2
+    total, seen, offset = first["total"], [], 0
+    while offset is not None:
+        page = http.get("/v1/tasks", params={"offset": offset, "limit": 2}).json()
+        seen += [task["task_id"] for task in page["tasks"]]
+        offset = page["next_offset"]
+    assert len(seen) == total == len(set(seen)) and seen == sorted(seen)
+    assert http.get("/v1/tasks", params={"limit": 100_000}).status_code == 422
+    assert len(http.get("/v1/tasks").json()["tasks"]) == min(total, 500)

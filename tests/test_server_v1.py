@@ -74,6 +74,7 @@ def test_terminate_and_the_reference_api_share_one_pool(http):
     assert bad.status_code == 422 and "reason" in bad.json()["error"]
     ended = http.post(f"/v1/sessions/{sid}/terminate").json()  # the body is optional: action_limit
     assert ended["termination_reason"] == "action_limit" and ended["message"] == "Episode terminated: action_limit"
+    assert "action_feedback" not in ended
     reference = http.post("/api/shop_agent", json={"action": "reset", "idx": 4}).json()["result"]
     assert http.get("/healthz").json()["live_sessions"] == 2
     assert http.get(f"/v1/sessions/{reference['lease_id']}").json()["env_idx"] == reference["env_idx"]

@@ -124,7 +124,8 @@ def test_routing_by_slot_and_by_session_id(front):
         wrong = http.post("/api/shop_agent", json={"action": "interact", "env_idx": 99, "lease_id": "00ab",
                                                    "response": "x"})
         assert wrong.status_code == 409 and "stale or invalid lease for environment 99" in wrong.json()["error"]
-        assert http.post("/api/shop_agent", content=b"{oops").status_code == 400
+        assert http.post("/api/shop_agent", content=b"{oops", headers={"content-type": "application/json"}).status_code == 400
+        assert http.post("/api/shop_agent", content=b"{oops").status_code == 415  # the front checks it too
         created = http.post("/v1/sessions", json={"task_id": 3})
         assert created.status_code == 201
         assert http.delete(f"/v1/sessions/{created.json()['session_id']}").status_code == 200
@@ -144,3 +145,50 @@ def test_stopping_the_front_stops_the_workers(front):
     while any(os.path.exists(f"/proc/{pid}") for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(os.path.exists(f"/proc/{pid}") for pid in workers)
+
+
+# ---------------------------------------------------------------- issue 13 item 4: HEAD floods and shutdown
+
+
+def _fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_head_requests_are_answered_without_leaking_and_sigterm_still_stops(prepared_dir):
+    """HEAD through the front gets its headers (no body awaited), fds stay flat, and SIGTERM ends it all."""
+    port = _port()
+    process = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", "serve", "--data", str(prepared_dir), "--port",
+                                str(port), "--workers", "2", "--slots", "2"])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "serve --workers did not start"
+            time.sleep(0.1)
+        workers = _children(process.pid)
+        get = httpx.get(f"{base}/v1/tasks", timeout=5)
+        with httpx.Client(base_url=base, timeout=5) as http:  # warm the front's worker connections
+            for _ in range(3):
+                http.head("/v1/tasks")
+        before = [_fd_count(pid) for pid in (process.pid, *workers)]
+        for _ in range(60):  # each on its own connection, as a scanner would send them
+            head = httpx.head(f"{base}/v1/tasks", timeout=5)
+            assert head.status_code == 200 and head.content == b""
+            assert head.headers["content-length"] == get.headers["content-length"]
+        time.sleep(0.5)
+        after = [_fd_count(pid) for pid in (process.pid, *workers)]
+        assert all(a <= b + 4 for a, b in zip(after, before, strict=True)), (before, after)
+        process.terminate()
+        assert process.wait(timeout=20) is not None
+        time.sleep(0.5)
+        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                    and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

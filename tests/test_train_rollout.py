@@ -19,6 +19,7 @@ from shopsimrl.errors import ShopSimError
 from shopsimrl.train.rollout import (
     ABORTED,
     COMPLETED,
+    PAGE_TOOLS,
     TRUNCATED,
     Generation,
     RolloutConfig,
@@ -73,6 +74,7 @@ class ScriptedGenerate:
 
     def __call__(self, prompt_ids: list[int]) -> Generation:
         _messages, tools = self.tokenizer.conversation_for(prompt_ids)
+        tools = PAGE_TOOLS.get() or tools
         kind, pick = self.script.pop(0) if self.script else ("valid", 1)
         text, finish = self.text(kind, pick, tools)
         ids = self.tokenizer.encode(text) + ([self.tokenizer.eos_token_id] if finish == "stop" else [])
@@ -148,12 +150,22 @@ def test_canonical_samples_without_tools_in_prompt_give_one_segment(world: ShopW
     assert traj.metadata["termination_reason"] == "purchase"
 
 
-def test_tools_in_prompt_start_a_segment_whenever_the_prefix_changes(world: ShopWorld) -> None:
+def test_per_page_tools_in_prompt_start_a_segment_whenever_the_prefix_changes(world: ShopWorld) -> None:
     tokenizer = ToyChatTokenizer(tools_in_prompt=True)
-    traj = _run(world, tokenizer, PolicyGenerate(tokenizer, make_policy("oracle", world)))
+    traj = _run(world, tokenizer, PolicyGenerate(tokenizer, make_policy("oracle", world)),
+                config=RolloutConfig(episode_tools=False))
     assert traj.reward == 1.0
     assert len(traj.segments) == 4  # the click enum differs on every page of this episode
     assert sum(s.turns for s in traj.segments) == 4
+
+
+def test_tools_rendered_once_per_episode_keep_one_segment(world: ShopWorld) -> None:
+    tokenizer = ToyChatTokenizer(tools_in_prompt=True)
+    traj = _run(world, tokenizer, PolicyGenerate(tokenizer, make_policy("oracle", world)))
+    assert traj.reward == 1.0 and len(traj.segments) == 1 and traj.segments[0].turns == 4
+    text = tokenizer.decode(traj.segments[0].tokens)
+    assert text.count("# Tools") == 1 and '"enum"' not in text  # the enum is in the observation text instead
+    assert "可点击元素" in text
 
 
 def test_append_mode_keeps_one_sequence_with_current_context(world: ShopWorld) -> None:

@@ -237,9 +237,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .env.shop_env import ShopWorld
     from .server import create_app
+    from .server.protocol import http_protocol
 
     if args.workers < 1:
         raise ShopSimError("--workers must be at least 1")
+    guard = _serve_guard(args)
     _check_data(args.data)
     _check_port_free(args.host, args.port)
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
@@ -248,19 +250,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
         _progress(f"serving on http://{args.host}:{args.port} with {args.workers} worker processes ({args.slots} slots)")
         serve_workers(data=args.data, host=args.host, port=args.port, slots=args.slots, workers=args.workers,
                       idle_timeout=args.idle_timeout or None, wait_timeout=args.wait_timeout, runs=args.runs,
-                      log_level=args.log_level, progress=_progress)
+                      log_level=args.log_level, progress=_progress, guard=guard,
+                      max_response_chars=args.max_response_chars, header_timeout=args.header_timeout)
         return 0
     world = ShopWorld.from_data_dir(args.data)
     app = create_app(
         world, slots=args.slots, idle_timeout=args.idle_timeout or None, reset_wait_timeout=args.wait_timeout,
-        runs_dir=args.runs,
+        runs_dir=args.runs, guard=guard, max_response_chars=args.max_response_chars,
     )
     base = f"http://{args.host}:{args.port}"
     _progress(f"serving {len(world.catalog.goals)} tasks on {base}/api/shop_agent ({args.slots} slots)")
     _progress(f"agent view {base}/debug-ui · experiment replay {base}/replay-ui (runs: {args.runs}) · API docs {base}/docs")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.log_level == "debug",
-                proxy_headers=False, server_header=False, date_header=False)
+                proxy_headers=False, server_header=False, date_header=False,
+                http=http_protocol(args.header_timeout))
     return 0
+
+
+def _serve_guard(args: argparse.Namespace):
+    """The admission rules from the command line; a non-loopback bind needs an API key or ``--insecure``."""
+    import os
+
+    from .server.guard import Guard, is_loopback
+
+    key = None
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env, "")
+        if not key:
+            raise ShopSimError(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty")
+    if not is_loopback(args.host) and key is None and not args.insecure:
+        raise ShopSimError(f"--host {args.host} is reachable from other machines: protect it with --api-key-env VAR "
+                           f"(clients send the key as a bearer token), or pass --insecure to serve it without one")
+    if args.max_body_bytes < 1024 or args.max_response_chars < 1 or args.header_timeout <= 0:
+        raise ShopSimError("--max-body-bytes must be at least 1024, --max-response-chars and --header-timeout "
+                           "positive")
+    return Guard.build(max_body_bytes=args.max_body_bytes, allowed_hosts=args.allowed_host,
+                       cors_origins=args.cors_origin, api_key=key, bound_host=args.host)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -333,6 +358,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="default seconds a reset waits for a free slot before 503 (default: wait forever)")
     serve.add_argument("--runs", default="runs", help="runs directory shown read-only by the replay UI")
     serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    limits = serve.add_argument_group("limits and security (README: Exposing the service)")
+    limits.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB; 413 beyond)")
+    limits.add_argument("--max-response-chars", type=int, default=65_536,
+                        help="longest response/action text of one step (default 65536; 413 beyond)")
+    limits.add_argument("--header-timeout", type=float, default=10.0,
+                        help="seconds a connection may take to send its request headers (default 10)")
+    limits.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a Host name to accept besides IP addresses, localhost and --host (repeatable; * for any)")
+    limits.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                        help="a browser origin (scheme://host:port) allowed to call the API (repeatable; * for any)")
+    limits.add_argument("--api-key-env", metavar="VAR",
+                        help="require Authorization: Bearer <key>, the key read from environment variable VAR")
+    limits.add_argument("--insecure", action="store_true",
+                        help="allow a non-loopback --host without --api-key-env")
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ShopSimError
+from .turn import wire_messages
 from .validation import ModelOutput, interpret
 
 DEFAULT_MAX_TOKENS = 4096
@@ -104,7 +105,7 @@ class OpenAIChatModel:
         started = time.perf_counter()
         try:
             raw = await self._client.chat.completions.with_raw_response.create(
-                model=self.settings.model, messages=list(messages), stream=False,
+                model=self.settings.model, messages=wire_messages(messages), stream=False,
                 extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
             )
         except openai.APIStatusError as exc:

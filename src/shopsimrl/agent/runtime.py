@@ -28,7 +28,8 @@ from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, TRACE_SCHEMA_VERSION
 from .prompt import SYSTEM_PROMPT, first_user_message, system_message
 from .skills import SkillBank, render_skills
-from .validation import ModelOutput, feedback_text, protocol_feedback
+from .turn import ACTION_LIMIT, REPAIR, TERMINATE, decide_turn, observation_message
+from .validation import ModelOutput
 
 ACTION_PROTOCOL = "openai-function-tools-repair-v3"
 HIDDEN_RESET_FIELDS = ("env_idx", "lease_id", "private_task_instruction", "goal_options", "reason_key")
@@ -234,29 +235,28 @@ class AgentRuntime:
                 step: dict[str, Any] = {"step_index": step_index, "observation": shown, "tools": tools,
                                         "model": out.record(), "action": None, "environment": None}
                 steps.append(step)
-                if out.policy_failure is not None:
+                decision = decide_turn(out, tools)
+                if decision.kind == TERMINATE:
                     step["policy_failure"] = out.policy_failure
                     stage = f"policy_termination_step_{step_index}"
                     t = clock()
-                    final = await env.terminate("generation_length")
+                    final = await env.terminate(decision.termination)
                     env_s += clock() - t
                     break
-                if out.protocol_error is not None:
-                    feedback = protocol_feedback(out.protocol_error, tools)
-                    step["protocol_error"], step["protocol_feedback"] = out.protocol_error, feedback
-                    self._append_repair(messages, out, feedback_text(feedback))
+                if decision.kind == REPAIR:
+                    step["protocol_error"], step["protocol_feedback"] = out.protocol_error, decision.feedback
+                    messages.extend(decision.messages)
                     shown = page
                     continue
-                action = out.canonical_action()
+                action = decision.action
                 step["action"] = action
-                call = out.call.wire()
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+                messages.extend(decision.messages)
                 stage = f"environment_step_{step_index}"
                 t = clock()
                 result = _without(await env.step(action), LEASE_FIELDS)
                 env_s += clock() - t
                 step["environment"] = result
-                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result["observation"]})
+                messages.append(observation_message(decision, result["observation"]))
                 if result.get("done"):
                     final = result
                     break
@@ -265,7 +265,7 @@ class AgentRuntime:
             if final is None:
                 stage = "action_limit_termination"
                 t = clock()
-                final = await env.terminate("action_limit")
+                final = await env.terminate(ACTION_LIMIT)
                 env_s += clock() - t
             record["final"] = _without(final, LEASE_FIELDS)
             record["status"] = "completed"
@@ -288,18 +288,6 @@ class AgentRuntime:
         stats.model_s += model_s
         stats.env_s += env_s
         return record
-
-    @staticmethod
-    def _append_repair(messages: list[dict[str, Any]], out: ModelOutput, text: str) -> None:
-        """Echo the rejected output, then the feedback: one ``tool`` message per call, else a ``user`` one."""
-        visible = out.content if out.content is not None and out.content.strip() else None
-        if out.wire_calls:
-            messages.append({"role": "assistant", "content": visible, "tool_calls": out.wire_calls})
-            messages.extend({"role": "tool", "tool_call_id": call["id"], "content": text} for call in out.wire_calls)
-            return
-        if visible is not None:
-            messages.append({"role": "assistant", "content": visible})
-        messages.append({"role": "user", "content": text})
 
     async def close(self) -> None:
         await self.model.close()

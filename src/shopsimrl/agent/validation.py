@@ -26,10 +26,87 @@ PROTOCOL_ERROR_CODES = (
 )
 GENERATION_LENGTH = "generation_length"
 
-_TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-_THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>", re.DOTALL)
-_XML_FUNCTION = re.compile(r"<function=([^>\s]+)>(.*?)</function>", re.DOTALL)
-_XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
+# Model text is adversarial input: the block scanners below find their delimiters with ``str.find`` and never
+# rescan text, so they run in linear time where the equivalent lazy regexes (kept as the documented meaning,
+# and checked against the scanners by property tests) are quadratic on unclosed or whitespace-padded blocks:
+#   tool call   <tool_call>\s*(.*?)\s*</tool_call>              (DOTALL)
+#   function    <function=([^>\s]+)>(.*?)</function>             (DOTALL)
+#   parameter   <parameter=([^>\s]+)>\n?(.*?)\n?</parameter>      (DOTALL)
+_THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>", re.DOTALL)  # anchored at 0: one linear scan
+_NAME = re.compile(r"[^>\s]+")
+_TOOL_OPEN, _TOOL_CLOSE = "<tool_call>", "</tool_call>"
+
+
+def _tool_call_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """(block start, body start, body end, block end) of each ``<tool_call>`` block, leftmost first."""
+    spans = []
+    position = 0
+    while (start := text.find(_TOOL_OPEN, position)) >= 0:
+        close = text.find(_TOOL_CLOSE, start + len(_TOOL_OPEN))
+        if close < 0:  # no later opening can be closed either
+            break
+        spans.append((start, start + len(_TOOL_OPEN), close, close + len(_TOOL_CLOSE)))
+        position = close + len(_TOOL_CLOSE)
+    return spans
+
+
+def _tagged(text: str, tag: str, *, first_only: bool = False) -> list[tuple[str, str]]:
+    """(name, inner text) of each ``<tag=NAME>inner</tag>`` element, as the regex above finds them.
+
+    A failed ``NAME`` run fails for every opening that starts inside it too, so the scan skips the whole run.
+    """
+    opening, closing = f"<{tag}=", f"</{tag}>"
+    found = []
+    position = 0
+    while (start := text.find(opening, position)) >= 0:
+        name = _NAME.match(text, start + len(opening))
+        if name is None:
+            position = start + len(opening)
+            continue
+        if not text.startswith(">", name.end()):  # whitespace or the end: every opening inside the run fails
+            position = name.end()
+            continue
+        close = text.find(closing, name.end() + 1)
+        if close < 0:
+            break
+        found.append((name.group(), text[name.end() + 1:close]))
+        if first_only:
+            break
+        position = close + len(closing)
+    return found
+
+
+def tool_call_blocks(text: str) -> list[str]:
+    """The stripped body of each ``<tool_call>`` block (linear-time ``findall`` of the tool-call pattern)."""
+    return [text[begin:end].strip() for _, begin, end, _ in _tool_call_spans(text)]
+
+
+def without_tool_calls(text: str) -> str:
+    """The text with every ``<tool_call>`` block removed (linear-time ``sub`` of the tool-call pattern)."""
+    parts, position = [], 0
+    for start, _, _, end in _tool_call_spans(text):
+        parts.append(text[position:start])
+        position = end
+    parts.append(text[position:])
+    return "".join(parts)
+
+
+def xml_function(text: str) -> tuple[str, str] | None:
+    """The first ``<function=NAME>…</function>``: (NAME, inner text), or None."""
+    found = _tagged(text, "function", first_only=True)
+    return found[0] if found else None
+
+
+def xml_parameters(text: str) -> list[tuple[str, str]]:
+    """Each ``<parameter=NAME>value</parameter>``, one newline trimmed at either end of the value."""
+    out = []
+    for name, value in _tagged(text, "parameter"):
+        if value.startswith("\n"):
+            value = value[1:]
+        if value.endswith("\n"):
+            value = value[:-1]
+        out.append((name, value))
+    return out
 
 
 @dataclass
@@ -150,13 +227,13 @@ def _sanitized(raw: Any, index: int) -> dict[str, Any]:
 def _content_calls(content: str) -> tuple[list[ToolCall], str]:
     """Tool calls written in the content as ``<tool_call>…</tool_call>`` (JSON or Qwen XML), and the rest."""
     calls: list[ToolCall] = []
-    for index, body in enumerate(_TOOL_CALL_BLOCK.findall(content)):
+    for index, body in enumerate(tool_call_blocks(content)):
         call_id = "call-content-" + hashlib.sha256(f"{index}:{body}".encode()).hexdigest()[:24]
         where = f"tool call #{index + 1} in the content"
-        xml = _XML_FUNCTION.search(body)
+        xml = xml_function(body)
         if xml is not None:
-            params = {key: value for key, value in _XML_PARAMETER.findall(xml.group(2))}
-            calls.append(ToolCall(call_id, xml.group(1), params, json.dumps(params, ensure_ascii=False)))
+            params = {key: value for key, value in xml_parameters(xml[1])}
+            calls.append(ToolCall(call_id, xml[0], params, json.dumps(params, ensure_ascii=False)))
             continue
         try:
             payload = json.loads(body)
@@ -169,7 +246,7 @@ def _content_calls(content: str) -> tuple[list[ToolCall], str]:
             raise _Reject("missing_tool_name", f"{where} has no name")
         arguments, text = _arguments(payload.get("arguments", payload.get("parameters", {})), where)
         calls.append(ToolCall(call_id, name, arguments, text))
-    return calls, _TOOL_CALL_BLOCK.sub("", content).strip()
+    return calls, without_tool_calls(content).strip()
 
 
 def offered_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,6 +1,21 @@
 """The episode engine: page state machine, observation v7, tools, variant price and the paper reward."""
 
+from .checker import EnvCheckError, check_env, check_env_async
+from .interface import AsyncShopEnvironment, ResetResult, ShopEnvironment, StepResult, TerminateResult
 from .reward import empty_reward_detail, score_purchase
 from .shop_env import ShopEnv, ShopWorld
 
-__all__ = ["ShopEnv", "ShopWorld", "empty_reward_detail", "score_purchase"]
+__all__ = [
+    "AsyncShopEnvironment",
+    "EnvCheckError",
+    "ResetResult",
+    "ShopEnv",
+    "ShopEnvironment",
+    "ShopWorld",
+    "StepResult",
+    "TerminateResult",
+    "check_env",
+    "check_env_async",
+    "empty_reward_detail",
+    "score_purchase",
+]

@@ -144,7 +144,12 @@ class ShopEnv:
         return self._require_session().step(action)
 
     def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
-        return self._require_session().terminate(reason)
+        """End the episode with zero reward, shaped as the reference's ``terminate`` result (env_spec §9.2): no
+        ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``."""
+        result = self._require_session().terminate(reason)
+        result.pop("action_feedback", None)
+        result["message"] = f"Episode terminated: {reason}"
+        return result
 
     def tools(self) -> list[dict[str, Any]]:
         return tools_for_state(self._require_session().observation_state())

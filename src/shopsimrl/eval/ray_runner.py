@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,9 @@ class RayUnavailable(ShopSimError):
     """``--ray`` was asked for but Ray is not installed or the cluster cannot be reached."""
 
 
+Builder = Callable[[Any, Any], tuple[Any, Any]]  # (settings, world) -> (plan, runtime)
+
+
 def import_ray() -> Any:
     try:
         import ray
@@ -39,14 +42,13 @@ def import_ray() -> Any:
 class EpisodeWorker:
     """One Ray worker: its own world over the data files, its own runtime and backend (made a Ray actor later)."""
 
-    def __init__(self, settings: Any, data_dir: str, driver_cwd: str) -> None:
+    def __init__(self, settings: Any, data_dir: str, driver_cwd: str, builder: Builder) -> None:
         from ..env.shop_env import ShopWorld
-        from .runner import build
 
         # relative paths (skills, data) resolve as on the driver wherever that directory exists (local clusters)
         if Path(driver_cwd).is_dir():
             os.chdir(driver_cwd)
-        self.plan, self.runtime = build(settings, ShopWorld.shared(data_dir))
+        self.plan, self.runtime = builder(settings, ShopWorld.shared(data_dir))
 
     def fingerprint(self) -> str:
         return self.plan.fingerprint
@@ -72,8 +74,12 @@ class RayEpisodePool:
         self._load = [0] * len(actors)
 
     @classmethod
-    def start(cls, settings: Any, plan: Any, *, episodes: int) -> RayEpisodePool:
-        """Connect to (or start) Ray, start the workers and check that each one built the same plan."""
+    def start(cls, settings: Any, plan: Any, *, episodes: int, builder: Builder) -> RayEpisodePool:
+        """Connect to (or start) Ray, start the workers and check that each one built the same plan.
+
+        ``builder`` (``eval.runner.build``, pickled by reference) is passed in rather than imported, so this
+        module does not import the runner that imports it.
+        """
         ray = import_ray()
         started = connect(ray, settings.ray, num_cpus=settings.ray_cpus)
         try:
@@ -86,7 +92,7 @@ class RayEpisodePool:
                 options["runtime_env"] = {"env_vars": env_vars}
             remote = ray.remote(EpisodeWorker).options(**options)
             data_dir = settings.ray_data or str(Path(settings.data).resolve())
-            actors = [remote.remote(settings, data_dir, os.getcwd()) for _ in range(count)]
+            actors = [remote.remote(settings, data_dir, os.getcwd(), builder) for _ in range(count)]
             seen = ray.get([actor.fingerprint.remote() for actor in actors])
         except ShopSimError:
             _stop(ray, started)

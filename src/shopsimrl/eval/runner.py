@@ -33,6 +33,7 @@ from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from ..versions import ENVIRONMENT_VERSION, EPISODE_LIMITS, OBSERVATION_VERSION, TOOL_VERSION
 from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
+from .ray_runner import RayEpisodePool, import_ray
 from .rundir import RunDir, describe_unparseable, is_completed, write_json_atomic
 from .summary import summarize
 
@@ -214,8 +215,6 @@ async def evaluate_async(
 ) -> EvalResult:
     """Run (or resume) ``settings``; ``on_warning`` hears of traces lines a resume had to skip."""
     if settings.ray is not None:
-        from .ray_runner import import_ray
-
         import_ray()  # a clear error naming the extra before anything is written
     plan, runtime = build(settings, world)
     run_dir = RunDir(settings.out)
@@ -240,9 +239,7 @@ async def evaluate_async(
     pool = None
     try:
         if settings.ray is not None and jobs:
-            from .ray_runner import RayEpisodePool
-
-            runner = pool = RayEpisodePool.start(settings, plan, episodes=len(jobs))
+            runner = pool = RayEpisodePool.start(settings, plan, episodes=len(jobs), builder=build)
             extra["ray_workers"] = len(pool.actors)
         with run_dir:
             attempts = await run_jobs(runner, jobs, run_dir, concurrency=settings.concurrency, on_record=remember)

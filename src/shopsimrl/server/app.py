@@ -25,10 +25,18 @@ from ..env.shop_env import ShopWorld
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from .api_docs import install_offline_docs
+from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect, send_refusal
 from .leases import LeaseError, PoolTimeout
 from .models import ErrorBody, Health
 from .replay import ReplayError, RunsStore
-from .service import DEFAULT_IDLE_TIMEOUT, DEFAULT_SLOTS, EnvService, ServiceRequestError
+from .service import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RESPONSE_CHARS,
+    DEFAULT_SLOTS,
+    EnvService,
+    ResponseTooLong,
+    ServiceRequestError,
+)
 from .ui import ui_router
 from .v1 import SessionNotFound, v1_router
 
@@ -48,6 +56,7 @@ ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (PoolTimeout, 503),
     (UnknownTaskError, 404),
     (EpisodeTerminatedError, 409),
+    (ResponseTooLong, 413),
     (ServiceRequestError, 400),
     (ShopSimError, 400),
 )
@@ -104,11 +113,15 @@ def create_app(
     first_slot: int = 0,
     lease_prefix: str = "",
     advertise_free_slots: bool = False,
+    guard: Guard | None = None,
+    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
 ) -> FastAPI:
     """The service app. ``first_slot``, ``lease_prefix`` and ``advertise_free_slots`` are for a worker behind
-    ``shopsimrl serve --workers`` (see ``workers.py``); a single process keeps the defaults."""
+    ``shopsimrl serve --workers`` (see ``workers.py``); a single process keeps the defaults. ``guard`` holds
+    the admission rules (body cap, Content-Type, Host, Origin, API key: guard.py); the default admits loopback
+    and IP-address hosts, same-origin browsers and bodies up to 1 MiB, with no key."""
     service = EnvService(world, slots=slots, idle_timeout=idle_timeout, reset_wait_timeout=reset_wait_timeout,
-                         first_slot=first_slot, lease_prefix=lease_prefix)
+                         first_slot=first_slot, lease_prefix=lease_prefix, max_response_chars=max_response_chars)
     pool = service.pool
 
     @contextlib.asynccontextmanager
@@ -257,19 +270,46 @@ def create_app(
     app.include_router(ui_router(app.state.runs))
     app.state.dispatch = dispatch
     app.state.advertise_free_slots = advertise_free_slots
+    app.state.guard = guard or Guard()
+    if app.state.guard.api_key is not None:
+        _document_bearer_auth(app)
     return app
 
 
-async def read_body(receive: Any) -> bytes | None:
-    """The whole request body of an ASGI HTTP request, or None when the client disconnected first."""
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body"):
-            return b"".join(chunks)
+def _document_bearer_auth(app: FastAPI) -> None:
+    """Declare the bearer key in the OpenAPI schema, so Swagger UI's Authorize button sends it."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = build()
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})["apiKey"] = {
+                "type": "http", "scheme": "bearer", "description": "the key named by `serve --api-key-env`"}
+            schema["security"] = [{"apiKey": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return sending
+
+
+def _headers_only(send: Any) -> Any:
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            if message.get("more_body"):
+                return
+            message = {"type": "http.response.body", "body": b""}
+        await send(message)
+
+    return sending
 
 
 def json_int(value: Any) -> int | None:
@@ -302,14 +342,39 @@ class ServiceApp(FastAPI):
     """
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and self.state.advertise_free_slots:
-            send = self._advertising(send)
-        if scope["type"] != "http" or scope["path"] != "/api/shop_agent" or scope["method"] != "POST":
+        if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
-        raw = await read_body(receive)
+        if self.state.advertise_free_slots:
+            send = self._advertising(send)
+        guard: Guard = self.state.guard
+        try:
+            cors = guard.admit(scope)
+            raw = await read_limited(receive, guard.max_body_bytes)
+            if raw is not None:
+                guard.check_type(scope, raw, cors)
+        except Refusal as refusal:
+            await send_refusal(send, refusal)
+            return
         if raw is None:
             return
+        if cors:
+            send = _with_headers(send, cors)
+        if scope["method"] == "HEAD":  # a GET without its body: the routes are GET-only in FastAPI
+            scope, send = {**scope, "method": "GET"}, _headers_only(send)
+        gone = asyncio.Event()
+        inner = replay_receive(raw, gone)
+        method, path = scope["method"], scope["path"]
+        if path == "/api/shop_agent" and method == "POST":
+            handler = self._reference(raw, send)
+        else:
+            handler = super().__call__(scope, inner, send)
+        if method == "POST" and (path == "/v1/sessions" or (path == "/api/shop_agent" and b"reset" in raw)):
+            await run_cancelling_on_disconnect(handler, receive, gone)  # a queued reset leaves with its client
+        else:
+            await handler
+
+    async def _reference(self, raw: bytes, send: Any) -> None:
         try:
             status, payload = await self.state.dispatch(raw)
             body = encode(payload)

@@ -14,6 +14,7 @@ import httpx
 
 from ..env.tools import tools_for_state
 from ..errors import PersonaUnavailableError, ShopSimError
+from .guard import API_KEY_ENV
 
 LEASE_FIELDS = ("env_idx", "lease_id")
 IDEMPOTENT_RETRIES = 3
@@ -25,6 +26,14 @@ class ServiceError(ShopSimError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The bearer header for a server started with ``--api-key-env``; the key defaults to ``$SHOPSIM_API_KEY``."""
+    import os
+
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _persona_unavailable(exc: ServiceError) -> bool:
@@ -83,9 +92,10 @@ class ShopClient(_Base):
     ``terminate``, ``tools``, ``observation_state``, ``done``; ``release()`` gives the slot back without
     closing the connection, ``close()`` releases and closes (also on ``with`` exit)."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0,
+                 api_key: str | None = None) -> None:
         super().__init__()
-        self._http = httpx.Client(base_url=base_url, timeout=timeout)
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=auth_headers(api_key))
 
     def _post(self, body: dict[str, Any], *, idempotent: bool = False, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> dict[str, Any]:
         for attempt in range(IDEMPOTENT_RETRIES if idempotent else 1):
@@ -147,9 +157,10 @@ class ShopClient(_Base):
 class AsyncShopClient(_Base):
     """Asynchronous client with the same methods as ``ShopClient`` (awaitable)."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0,
+                 api_key: str | None = None) -> None:
         super().__init__()
-        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout)
+        self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=auth_headers(api_key))
 
     async def _post(self, body: dict[str, Any], *, idempotent: bool = False, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> dict[str, Any]:
         import asyncio

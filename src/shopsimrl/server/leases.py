@@ -7,6 +7,7 @@ and a waiter is handed a slot directly by the release that frees it (strict FIFO
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections import deque
@@ -76,14 +77,23 @@ class LeasePool(Generic[T]):
             try:
                 slot = await asyncio.wait_for(asyncio.shield(waiter), wait_timeout)
             except asyncio.TimeoutError as exc:
-                if waiter.done() and not waiter.cancelled():  # handed a slot at the last moment: give it back
-                    self._hand_over(waiter.result())
-                waiter.cancel()
+                self._abandon(waiter)
                 raise PoolTimeout(f"no environment slot became free within {wait_timeout} s") from exc
+            except asyncio.CancelledError:  # the client left (or the server stops): no ghost in the queue
+                self._abandon(waiter)
+                raise
         lease = Lease(slot, self.lease_prefix + uuid.uuid4().hex, session, self._clock())
         self._leases[slot] = lease
         self._slot_of[lease.lease_id] = slot
         return lease
+
+    def _abandon(self, waiter: asyncio.Future[int]) -> None:
+        """Take a waiter out of the queue; a slot it was handed at the last moment goes to the next one."""
+        if waiter.done() and not waiter.cancelled():
+            self._hand_over(waiter.result())
+        waiter.cancel()
+        with contextlib.suppress(ValueError):
+            self._waiters.remove(waiter)
 
     def _hand_over(self, slot: int) -> None:
         while self._waiters:

@@ -33,8 +33,8 @@ class CreateSession(BaseModel):
 
 class StepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    action: str = Field(max_length=20_000, description="canonical `search[...]` / `click[...]`, or model text "
-                        "with one `Action:` line")
+    action: str = Field(description="canonical `search[...]` / `click[...]`, or model text with one `Action:` "
+                        "line; at most the server's --max-response-chars (default 65,536; 413 beyond)")
 
 
 class TerminateRequest(BaseModel):
@@ -64,7 +64,7 @@ class StepResult(BaseModel):
     reward: float
     observation: str
     observation_state: dict[str, Any]
-    action_feedback: dict[str, Any] | None
+    action_feedback: dict[str, Any] | None = Field(None, description="absent after terminate (no action was taken)")
     message: str
     idx: str
     reward_detail: dict[str, Any]
@@ -99,7 +99,10 @@ class TaskInfo(BaseModel):
 
 
 class TaskList(BaseModel):
-    tasks: list[TaskInfo]
+    tasks: list[TaskInfo] = Field(description="one page of tasks, in task id order")
+    total: int = Field(description="how many active tasks there are in all")
+    offset: int
+    next_offset: int | None = Field(description="the offset of the next page; null on the last page")
 
 
 class Health(BaseModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +26,7 @@ EPISODE_SCHEMA = "shopsimrl-episode-v4"
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
+MAX_CACHED_TRACE_BYTES = 64 * 1024 * 1024  # parsed traces kept, counted by file size (~2.5x that in memory)
 
 
 class ReplayError(ShopSimError):
@@ -173,11 +174,38 @@ def outcome_comparison(record: dict[str, Any]) -> dict[str, Any]:
 
 
 class RunsStore:
-    """The runs directory, read-only. Parsed trace files are cached by (size, mtime)."""
+    """The runs directory, read-only. Parsed trace files are cached by (size, mtime), least recently used
+    first out, up to ``max_cached_bytes`` of trace files (a larger file is parsed on each request, not kept)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, *, max_cached_bytes: int = MAX_CACHED_TRACE_BYTES) -> None:
         self.root = Path(root).resolve()
-        self._cache: dict[Path, tuple[tuple[int, int], TraceIndex]] = {}
+        self.max_cached_bytes = max_cached_bytes
+        self._cache: OrderedDict[Path, tuple[tuple[int, int], TraceIndex]] = OrderedDict()
+
+    @property
+    def cached_bytes(self) -> int:
+        return sum(key[0] for key, _ in self._cache.values())
+
+    def _remember(self, path: Path, key: tuple[int, int], index: TraceIndex) -> None:
+        self._cache.pop(path, None)
+        if key[0] > self.max_cached_bytes:
+            return
+        self._cache[path] = (key, index)
+        while self.cached_bytes > self.max_cached_bytes:
+            self._cache.popitem(last=False)
+
+    @staticmethod
+    def artifact(run: Path, name: str) -> Path | None:
+        """``run/name`` if it is a regular file whose real path is inside the run; a symlink that leads
+        anywhere else (``manifest.json -> /etc/passwd``) counts as absent, so nothing outside is read."""
+        path = run / name
+        if not path.is_file():
+            return None
+        try:
+            real = path.resolve(strict=True)
+        except (OSError, RuntimeError):
+            return None
+        return path if real.parent == run.resolve() else None
 
     # --------------------------------------------------------------- paths
     def run_dir(self, name: str) -> Path:
@@ -186,7 +214,7 @@ class RunsStore:
         path = (self.root / name).resolve()
         if path.parent != self.root:
             raise ReplayError(400, f"run {name!r} resolves outside the runs directory")
-        if not path.is_dir() or not any((path / a).is_file() for a in ARTIFACTS):
+        if not path.is_dir() or not any(self.artifact(path, a) for a in ARTIFACTS):
             raise ReplayError(404, f"no run named {name!r} in the runs directory")
         return path
 
@@ -197,15 +225,15 @@ class RunsStore:
             for path in self.root.iterdir():
                 if not _RUN_NAME.fullmatch(path.name) or not path.is_dir() or path.resolve().parent != self.root:
                     continue
-                artifacts = {a: (path / a).is_file() for a in ARTIFACTS}
+                artifacts = {a: self.artifact(path.resolve(), a) is not None for a in ARTIFACTS}
                 if any(artifacts.values()):
                     runs.append({"name": path.name, "modified_at": _mtime(path), "artifacts": artifacts})
         runs.sort(key=lambda run: (run["modified_at"], run["name"]), reverse=True)
         return {"runs_root": str(self.root), "runs": runs}
 
-    @staticmethod
-    def _json(path: Path) -> Any:
-        if not path.is_file():
+    def _json(self, run: Path, name: str) -> Any:
+        path = self.artifact(run, name)
+        if path is None:
             return None
         if path.stat().st_size > MAX_ARTIFACT_BYTES:
             raise ReplayError(400, f"{path.name} is too large to show")
@@ -215,13 +243,14 @@ class RunsStore:
             raise ReplayError(400, f"{path.name} is not valid JSON: {exc}") from exc
 
     def traces(self, run: Path) -> TraceIndex:
-        path = run / "traces.jsonl"
-        if not path.is_file():
+        path = self.artifact(run, "traces.jsonl")
+        if path is None:
             return TraceIndex({}, 0, 0, 0)
         stat = path.stat()
         key = (stat.st_size, stat.st_mtime_ns)
         cached = self._cache.get(path)
         if cached is not None and cached[0] == key:
+            self._cache.move_to_end(path)
             return cached[1]
         if stat.st_size > MAX_ARTIFACT_BYTES:
             raise ReplayError(400, "traces.jsonl is too large to show")
@@ -244,18 +273,20 @@ class RunsStore:
                 episodes[record["episode_id"]] = record
         ordered = dict(sorted(episodes.items(), key=lambda item: _sort_key(item[1])))
         index = TraceIndex(ordered, records, records - len(ordered), invalid)
-        self._cache[path] = (key, index)
+        self._remember(path, key, index)
         return index
 
     def run(self, name: str) -> dict[str, Any]:
         path = self.run_dir(name)
-        manifest, summary = self._json(path / "manifest.json"), self._json(path / "summary.json")
+        manifest, summary = self._json(path, "manifest.json"), self._json(path, "summary.json")
         index = self.traces(path)
         artifacts = {}
         for artifact in ARTIFACTS:
-            file = path / artifact
+            file = self.artifact(path, artifact)
             artifacts[artifact] = ({"present": True, "bytes": file.stat().st_size, "modified_at": _mtime(file)}
-                                   if file.is_file() else {"present": False})
+                                   if file is not None else {"present": False})
+            if file is None and (path / artifact).is_symlink():
+                artifacts[artifact]["refused"] = "a link that leads outside the run directory"
         return {
             "run": {"name": name},
             "artifacts": artifacts,

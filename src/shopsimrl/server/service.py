@@ -18,10 +18,15 @@ from .leases import Lease, LeasePool
 
 DEFAULT_SLOTS = 256
 DEFAULT_IDLE_TIMEOUT = 600.0
+DEFAULT_MAX_RESPONSE_CHARS = 65_536  # one step's model text; the parsers are linear, this bounds the work
 
 
 class ServiceRequestError(ShopSimError, ValueError):
     """A request the service refuses as malformed (HTTP 400)."""
+
+
+class ResponseTooLong(ServiceRequestError):
+    """A step's ``response``/``action`` text longer than the server's limit (HTTP 413)."""
 
 
 class EnvService:
@@ -36,8 +41,10 @@ class EnvService:
         reset_wait_timeout: float | None = None,
         first_slot: int = 0,
         lease_prefix: str = "",
+        max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
     ) -> None:
         self.world = world
+        self.max_response_chars = max_response_chars
         self.pool: LeasePool[ShopEnv] = LeasePool(
             slots, idle_timeout=idle_timeout, first_slot=first_slot, lease_prefix=lease_prefix)
         self.reset_wait_timeout = reset_wait_timeout
@@ -85,20 +92,20 @@ class EnvService:
     def find(self, session_id: str) -> Lease[ShopEnv]:
         return self.pool.find(session_id)
 
-    @staticmethod
-    def step(lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+    def step(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
         """One step; ``response`` is the model's text, the action taken from it as env_spec §4.3 says."""
         if not isinstance(response, str):
             raise ServiceRequestError("interact action requires response parameter")
+        if len(response) > self.max_response_chars:
+            raise ResponseTooLong(f"response is {len(response)} characters; this server accepts at most "
+                                  f"{self.max_response_chars} per step (--max-response-chars)")
         return lease.session.step(extract_action(response))
 
     @staticmethod
     def terminate(lease: Lease[ShopEnv], reason: object = "action_limit") -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
             raise ServiceRequestError(f"unsupported termination reason: {reason}")
-        result = lease.session.terminate(str(reason))
-        result.update(reward=0.0, message=f"Episode terminated: {reason}")
-        return result
+        return lease.session.terminate(str(reason))  # reward 0, no action_feedback, "Episode terminated: …"
 
     def release(self, lease: Lease[ShopEnv]) -> None:
         self.pool.release(lease.slot, lease.lease_id)

@@ -66,7 +66,8 @@ def ui_router(runs: RunsStore) -> APIRouter:
     def run(run: str = run_name) -> Any:
         return guarded(runs.run, run)
 
-    @router.get("/api/runs/{run}/episodes/{episode_id}", tags=["replay"], responses=errors,
+    # ``:path``: an episode id may contain "/" (sent as %2F, which the server decodes before routing)
+    @router.get("/api/runs/{run}/episodes/{episode_id:path}", tags=["replay"], responses=errors,
                 summary="One episode's trace and its target-vs-purchase comparison")
     def episode(run: str = run_name, episode_id: str = PathParam(description="an episode_id of the run's traces")) -> Any:
         return guarded(runs.episode, run, episode_id)

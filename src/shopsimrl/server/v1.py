@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, Query
 
 from ..errors import ShopSimError
 from .leases import Lease, LeaseError
@@ -26,6 +26,8 @@ from .models import (
 )
 from .service import EnvService
 
+TASK_PAGE = 500  # default /v1/tasks page size (the default catalog's full list is ~3 MB of JSON)
+MAX_TASK_PAGE = 2000
 SessionId = Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$", description="the session's lease id")
 
 
@@ -46,14 +48,23 @@ def v1_router(service: EnvService) -> APIRouter:
         except LeaseError as exc:
             raise SessionNotFound(str(exc)) from exc
 
-    @router.get("/tasks", response_model=TaskList, summary="Active task ids (for choosing one)")
-    async def tasks() -> dict[str, Any]:
-        rows = []
-        for task_id, goal in sorted(service.world.catalog.goals.items()):
-            visible = goal.get("instruction_simple") if goal.get("user_persona") else goal.get("instruction_text")
-            rows.append({"task_id": task_id, "has_persona": bool(goal.get("user_persona")),
-                         "preview": str(visible or "")[:48]})
-        return {"tasks": rows}
+    task_rows: list[dict[str, Any]] = []  # built once: the catalog of a running server never changes
+
+    def all_tasks() -> list[dict[str, Any]]:
+        if not task_rows:
+            for task_id, goal in sorted(service.world.catalog.goals.items()):
+                visible = goal.get("instruction_simple") if goal.get("user_persona") else goal.get("instruction_text")
+                task_rows.append({"task_id": task_id, "has_persona": bool(goal.get("user_persona")),
+                                  "preview": str(visible or "")[:48]})
+        return task_rows
+
+    @router.get("/tasks", response_model=TaskList, summary="Active task ids (for choosing one), a page at a time")
+    async def tasks(offset: int = Query(0, ge=0, description="index of the first task of the page"),
+                    limit: int = Query(TASK_PAGE, ge=1, le=MAX_TASK_PAGE, description="page size")) -> dict[str, Any]:
+        rows = all_tasks()
+        end = offset + limit
+        return {"tasks": rows[offset:end], "total": len(rows), "offset": offset,
+                "next_offset": end if end < len(rows) else None}
 
     @router.post("/sessions", response_model=SessionCreated, response_model_exclude_unset=True, status_code=201,
                   responses=_errors(400, 404, 503),

@@ -29,11 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ShopSimError
-from .app import FREE_SLOTS_HEADER, decode, encode, read_body
+from .app import FREE_SLOTS_HEADER, decode, encode
+from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
+from .protocol import DEFAULT_HEADER_TIMEOUT, http_protocol
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
 _SESSION_PATH = re.compile(r"^/v1/sessions/([0-9a-f]{2})")
 START_TIMEOUT = 120.0
+CONNECT_TIMEOUT = 10.0  # opening a worker's Unix socket
+EXCHANGE_TIMEOUT = 120.0  # any exchange with a worker, except a reset that may queue for a slot (see route)
+NO_BODY_STATUSES = frozenset({204, 304})
 
 
 class _Conn:
@@ -42,8 +47,11 @@ class _Conn:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
 
-    async def exchange(self, head: bytes, body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    async def exchange(self, head: bytes, body: bytes, *, bodiless: bool = False,
+                       ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """Send one request, read its answer; ``bodiless`` (HEAD) answers carry headers only."""
         self.writer.write(head + body)
+        await self.writer.drain()
         lines = (await self.reader.readuntil(b"\r\n\r\n"))[:-4].split(b"\r\n")
         status = int(lines[0].split(b" ", 2)[1])
         headers: list[tuple[bytes, bytes]] = []
@@ -56,6 +64,8 @@ class _Conn:
             elif name == b"transfer-encoding" and b"chunked" in value.lower():
                 chunked = True
             headers.append((name, value))
+        if bodiless or status in NO_BODY_STATUSES or 100 <= status < 200:
+            return status, headers, b""  # a HEAD answer's content-length describes a body that is not sent
         if not chunked:
             return status, headers, await self.reader.readexactly(length)
         parts = []
@@ -73,14 +83,20 @@ class Worker:
         self._idle: list[_Conn] = []
 
     async def request(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
-                      ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+                      *, timeout: float | None = EXCHANGE_TIMEOUT) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        """One exchange on a pooled connection; a connection that fails, times out or is cancelled is closed,
+        so neither side keeps a half-used socket."""
         lines = [f"{method} ".encode() + target + b" HTTP/1.1", b"host: worker"]
         lines += [name + b": " + value for name, value in headers if name not in HOP_HEADERS and name != b"host"]
         lines.append(b"content-length: %d" % len(body))
         head = b"\r\n".join(lines) + b"\r\n\r\n"
-        conn = self._idle.pop() if self._idle else _Conn(*await asyncio.open_unix_connection(self.socket_path))
+        if self._idle:
+            conn = self._idle.pop()
+        else:
+            conn = _Conn(*await asyncio.wait_for(asyncio.open_unix_connection(self.socket_path), CONNECT_TIMEOUT))
         try:
-            status, out_headers, data = await conn.exchange(head, body)
+            status, out_headers, data = await asyncio.wait_for(
+                conn.exchange(head, body, bodiless=method == "HEAD"), timeout)
         except BaseException:
             conn.writer.close()
             raise
@@ -100,8 +116,9 @@ class Worker:
 class Front:
     """The front process's ASGI app."""
 
-    def __init__(self, workers: list[Worker]) -> None:
+    def __init__(self, workers: list[Worker], guard: Guard | None = None) -> None:
         self.workers = workers
+        self.guard = guard or Guard()
         self.offsets = [w.first_slot for w in workers]
         self.total = sum(w.size for w in workers)
         self._turn = 0
@@ -154,7 +171,14 @@ class Front:
             return
         if scope["type"] != "http":
             return
-        body = await read_body(receive)
+        try:
+            cors = self.guard.admit(scope)
+            body = await read_limited(receive, self.guard.max_body_bytes)
+            if body is not None:
+                self.guard.check_type(scope, body, cors)
+        except Refusal as refusal:
+            await send_refusal(send, refusal)
+            return
         if body is None:
             return
         method, path = scope["method"], scope["path"]
@@ -162,20 +186,33 @@ class Front:
         if scope.get("query_string"):
             target += b"?" + scope["query_string"]
         headers = list(scope.get("headers", []))
+        gone = asyncio.Event()
+        if method == "POST" and (path == "/v1/sessions" or (path == "/api/shop_agent" and b"reset" in body)):
+            # a reset may queue for a slot as long as the client waits: no timeout, but it ends with the client
+            await run_cancelling_on_disconnect(self._answer(method, path, target, headers, body, send, cors, None),
+                                               receive, gone)
+        else:
+            await self._answer(method, path, target, headers, body, send, cors, EXCHANGE_TIMEOUT)
+
+    async def _answer(self, method: str, path: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
+                      send: Any, cors: list[tuple[bytes, bytes]], timeout: float | None) -> None:
         try:
             if path == "/healthz" and method == "GET":
                 status, out_headers, data = await self._health(headers)
             else:
                 targets = await self.route(method, path, body)
-                answers = await asyncio.gather(*(w.request(method, target, headers, body) for w in targets))
+                answers = await asyncio.gather(
+                    *(w.request(method, target, headers, body, timeout=timeout) for w in targets))
                 status, out_headers, data = answers[0]
-        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
             status, out_headers = 502, [(b"content-type", b"application/json")]
             data = encode({"error": f"a worker process is not answering: {exc.__class__.__name__}"})
         out = [(n, v) for n, v in out_headers if n not in HOP_HEADERS and n != FREE_SLOTS_HEADER]
-        out.append((b"content-length", str(len(data)).encode()))
+        length = next((v for n, v in out_headers if n == b"content-length"), None) if method == "HEAD" else None
+        out.append((b"content-length", length if length is not None else str(len(data)).encode()))
+        out += cors
         await send({"type": "http.response.start", "status": status, "headers": out})
-        await send({"type": "http.response.body", "body": data})
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else data})
 
     async def _health(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, list, bytes]:
         answers = await asyncio.gather(*(w.request("GET", b"/healthz", headers, b"") for w in self.workers))
@@ -189,7 +226,7 @@ class Front:
 
 
 def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size: int, idle_timeout: float | None,
-                 wait_timeout: float | None, runs: str, log_level: str) -> None:
+                 wait_timeout: float | None, runs: str, log_level: str, limits: tuple[int, int]) -> None:
     import threading
 
     import uvicorn
@@ -207,7 +244,8 @@ def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size:
     threading.Thread(target=orphan_watch, daemon=True).start()
     app = create_app(ShopWorld.from_data_dir(data), slots=size, idle_timeout=idle_timeout,
                      reset_wait_timeout=wait_timeout, runs_dir=runs, first_slot=first_slot,
-                     lease_prefix=f"{index:02x}", advertise_free_slots=True)
+                     lease_prefix=f"{index:02x}", advertise_free_slots=True,
+                     guard=Guard(max_body_bytes=limits[0], trusted=True), max_response_chars=limits[1])
     uvicorn.run(app, uds=socket_path, log_level=log_level, access_log=False, proxy_headers=False,
                 server_header=False, date_header=False, timeout_keep_alive=24 * 3600)
 
@@ -229,7 +267,9 @@ def _wait_ready(workers: list[Worker]) -> None:
 
 
 def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, idle_timeout: float | None,
-                  wait_timeout: float | None, runs: str, log_level: str, progress: Any = None) -> None:
+                  wait_timeout: float | None, runs: str, log_level: str, progress: Any = None,
+                  guard: Guard | None = None, max_response_chars: int = 65_536,
+                  header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> None:
     """Start ``workers`` worker processes and the front on ``host:port``; stop the workers when it stops."""
     import uvicorn
 
@@ -237,6 +277,7 @@ def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, 
         raise ShopSimError("--workers is at most 64")
     if slots < workers:
         raise ShopSimError(f"--slots ({slots}) must be at least --workers ({workers})")
+    guard = guard or Guard()
     folder = tempfile.mkdtemp(prefix="shopsimrl-workers-")
     context = mp.get_context("spawn")
     pool: list[Worker] = []
@@ -246,7 +287,8 @@ def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, 
         worker = Worker(index, os.path.join(folder, f"worker-{index}.sock"), first, size)
         worker.process = context.Process(
             target=_worker_main, name=f"shopsimrl-worker-{index}", daemon=True,
-            args=(data, worker.socket_path, index, first, size, idle_timeout, wait_timeout, runs, log_level))
+            args=(data, worker.socket_path, index, first, size, idle_timeout, wait_timeout, runs, log_level,
+                  (guard.max_body_bytes, max_response_chars)))
         worker.process.start()
         pool.append(worker)
         first += size
@@ -258,8 +300,9 @@ def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, 
         _wait_ready(pool)
         if progress:
             progress(f"{workers} workers ready ({', '.join(f'slots {w.first_slot}-{w.first_slot + w.size - 1}' for w in pool)})")
-        uvicorn.run(Front(pool), host=host, port=port, log_level=log_level, access_log=False, proxy_headers=False,
-                    server_header=False, date_header=False)
+        uvicorn.run(Front(pool, guard), host=host, port=port, log_level=log_level, access_log=False,
+                    proxy_headers=False, server_header=False, date_header=False, timeout_graceful_shutdown=10,
+                    http=http_protocol(header_timeout))
     finally:
         signal.signal(signal.SIGTERM, previous)
         for worker in pool:

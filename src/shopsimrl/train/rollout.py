@@ -19,24 +19,46 @@ import inspect
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, system_message
-from ..agent.runtime import AgentRuntime, AsyncEnv, EnvironmentFactory
+from ..agent.runtime import AsyncEnv, EnvironmentFactory
 from ..agent.skills import Skill, render_skills
-from ..agent.validation import ModelOutput, feedback_text, interpret, protocol_feedback
+from ..agent.turn import ACTION_LIMIT, REPAIR, TERMINATE, decide_turn, observation_message
+from ..agent.validation import ModelOutput, interpret
 from ..env.tools import tools_for_state
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
+from .chat_template import (
+    encode,
+    episode_tools,
+    parse_with_template,
+    prepare_tokenizer,
+    render_text,
+    turn_suffix,
+)
+from .chat_template import stop_texts as template_stops
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
+GENERATION_LENGTH = "generation_length"
+PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
 COMPLETED, TRUNCATED, ABORTED = "completed", "truncated", "aborted"
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
 
 
 class RolloutError(ShopSimError):
     """A technical failure of one rollout (bad generation output, env failure): the episode is unscored."""
+
+
+class ChatTemplateError(RolloutError):
+    """The chat template cannot continue the episode's token sequence (it rewrote an earlier turn)."""
+
+
+# The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick
+# actions with a built-in policy; real inference engines see only the prompt ids.
+PAGE_TOOLS: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_page_tools", default=None)
 
 
 @dataclass(frozen=True)
@@ -84,6 +106,10 @@ class RolloutConfig:
     # "append": keep the exact sampled tokens and append only the rendered new messages (one sequence per
     # episode, for trainers that take one: verl, TRL). The tools block then stays as first rendered.
     mode: str = "resegment"
+    # render search/click once per episode without the per-page enum (the enum is in the observation text);
+    # False: render each page's own tools (the prefix then changes whenever the tools block does)
+    episode_tools: bool = True
+    training_template: str = "auto"  # "auto": swap a non-prefix-preserving template for TRL's training one
 
     def __post_init__(self) -> None:
         if self.mode not in ("resegment", "append"):
@@ -209,23 +235,36 @@ def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]
     return [int(t) for t in ids]
 
 
-def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], base: int,
-                 tools: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Tokens of what ``messages[base:]`` add to the rendered conversation, plus the generation header."""
-    full = tokenizer.apply_chat_template(list(messages), tools=list(tools), add_generation_prompt=True,
-                                         tokenize=False)
-    head = tokenizer.apply_chat_template(list(messages[:base]), tools=list(tools), add_generation_prompt=False,
-                                         tokenize=False)
+def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_start: int,
+                 tools: Sequence[Mapping[str, Any]], stop: str | None = None) -> list[int]:
+    """Tokens that continue an append-mode sequence after the sampled turn that began at ``turn_start``.
+
+    The end of the sampled turn is the template's own: the text it renders after the sampled stop token
+    (``"\n"`` after ``<|im_end|>``). When the turn left no assistant message in the history (an empty repair),
+    the boundary is read from a placeholder assistant turn rendered at the same place. A stop token that the
+    template renders as the start of the next message (GLM's ``<|observation|>``) is not repeated.
+    """
+    messages = list(messages)
+    echoed = turn_start < len(messages) and messages[turn_start].get("role") == "assistant"
+    probe = messages if echoed else [*messages[:turn_start], {"role": "assistant", "content": "x"}]
+    head = render_text(tokenizer, messages[: turn_start + 1] if echoed else messages[:turn_start], tools,
+                       add_generation_prompt=False)
+    found = turn_suffix(tokenizer, probe, turn_start, tools, stop)
+    full = render_text(tokenizer, messages, tools, add_generation_prompt=True)  # last: the prompt generate answers
     if not full.startswith(head):
-        raise RolloutError("the chat template does not render a conversation as an extension of its prefix")
-    return [int(t) for t in tokenizer.encode(full[len(head):], add_special_tokens=False)]
+        raise ChatTemplateError("the chat template does not render the conversation as an extension of its prefix "
+                                "(it rewrites an earlier turn); use its training variant or mode='resegment'")
+    suffix = found[1] if found is not None else ""
+    rest = full[len(head):]
+    if not suffix and stop and rest.startswith(stop):
+        rest = rest[len(stop):]
+    return encode(tokenizer, suffix + rest)
 
 
 def _stop_texts(tokenizer: Any, config: RolloutConfig) -> tuple[str, ...]:
     if config.stop_texts is not None:
         return config.stop_texts
-    eos = getattr(tokenizer, "eos_token", None)
-    return (eos,) if isinstance(eos, str) and eos else ()
+    return template_stops(tokenizer)
 
 
 def _strip_stops(text: str, stops: Sequence[str]) -> str:
@@ -237,6 +276,17 @@ def _strip_stops(text: str, stops: Sequence[str]) -> str:
             if stop and stripped.endswith(stop):
                 text, changed = stripped[: -len(stop)], True
     return text
+
+
+def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: str, finish_reason: str,
+               tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
+    """The template's response parser when it has one (any tool-call format), else :func:`parse_sampled`."""
+    payload = parse_with_template(tokenizer, raw_text, prompt_tail, finish_reason)
+    if payload is not None:
+        out = interpret(payload, tools)
+        if out.accepted or "<tool_call>" not in text:
+            return out
+    return parse_sampled(text, finish_reason, tools)
 
 
 def parse_sampled(text: str, finish_reason: str, tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
@@ -300,6 +350,7 @@ async def run_rollout(
     clock = time.perf_counter
     t0 = clock()
     gen_s = env_s = 0.0
+    template = prepare_tokenizer(tokenizer, training_template=cfg.training_template)
     stops = _stop_texts(tokenizer, cfg)
     ledger = TokenLedger()
     messages: list[dict[str, Any]] = []
@@ -320,64 +371,68 @@ async def run_rollout(
                          "content": first_user_message(reset["task_instruction"], reset["observation"])})
         state = reset["observation_state"]
         final: Mapping[str, Any] | None = None
-        truncated = False
-        base: int | None = None  # append mode: messages already covered by the sequence
+        fixed_tools = episode_tools() if cfg.episode_tools else None
+        turn_start: int | None = None  # append mode: where the last sampled turn's history messages begin
+        last_stop: str | None = None
         for step_index in range(1, cfg.max_steps + 1):
             stage = f"model_step_{step_index}"
             tools = tools_for_state(state)
             if not tools:
                 raise RolloutError("the page offers no tool but the episode is not done")
-            if cfg.mode == "append" and base is not None and ledger.segments:
-                prompt_ids = ledger.segments[-1].tokens + render_delta(tokenizer, messages, base, tools)
+            shown_tools = fixed_tools if fixed_tools is not None else tools
+            if cfg.mode == "append" and turn_start is not None and ledger.segments:
+                prompt_ids = ledger.segments[-1].tokens + render_delta(tokenizer, messages, turn_start, shown_tools,
+                                                                       last_stop)
             else:
-                prompt_ids = render_prompt(tokenizer, messages, tools)
+                prompt_ids = render_prompt(tokenizer, messages, shown_tools)
             turn_start = len(messages)
             if cfg.max_context_len is not None and len(prompt_ids) >= cfg.max_context_len:
                 steps.append({"step_index": step_index, "action": None, "context_overflow": len(prompt_ids)})
-                truncated = True
+                decision = None
             else:
                 ledger.prompt(prompt_ids)
                 t = clock()
-                gen = await _maybe_await(generate(prompt_ids))
+                token = PAGE_TOOLS.set(tools)
+                try:
+                    gen = await _maybe_await(generate(prompt_ids))
+                finally:
+                    PAGE_TOOLS.reset(token)
                 gen_s += clock() - t
                 _check_generation(gen)
                 ledger.sample(gen.token_ids, gen.log_probs)
-                text = _strip_stops(tokenizer.decode(list(gen.token_ids), skip_special_tokens=False), stops)
-                out = parse_sampled(text, gen.finish_reason, tools)
+                raw = tokenizer.decode(list(gen.token_ids), skip_special_tokens=False)
+                text = _strip_stops(raw, stops)
+                last_stop = next((s for s in stops if raw.rstrip().endswith(s)), None)
+                tail = tokenizer.decode(list(prompt_ids[-PROMPT_TAIL_TOKENS:]), skip_special_tokens=False)
+                out = parse_turn(tokenizer, raw, text, tail, gen.finish_reason, tools)
                 step: dict[str, Any] = {"step_index": step_index, "action": None,
                                         "sampled_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
                                         "raw_output": text}
                 steps.append(step)
-                if out.policy_failure is not None:
-                    step["policy_failure"] = out.policy_failure
-                    truncated = True
-                elif out.protocol_error is not None:
-                    feedback = protocol_feedback(out.protocol_error, tools)
+                decision = decide_turn(out, tools, arguments="object")
+                if decision.kind == REPAIR:
                     step["protocol_error"] = out.protocol_error
-                    AgentRuntime._append_repair(messages, out, feedback_text(feedback))
-                    base = turn_start + (1 if messages[turn_start]["role"] == "assistant" else 0)
+                    messages.extend(decision.messages)
                     continue
-            if truncated:
+                if decision.kind == TERMINATE:
+                    step["policy_failure"] = out.policy_failure
+            if decision is None or decision.kind == TERMINATE:
                 stage = f"policy_termination_step_{step_index}"
                 t = clock()
-                final = await env.terminate("generation_length")
+                final = await env.terminate(GENERATION_LENGTH)
                 env_s += clock() - t
                 break
-            action = out.canonical_action()
-            step["action"] = action
-            call = out.call.wire()
-            assistant: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+            step["action"] = decision.action
             if cfg.keep_reasoning and out.reasoning:
-                assistant["reasoning_content"] = out.reasoning
-            messages.append(assistant)
-            base = len(messages)
+                decision.messages[0]["reasoning_content"] = out.reasoning
+            messages.extend(decision.messages)
             stage = f"environment_step_{step_index}"
             t = clock()
-            result = await env.step(action)
+            result = await env.step(decision.action)
             env_s += clock() - t
             feedback_block = result.get("action_feedback") or {}
             step["valid"] = feedback_block.get("valid")
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result["observation"]})
+            messages.append(observation_message(decision, result["observation"]))
             if result.get("done"):
                 final = result
                 break
@@ -385,7 +440,7 @@ async def run_rollout(
         if final is None:
             stage = "action_limit_termination"
             t = clock()
-            final = await env.terminate("action_limit")
+            final = await env.terminate(ACTION_LIMIT)
             env_s += clock() - t
         stage = "scoring"
         reward, detail = _reward(final)
@@ -404,7 +459,8 @@ async def run_rollout(
                 if error is None:
                     error = {"stage": "cleanup", "type": type(exc).__name__, "message": str(exc)}
     meta = {"schema_version": ROLLOUT_SCHEMA, "termination_reason": termination, "steps": len(steps),
-            "segments": len(ledger.trainable()), **(metadata or {})}
+            "segments": len(ledger.trainable()), "chat_template": template.note or "as shipped",
+            **(metadata or {})}
     if timer is not None:
         timer.total_s += clock() - t0
         timer.generate_s += gen_s

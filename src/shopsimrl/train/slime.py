@@ -13,6 +13,18 @@ input sample, so slime's own class is used) with ``loss_mask`` 1 only on sampled
 log-probs, ``reward = {"reward": r_strict, …}`` and status ``TRUNCATED`` for a ``generation_length`` end, else
 ``COMPLETED``. An unscored episode is one ``ABORTED`` placeholder with ``remove_sample=True``.
 
+What slime (checked against its source at commit 624b824, the v0.3.1 line) requires of a custom generate:
+
+* it always gets a **list** back (one ``Sample`` per segment): slime flattens the rollout by looking at the
+  first element only, so a group mixing a bare ``Sample`` with lists breaks it;
+* every ``Sample`` of one episode carries the same ``Sample.rollout_id`` (the input's ``rollout_id``, else its
+  ``index``): slime refuses a multi-sample rollout without it and uses it to count a rollout once in the loss;
+* the group filter returns ``DynamicFilterOutput``; zero-spread groups are dropped with
+  ``keep_when_insufficient=True``, so slime keeps them when the batch would otherwise run short (the
+  reference rule); groups with an unscored episode are always dropped;
+* evaluation (slime calls the function with ``evaluation=True``): the same episode, returned as a one-element
+  list (the last segment, with the episode's reward), on any split and with any sampling settings.
+
 This module imports without slime; slime itself is only needed for the tokenizer (``GenerateState``) and the
 filter's return type, and it is imported when used (``pip install slime`` from its repository: slime is not
 on PyPI; the ``shopsimrl[train]`` extra covers the rest).
@@ -130,13 +142,14 @@ def task_of(sample: Any) -> tuple[int, str]:
 
 
 def check_args(args: Any, sampling_params: Mapping[str, Any], sample: Any, evaluation: bool = False) -> None:
-    """The reference guards: training only, no partial rollout or group RM, untruncated sampling."""
-    if getattr(args, "partial_rollout", False):
+    """The reference guards: no partial rollout or group RM; training also needs train tasks and untruncated
+    sampling (exact log-prob replay), evaluation does not."""
+    if getattr(args, "partial_rollout", False) and not evaluation:
         raise SlimeAdapterError("partial rollout is not supported: an episode must run to its end")
     if getattr(args, "group_rm", False):
         raise SlimeAdapterError("--group-rm is not supported: the environment scores each episode")
     if evaluation:
-        raise SlimeAdapterError("evaluation runs use `shopsimrl eval`, not the training generate function")
+        return
     _, split = task_of(sample)
     if split != "train":
         raise SlimeAdapterError(f"split {split!r}: only train tasks are rolled out here (use `shopsimrl eval`)")
@@ -160,7 +173,7 @@ def reward_dict(trajectory: Trajectory) -> dict[str, Any]:
 def to_samples(sample: Any, trajectory: Trajectory, tokenizer: Any) -> list[Any]:
     """Fan a trajectory out into slime ``Sample``s (copies of the input sample, one per segment)."""
     status_cls = type(sample).Status
-    rollout_id = sample.index
+    rollout_id = rollout_id_of(sample)
     base_meta = {**(getattr(sample, "metadata", None) or {}), "rollout_id": rollout_id,
                  "termination_reason": trajectory.metadata.get("termination_reason"),
                  "shopsim_steps": len(trajectory.steps)}
@@ -171,6 +184,7 @@ def to_samples(sample: Any, trajectory: Trajectory, tokenizer: Any) -> list[Any]
         placeholder.reward = {"reward": 0.0}
         placeholder.remove_sample = True
         placeholder.status = status_cls.ABORTED
+        placeholder.rollout_id = rollout_id
         placeholder.metadata = {**base_meta, "shopsim_scored": False, "shopsim_error": trajectory.error,
                                 "segment": 0, "segments": 1}
         return [placeholder]
@@ -187,13 +201,28 @@ def to_samples(sample: Any, trajectory: Trajectory, tokenizer: Any) -> list[Any]
         s.reward = dict(reward)
         s.status = status
         s.remove_sample = False
+        s.rollout_id = rollout_id
         s.metadata = {**base_meta, "shopsim_scored": True, "segment": k, "segments": len(trajectory.segments)}
         out.append(s)
     return out
 
 
-async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
-    """slime's custom generate: one episode → one ``Sample`` (or a list, one per segment)."""
+def rollout_id_of(sample: Any) -> Any:
+    """The id every segment of this episode shares: slime's ``rollout_id`` if the data source set one, else
+    the sample's ``index`` (slime's own fallback)."""
+    rollout_id = getattr(sample, "rollout_id", None)
+    return sample.index if rollout_id is None else rollout_id
+
+
+def evaluation_sample(samples: list[Any]) -> Any:
+    """One ``Sample`` per evaluated episode (slime's eval averages ``reward`` over the returned samples)."""
+    last = samples[-1]
+    last.metadata = {**(last.metadata or {}), "evaluation": True}
+    return last
+
+
+async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> list[Any]:
+    """slime's custom generate: one episode → a list of ``Sample``s (one per segment; one for evaluation)."""
     check_args(args, sampling_params, sample, evaluation)
     task_id, _ = task_of(sample)
     tokenizer = _tokenizer(args)
@@ -202,12 +231,12 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     semaphore = _SEMAPHORES.setdefault(limit, asyncio.Semaphore(limit))
     config = RolloutConfig(max_steps=int(getattr(args, "shopsim_max_steps", 30)),
                            max_context_len=getattr(args, "rollout_max_context_len", None))
-    meta = {"group_index": sample.group_index, "rollout_id": sample.index}
+    meta = {"group_index": sample.group_index, "rollout_id": rollout_id_of(sample)}
     async with semaphore:
         trajectory = await run_rollout(RolloutContext(task_id), tokenizer, backend, _environment(args),
                                        config=config, metadata=meta)
     samples = to_samples(sample, trajectory, tokenizer)
-    return samples[0] if len(samples) == 1 else samples
+    return [evaluation_sample(samples)] if evaluation else samples
 
 
 def _flatten(samples: Sequence[Any]) -> list[Any]:
@@ -224,6 +253,9 @@ def _scored(s: Any) -> bool:
 
 
 def _rollout_id(s: Any) -> Any:
+    rollout_id = getattr(s, "rollout_id", None)
+    if rollout_id is not None:
+        return rollout_id
     return (getattr(s, "metadata", None) or {}).get("rollout_id", s.index)
 
 
@@ -237,10 +269,12 @@ class FilterOutput:
 
     keep: bool
     reason: str | None = None
+    keep_when_insufficient: bool = False
 
 
 def fully_scored_group_filter(args: Any, samples: Sequence[Any], **kwargs: Any) -> Any:
-    """Drop a group with any unscored sibling, or with zero reward spread over unique rollouts (§7)."""
+    """Drop a group with any unscored sibling; a group with zero reward spread over unique rollouts is dropped
+    too, but marked ``keep_when_insufficient`` so that slime keeps it when the batch would run short (§7)."""
     flat = _flatten(samples)
     scored = [_scored(s) for s in flat]
     rewards = unique_rewards((_rollout_id(s), _reward(s)) for s, ok in zip(flat, scored, strict=True) if ok)
@@ -249,7 +283,8 @@ def fully_scored_group_filter(args: Any, samples: Sequence[Any], **kwargs: Any) 
         from slime.rollout.filter_hub.base_types import DynamicFilterOutput as Output
     except ImportError:
         Output = FilterOutput
-    return Output(keep=decision == KEEP, reason=None if decision == KEEP else decision)
+    return Output(keep=decision == KEEP, reason=None if decision == KEEP else decision,
+                  keep_when_insufficient=decision == DROP_ZERO_SPREAD)
 
 
 def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:

@@ -5,6 +5,8 @@ const API = "/api/shop_agent";
 const $ = (id) => document.getElementById(id);
 let lease = null;        // {env_idx, lease_id} while this page holds a session
 let lastAction = "";
+let taskTouched = false;  // the user chose a task id (typed, picked or started one)
+let tasksById = new Map();  // task_id -> {has_persona, preview}, once /v1/tasks has answered
 
 function showError(message) {
   const box = $("error");
@@ -17,7 +19,7 @@ function pretty(value) {
 }
 
 async function call(body) {
-  const response = await fetch(API, {
+  const response = await apiFetch(API, {
     method: "POST", headers: {"Content-Type": "application/json"}, body: JSON.stringify(body),
   });
   const payload = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
@@ -30,7 +32,7 @@ async function call(body) {
 async function health() {
   const badge = $("health");
   try {
-    const info = await (await fetch("/healthz")).json();
+    const info = await (await apiFetch("/healthz")).json();
     badge.textContent = `ready · ${info.free_slots}/${info.environment_slots} slots free · ${info.tasks} tasks`;
     badge.className = "badge ok";
   } catch (err) {
@@ -41,10 +43,16 @@ async function health() {
 
 async function loadTasks() {
   try {
-    const {tasks} = await (await fetch("/v1/tasks")).json();
+    const tasks = [];
+    for (let offset = 0; offset !== null;) {  // /v1/tasks is paginated
+      const page = await (await apiFetch(`/v1/tasks?offset=${offset}&limit=2000`)).json();
+      tasks.push(...page.tasks);
+      offset = page.next_offset;
+    }
     const list = $("task-ids");
     const select = $("task-select");
     for (const task of tasks) {
+      tasksById.set(task.task_id, task);
       const option = document.createElement("option");
       option.value = String(task.task_id);
       list.appendChild(option);
@@ -53,8 +61,10 @@ async function loadTasks() {
       entry.textContent = `${task.task_id}${task.has_persona ? " · persona" : ""} · ${task.preview}`;
       select.appendChild(entry);
     }
-    if (tasks.length) $("task-id").value = String(tasks[0].task_id);
-    select.addEventListener("change", () => { $("task-id").value = select.value; });
+    // the list may arrive after the user typed an id or started a task: never overwrite their choice
+    if (tasks.length && !taskTouched && !lease) $("task-id").value = String(tasks[0].task_id);
+    select.value = $("task-id").value;
+    select.addEventListener("change", () => { taskTouched = true; $("task-id").value = select.value; });
   } catch (err) {
     showError(`cannot list tasks: ${err.message}`);
   }
@@ -199,10 +209,23 @@ async function start(event) {
   try {
     if (lease) await release();
     const persona = document.querySelector("input[name=mode]:checked").value === "persona";
-    const result = await call({
-      action: "reset", idx: Number($("task-id").value), if_persona: persona,
-      interaction_mode: $("interaction-mode").value,
-    });
+    const taskId = Number($("task-id").value);
+    taskTouched = true;
+    if (persona && tasksById.get(taskId)?.has_persona === false) {
+      throw new PersonaMissing(taskId);
+    }
+    let result;
+    try {
+      result = await call({
+        action: "reset", idx: taskId, if_persona: persona,
+        interaction_mode: $("interaction-mode").value,
+      });
+    } catch (err) {
+      if (persona && /without a persona/.test(err.message)) throw new PersonaMissing(taskId);
+      throw err;
+    }
+    $("task-id").value = String(taskId);  // the field keeps showing the task being played
+    if (tasksById.has(taskId)) $("task-select").value = String(taskId);
     setLease({env_idx: result.env_idx, lease_id: result.lease_id});
     $("task-instruction").textContent = result.task_instruction;
     const persona_ = result.user_persona || {};
@@ -212,9 +235,16 @@ async function start(event) {
     renderFeedback(null);
     renderPage(result);
   } catch (err) {
+    if (err instanceof PersonaMissing) $("persona").textContent = err.message;
     showError(err.message);
   }
   health();
+}
+
+class PersonaMissing extends Error {
+  constructor(taskId) {
+    super(`task ${taskId} has no persona (a standard-only task): choose Standard to play it`);
+  }
 }
 
 async function act(action) {
@@ -252,13 +282,16 @@ function releaseOnLeave() {
   const body = JSON.stringify({action: "release_one", ...lease});
   lease = null;
   try {
-    fetch(API, {method: "POST", headers: {"Content-Type": "application/json"}, body, keepalive: true});
+    const key = localStorage.getItem(API_KEY_STORE);
+    const headers = {"Content-Type": "application/json", ...(key ? {Authorization: `Bearer ${key}`} : {})};
+    fetch(API, {method: "POST", headers, body, keepalive: true});
   } catch (err) {
-    navigator.sendBeacon(API, new Blob([body], {type: "text/plain"}));
+    // no beacon fallback: a beacon cannot send JSON, which the server requires; the idle timeout reclaims the lease
   }
 }
 
 $("reset-form").addEventListener("submit", start);
+$("task-id").addEventListener("input", () => { taskTouched = true; });
 $("release").addEventListener("click", release);
 $("search-form").addEventListener("submit", (event) => {
   event.preventDefault();

@@ -10,7 +10,7 @@ function showError(message) {
 }
 
 async function getJSON(url) {
-  const response = await fetch(url);
+  const response = await apiFetch(url);
   const payload = await response.json().catch(() => ({error: `HTTP ${response.status}`}));
   if (!response.ok) throw new Error(`HTTP ${response.status}: ${payload.error || "unexpected response"}`);
   return payload;
@@ -130,8 +130,12 @@ function toolCallText(step) {
   const calls = model.tool_calls || [];
   if (calls.length) {
     return calls.map((call) => {
+      // traces store {id, name, arguments, raw_arguments} (validation.ToolCall.record); wire calls nest a function
       const fn = call.function || {};
-      return `${fn.name}(${fn.arguments})`;
+      const name = call.name ?? fn.name ?? "?";
+      let args = call.raw_arguments ?? fn.arguments;
+      if (args === undefined || args === null) args = call.arguments != null ? JSON.stringify(call.arguments) : "";
+      return `${name}(${typeof args === "string" ? args : JSON.stringify(args)})`;
     }).join("\n") + (step.action ? `\n→ ${step.action}` : "");
   }
   if (step.action) return step.action;

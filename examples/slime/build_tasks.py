@@ -1,0 +1,38 @@
+"""Write slime's task data for the shop (JSONL, one line per task; the prompt is the task id).
+
+    python examples/slime/build_tasks.py --data data/default --out shop_tasks
+
+writes ``shop_tasks/train.jsonl`` (``--prompt-data``) and ``shop_tasks/val.jsonl`` (``--eval-prompt-data``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from shopsimrl.catalog.store import Catalog
+from shopsimrl.train.slime import task_lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True, help="a prepared catalog directory (shopsimrl data build-default)")
+    parser.add_argument("--out", default="shop_tasks", help="output directory")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many tasks per split")
+    args = parser.parse_args(argv)
+    catalog = Catalog.from_data_dir(args.data)
+    try:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        for split in ("train", "val"):
+            lines = task_lines(catalog.split(split)[: args.limit], split)
+            path = out / f"{split}.jsonl"
+            path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), "utf-8")
+            print(f"{split}: {len(lines)} tasks -> {path}")
+    finally:
+        catalog.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# GRPO on the shop with verl 0.9.1 (the reference-run settings of docs/training.md), one node.
+#
+#   shopsimrl serve --data data/default --port 5700 --slots 256 &        # the environment (or SHOPSIM_DATA)
+#   python examples/verl/build_tasks.py --data data/default --out shop_tasks
+#   MODEL_PATH=Qwen/Qwen3-4B-Instruct-2507 N_GPUS=8 bash examples/verl/run_grpo.sh
+#
+# DRY_RUN=1 prints the command, one argument per line, instead of running it (the CI test reads it).
+set -euo pipefail
+HERE="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+MODEL_PATH="${MODEL_PATH:-Qwen/Qwen3-4B-Instruct-2507}"
+TASKS="${TASKS:-shop_tasks}"
+N_GPUS="${N_GPUS:-8}"
+export SHOPSIM_ENV_URL="${SHOPSIM_ENV_URL:-http://127.0.0.1:5700}"
+
+ARGS=(
+  algorithm.adv_estimator=grpo
+  algorithm.use_kl_in_reward=false
+  algorithm.norm_adv_by_std_in_grpo=true
+  data.train_files="${TASKS}/train.parquet"
+  data.val_files="${TASKS}/val.parquet"
+  data.train_batch_size=16
+  data.max_prompt_length=8192
+  data.max_response_length=16384
+  data.filter_overlong_prompts=false
+  data.return_raw_chat=true
+  actor_rollout_ref.model.path="${MODEL_PATH}"
+  actor_rollout_ref.actor.optim.lr=1e-6
+  actor_rollout_ref.actor.optim.weight_decay=0.1
+  actor_rollout_ref.actor.optim.betas=[0.9,0.98]
+  actor_rollout_ref.actor.ppo_mini_batch_size=8
+  actor_rollout_ref.actor.clip_ratio_low=0.2
+  actor_rollout_ref.actor.clip_ratio_high=0.28
+  actor_rollout_ref.actor.use_kl_loss=false
+  actor_rollout_ref.actor.entropy_coeff=0
+  actor_rollout_ref.actor.use_dynamic_bsz=true
+  actor_rollout_ref.rollout.name=vllm
+  actor_rollout_ref.rollout.mode=async
+  actor_rollout_ref.rollout.n=8
+  actor_rollout_ref.rollout.temperature=0.6
+  actor_rollout_ref.rollout.top_p=1.0
+  actor_rollout_ref.rollout.top_k=-1
+  actor_rollout_ref.rollout.calculate_log_probs=true
+  actor_rollout_ref.rollout.prompt_length=8192
+  actor_rollout_ref.rollout.response_length=16384
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.6
+  actor_rollout_ref.rollout.agent.agent_loop_config_path="${HERE}/agent_loop.yaml"
+  actor_rollout_ref.rollout.agent.default_agent_loop=shopsim
+  trainer.n_gpus_per_node="${N_GPUS}"
+  trainer.nnodes=1
+  trainer.total_epochs=4
+  trainer.logger=[console]
+  trainer.project_name=shopsimrl
+  trainer.experiment_name=grpo-verl
+)
+
+if [[ "${DRY_RUN:-0}" == "1" ]]; then
+  printf '%s\n' python3 -m verl.trainer.main_ppo "${ARGS[@]}"
+  exit 0
+fi
+exec python3 -m verl.trainer.main_ppo "${ARGS[@]}"

@@ -1,0 +1,472 @@
+"""``check_env``: does an implementation keep the environment contract? (the spirit of Gymnasium's checker)
+
+Any object claiming to be a shopping environment (``ShopEnv``, the HTTP clients, a user's wrapper) is
+driven through one short episode of a real task, and each observed behaviour is checked against a named
+rule of the contract (docs/contract.md#environment-interface). Every broken rule is reported, not only
+the first, in one :class:`EnvCheckError` whose message names the rules; ``skip`` leaves out rules a caller
+knows an implementation does not keep yet.
+
+Rules, in the order they are checked:
+
+``interface``              the object satisfies ``ShopEnvironment`` or ``AsyncShopEnvironment`` (all I/O
+                           methods sync, or all coroutines)
+``reset-keys``             reset returns exactly the documented keys with the documented types
+``reset-page``             the first page is the search home: search offered, nothing to click, not done
+``tools-consistent``       ``tools()`` offers ``search`` iff the page does, and ``click``'s enum equals the
+                           page's clickables in order; ``observation_state()`` equals the last result's
+``results-not-shared``     ``observation_state()`` never hands out the object the caller already holds
+``step-keys``              step returns exactly the documented keys with the documented types; the
+                           feedback echoes the action; not done means zero reward and empty goal/purchase
+``done-flag``              the ``done`` property agrees with the last result
+``invalid-action``         an unavailable click is answered (not raised): invalid, same page
+``terminate``              terminate ends the episode: done, zero reward, the reason, the terminal page,
+                           no tools
+``terminate-reference``    the reference's terminate result: no ``action_feedback``, message
+                           ``Episode terminated: <reason>``
+``step-after-end``         step and terminate after the end raise a ``ShopSimError``
+``step-after-end-typed``   ... and that error is an ``EpisodeTerminatedError``
+``determinism``            two identical resets (and the same first step after each) give equal results
+                           (whole dicts; a step's ``idx`` names the session and is left out)
+``unknown-task-typed``     a reset of a task id that does not exist raises ``UnknownTaskError``
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Awaitable, Collection, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
+from .interface import (
+    ASYNC_METHODS,
+    END_REASONS,
+    PER_PATH_FIELDS,
+    RESET_OPTIONAL_KEYS,
+    RESET_REQUIRED_KEYS,
+    STEP_OPTIONAL_KEYS,
+    STEP_REQUIRED_KEYS,
+    TERMINATE_OPTIONAL_KEYS,
+    TERMINATE_REQUIRED_KEYS,
+    TERMINATION_REASONS,
+    AsyncShopEnvironment,
+    ShopEnvironment,
+)
+
+RULES: tuple[str, ...] = (
+    "interface",
+    "reset-keys",
+    "reset-page",
+    "tools-consistent",
+    "results-not-shared",
+    "step-keys",
+    "done-flag",
+    "invalid-action",
+    "terminate",
+    "terminate-reference",
+    "step-after-end",
+    "step-after-end-typed",
+    "determinism",
+    "unknown-task-typed",
+)
+UNKNOWN_TASK_ID = -1  # task ids are non-negative (docs/contract.md#tasks)
+UNAVAILABLE_CLICK = "click[no such clickable value]"
+SEARCH_PAGE = "search_home"
+TERMINAL_PAGE = "terminal"
+
+# Value types of each result key (``None`` allowed where listed); bool is never accepted as a number.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "task_instruction": (str,),
+    "observation": (str,),
+    "message": (str,),
+    "task_mode": (str,),
+    "interaction_mode": (str,),
+    "environment_version": (str,),
+    "observation_state": (dict,),
+    "user_persona": (dict,),
+    "private_task_instruction": (str,),
+    "goal_options": (list,),
+    "reason_key": (str, type(None)),
+    "done": (bool,),
+    "over": (bool,),
+    "reward": (float, int),
+    "reward_detail": (dict,),
+    "purchase": (dict,),
+    "goal": (dict,),
+    "action_feedback": (dict, type(None)),
+    "termination_reason": (str,),
+}
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RuleFailure:
+    """One broken rule and what was observed."""
+
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.detail}"
+
+
+class EnvCheckError(ShopSimError, AssertionError):
+    """An environment breaks one or more rules of the contract; ``failures`` lists them in check order."""
+
+    def __init__(self, env: object, failures: list[RuleFailure]) -> None:
+        self.failures = tuple(failures)
+        self.rules = tuple(dict.fromkeys(failure.rule for failure in failures))
+        lines = "\n".join(f"  {failure}" for failure in failures)
+        super().__init__(
+            f"{type(env).__name__} breaks {len(self.rules)} environment rule(s) "
+            f"({', '.join(self.rules)}):\n{lines}")
+
+
+class _Abort(Exception):
+    """A failure after which the episode cannot go on (the remaining rules are not checked)."""
+
+
+class _Checker:
+    def __init__(self, env: Any, task_id: int, persona: bool | None, interaction_mode: str,
+                 skip: Collection[str]) -> None:
+        unknown = set(skip) - set(RULES)
+        if unknown:
+            raise ShopSimError(f"check_env: unknown rule(s) to skip {sorted(unknown)}; rules are {list(RULES)}")
+        self.env = env
+        self.task_id = task_id
+        self.persona = persona
+        self.interaction_mode = interaction_mode
+        self.skip = frozenset(skip)
+        self.failures: list[RuleFailure] = []
+        self.checked: list[str] = []
+
+    # ----------------------------------------------------------------- bookkeeping
+    def expect(self, rule: str, condition: bool, detail: str) -> bool:
+        if rule in self.skip:
+            return True
+        if rule not in self.checked:
+            self.checked.append(rule)
+        if not condition:
+            self.failures.append(RuleFailure(rule, detail))
+        return condition
+
+    async def call(self, rule: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``env.name(*args)``, awaited when it is a coroutine; an exception is a failure of ``rule``."""
+        try:
+            return await _maybe_await(getattr(self.env, name)(*args, **kwargs))
+        except Exception as exc:
+            self.failures.append(RuleFailure(rule, f"{name}{_show_args(args, kwargs)} raised "
+                                                   f"{type(exc).__name__}: {exc}"))
+            raise _Abort from exc
+
+    # ----------------------------------------------------------------- the episode
+    async def run(self) -> None:
+        env = self.env
+        if not self.interface_ok():
+            raise _Abort
+        reset = await self.reset()
+        self.check_reset(reset)
+        await self.check_page(reset, "reset")
+
+        invalid = await self.call("invalid-action", "step", UNAVAILABLE_CLICK)
+        self.check_step(invalid, UNAVAILABLE_CLICK)
+        feedback = invalid.get("action_feedback") or {}
+        self.expect("invalid-action", feedback.get("valid") is False and invalid.get("done") is False
+                    and invalid.get("message") == "Invalid action",
+                    f"an unavailable click must be answered as invalid and keep the episode going; got "
+                    f"message={invalid.get('message')!r}, done={invalid.get('done')!r}, feedback={feedback!r}")
+        self.expect("invalid-action", _page(invalid) == SEARCH_PAGE,
+                    f"an invalid action must not change the page; now on {_page(invalid)!r}")
+
+        search = f"search[{_query_from(reset.get('task_instruction'))}]"
+        results = await self.call("step-keys", "step", search)
+        self.check_step(results, search)
+        await self.check_page(results, search)
+        first = next((value for value in _actions(results) if value.isascii() and value.isalnum()), None)
+        if first is not None and not results.get("done"):
+            click = f"click[{first}]"
+            product = await self.call("step-keys", "step", click)
+            self.check_step(product, click)
+            await self.check_page(product, click)
+
+        if not env.done:
+            await self.check_terminate()
+        await self.check_after_end()
+        await self.check_determinism(search)
+        await self.check_unknown_task()
+
+    def interface_ok(self) -> bool:
+        env = self.env
+        is_sync = isinstance(env, ShopEnvironment)
+        is_async = isinstance(env, AsyncShopEnvironment)
+        if not self.expect("interface", is_sync or is_async,
+                           f"missing members of the environment protocol: {_missing_members(env)}"):
+            return False
+        kinds = {name: inspect.iscoroutinefunction(getattr(env, name)) for name in sorted(ASYNC_METHODS)}
+        return self.expect("interface", len(set(kinds.values())) == 1,
+                           f"reset/step/terminate/close must be all plain methods or all coroutines; got {kinds}")
+
+    async def reset(self) -> dict[str, Any]:
+        result = await self.call("reset-keys", "reset", self.task_id, persona=self.persona,
+                                 interaction_mode=self.interaction_mode)
+        if not isinstance(result, dict):
+            self.expect("reset-keys", False, f"reset must return a dict, got {type(result).__name__}")
+            raise _Abort
+        return result
+
+    def check_reset(self, reset: Mapping[str, Any]) -> None:
+        self.check_keys("reset-keys", "reset", reset, RESET_REQUIRED_KEYS, RESET_OPTIONAL_KEYS)
+        idx = reset.get("idx")
+        self.expect("reset-keys", type(idx) is int and idx == self.task_id,
+                    f"reset idx must be the task id {self.task_id}, got {idx!r}")
+        self.expect("reset-keys", reset.get("task_mode") in ("persona", "standard"),
+                    f"task_mode must be 'persona' or 'standard', got {reset.get('task_mode')!r}")
+        if self.persona is not None:
+            wanted = "persona" if self.persona else "standard"
+            self.expect("reset-keys", reset.get("task_mode") == wanted,
+                        f"persona={self.persona} must give task_mode {wanted!r}, got {reset.get('task_mode')!r}")
+        self.expect("reset-keys", reset.get("interaction_mode") == self.interaction_mode,
+                    f"interaction_mode must echo {self.interaction_mode!r}, got {reset.get('interaction_mode')!r}")
+        self.expect("reset-keys", (reset.get("task_mode") == "persona") == bool(reset.get("user_persona")),
+                    "user_persona must be non-empty exactly in persona mode")
+        state = reset.get("observation_state") or {}
+        self.expect("reset-page", state.get("page_type") == SEARCH_PAGE and state.get("search_available") is True
+                    and state.get("actions") == [],
+                    f"the first page must be the search home with search and nothing to click; got "
+                    f"page_type={state.get('page_type')!r}, search_available={state.get('search_available')!r}, "
+                    f"actions={state.get('actions')!r}")
+        self.expect("reset-page", self.env.done is False, "done must be False right after reset")
+
+    def check_step(self, result: Any, action: str) -> None:
+        if not self.expect("step-keys", isinstance(result, dict),
+                           f"step must return a dict, got {type(result).__name__}"):
+            raise _Abort
+        self.check_keys("step-keys", f"step({action!r})", result, STEP_REQUIRED_KEYS, STEP_OPTIONAL_KEYS)
+        done = result.get("done")
+        self.expect("step-keys", result.get("over") == done, f"over ({result.get('over')!r}) must equal done ({done!r})")
+        self.expect("step-keys", ("termination_reason" in result) == bool(done),
+                    "termination_reason must be present exactly when done")
+        if done:
+            self.expect("step-keys", result.get("termination_reason") in END_REASONS,
+                        f"termination_reason must be one of {END_REASONS}, got {result.get('termination_reason')!r}")
+        else:
+            empty = {key: result.get(key) for key in ("reward_detail", "purchase", "goal") if result.get(key) != {}}
+            self.expect("step-keys", result.get("reward") == 0.0 and not empty,
+                        f"before the end the reward must be 0.0 and reward_detail/purchase/goal empty; got "
+                        f"reward={result.get('reward')!r}, non-empty {sorted(empty)}")
+        feedback = result.get("action_feedback")
+        if self.expect("step-keys", isinstance(feedback, dict), f"a step's action_feedback must be a dict, "
+                                                               f"got {type(feedback).__name__}"):
+            assert isinstance(feedback, dict)
+            self.expect("step-keys", feedback.get("action") == action and isinstance(feedback.get("valid"), bool)
+                        and isinstance(feedback.get("reason"), str) and isinstance(feedback.get("message"), str),
+                        f"action_feedback must echo the action and carry valid/reason/message; got {feedback!r}")
+            self.expect("step-keys", result.get("message") == ("Continue interaction" if feedback.get("valid")
+                                                               else "Invalid action"),
+                        f"message must be 'Continue interaction' after a valid action and 'Invalid action' "
+                        f"otherwise; got {result.get('message')!r} for valid={feedback.get('valid')!r}")
+        self.expect("done-flag", self.env.done == done, f"env.done is {self.env.done!r} but the step said {done!r}")
+
+    async def check_page(self, result: Mapping[str, Any], after: str) -> None:
+        """tools() and observation_state() describe the page the result shows."""
+        state = result.get("observation_state")
+        current = await self.call("tools-consistent", "observation_state")
+        self.expect("tools-consistent", current == state,
+                    f"observation_state() after {after} differs from the result's observation_state")
+        self.expect("results-not-shared", current is not state and not _shares_lists(current, state),
+                    f"observation_state() after {after} returns the object already handed out with the result "
+                    f"(a caller mutating one changes the other)")
+        tools = await self.call("tools-consistent", "tools")
+        names = [tool.get("function", {}).get("name") for tool in tools] if isinstance(tools, list) else None
+        actions = _actions(result)
+        expected = (["search"] if (state or {}).get("search_available") is True else []) + (["click"] if actions else [])
+        self.expect("tools-consistent", names == expected,
+                    f"after {after} the tools must be {expected} (search offered: "
+                    f"{(state or {}).get('search_available')!r}, {len(actions)} clickables), got {names}")
+        if names and "click" in names:
+            click = tools[names.index("click")]
+            enum = click.get("function", {}).get("parameters", {}).get("properties", {}).get("value", {}).get("enum")
+            self.expect("tools-consistent", enum == actions,
+                        f"after {after} the click enum must equal the page's clickables in order: "
+                        f"enum={enum!r}, actions={actions!r}")
+
+    async def check_terminate(self) -> None:
+        reason = TERMINATION_REASONS[0]
+        result = await self.call("terminate", "terminate", reason)
+        if not self.expect("terminate", isinstance(result, dict),
+                           f"terminate must return a dict, got {type(result).__name__}"):
+            raise _Abort
+        self.check_keys("terminate", "terminate", result, TERMINATE_REQUIRED_KEYS, TERMINATE_OPTIONAL_KEYS)
+        state = result.get("observation_state") or {}
+        self.expect("terminate", result.get("done") is True and result.get("over") is True
+                    and result.get("reward") == 0.0 and result.get("termination_reason") == reason,
+                    f"terminate({reason!r}) must give done/over True, reward 0.0 and termination_reason "
+                    f"{reason!r}; got done={result.get('done')!r}, over={result.get('over')!r}, "
+                    f"reward={result.get('reward')!r}, termination_reason={result.get('termination_reason')!r}")
+        self.expect("terminate", state.get("page_type") == TERMINAL_PAGE and state.get("actions") == []
+                    and state.get("search_available") is False,
+                    f"terminate must show the terminal page with nothing to do; got page_type="
+                    f"{state.get('page_type')!r}, actions={state.get('actions')!r}")
+        self.expect("terminate", self.env.done is True, "env.done must be True after terminate")
+        tools = await self.call("terminate", "tools")
+        self.expect("terminate", tools == [], f"no tools after the end, got {len(tools)}")
+        self.expect("terminate-reference", "action_feedback" not in result,
+                    f"the reference terminate result has no action_feedback (no action was taken); got "
+                    f"{result.get('action_feedback')!r}")
+        self.expect("terminate-reference", result.get("message") == f"Episode terminated: {reason}",
+                    f"the reference terminate message is 'Episode terminated: {reason}', got "
+                    f"{result.get('message')!r}")
+
+    async def check_after_end(self) -> None:
+        for name, args in (("step", ("click[buy now]",)), ("terminate", (TERMINATION_REASONS[0],))):
+            try:
+                await _maybe_await(getattr(self.env, name)(*args))
+            except ShopSimError as exc:
+                self.expect("step-after-end", True, "")
+                self.expect("step-after-end-typed", isinstance(exc, EpisodeTerminatedError),
+                            f"{name} after the end must raise EpisodeTerminatedError, got {type(exc).__name__}: {exc}")
+            except Exception as exc:
+                self.expect("step-after-end", False,
+                            f"{name} after the end must raise a ShopSimError, got {type(exc).__name__}: {exc}")
+            else:
+                self.expect("step-after-end", False, f"{name} after the end must raise, but it returned")
+
+    async def check_determinism(self, action: str) -> None:
+        first = await self.reset()
+        first_step = await self.call("determinism", "step", action)
+        second = await self.reset()
+        second_step = await self.call("determinism", "step", action)
+        self.expect("determinism", first == second,
+                    f"two resets of task {self.task_id} differ in {_differing_keys(first, second)}")
+        # ``idx`` of a step names the session (``slot-<n>-<task>`` behind the service), not the episode
+        first_step, second_step = (_without(step, PER_PATH_FIELDS) for step in (first_step, second_step))
+        self.expect("determinism", first_step == second_step,
+                    f"the same first step after two identical resets differs in "
+                    f"{_differing_keys(first_step, second_step)}")
+
+    async def check_unknown_task(self) -> None:
+        if "unknown-task-typed" in self.skip:
+            return
+        try:
+            await _maybe_await(self.env.reset(UNKNOWN_TASK_ID))
+        except UnknownTaskError:
+            self.expect("unknown-task-typed", True, "")
+        except Exception as exc:
+            self.expect("unknown-task-typed", False, f"reset({UNKNOWN_TASK_ID}) must raise UnknownTaskError, "
+                                                     f"got {type(exc).__name__}: {exc}")
+        else:
+            self.expect("unknown-task-typed", False, f"reset({UNKNOWN_TASK_ID}) must raise, but it returned")
+
+    def check_keys(self, rule: str, what: str, result: Mapping[str, Any], required: frozenset[str],
+                   optional: frozenset[str]) -> None:
+        missing = sorted(required - result.keys())
+        extra = sorted(result.keys() - required - optional)
+        self.expect(rule, not missing and not extra, f"{what} keys: missing {missing}, unexpected {extra}")
+        wrong = {key: type(value).__name__ for key, value in result.items()
+                 if key in _TYPES and (not isinstance(value, _TYPES[key]) or (isinstance(value, bool)
+                                       and bool not in _TYPES[key]))}
+        self.expect(rule, not wrong, f"{what} value types are wrong: {wrong}")
+
+
+def check_env(env: object, task_id: int, *, persona: bool | None = None, interaction_mode: str = "single_turn",
+              skip: Collection[str] = ()) -> tuple[str, ...]:
+    """Drive ``env`` through one episode of ``task_id`` and check every rule of the environment contract.
+
+    Args:
+        env: a ``ShopEnvironment`` (for an ``AsyncShopEnvironment`` await :func:`check_env_async`).
+        task_id: an active task of the environment's catalog (its episode is played, then reset twice).
+        persona: the mode to reset in (None: the task's own mode).
+        interaction_mode: the episode length mode to reset in.
+        skip: rule names (see ``RULES``) not to check.
+
+    Returns:
+        The names of the rules that were checked and kept, in check order.
+
+    Raises:
+        EnvCheckError: naming every broken rule with what was observed.
+    """
+    if _is_async(env):  # its connections belong to the caller's event loop: run it there
+        raise ShopSimError(f"{type(env).__name__} is asynchronous: use `await check_env_async(env, task_id)`")
+    checker = _Checker(env, task_id, persona, interaction_mode, skip)
+    _run_sync(_drive(checker))
+    return tuple(checker.checked)
+
+
+async def check_env_async(env: object, task_id: int, *, persona: bool | None = None,
+                          interaction_mode: str = "single_turn", skip: Collection[str] = ()) -> tuple[str, ...]:
+    """:func:`check_env` for an ``AsyncShopEnvironment`` (a synchronous one is accepted too), in the caller's
+    event loop."""
+    checker = _Checker(env, task_id, persona, interaction_mode, skip)
+    await _drive(checker)
+    return tuple(checker.checked)
+
+
+async def _drive(checker: _Checker) -> None:
+    with contextlib.suppress(_Abort):  # the failure that aborted the episode is already recorded
+        await checker.run()
+    if checker.failures:
+        raise EnvCheckError(checker.env, checker.failures)
+
+
+def _run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (a synchronous env's calls return at once) without a loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise ShopSimError("check_env: a synchronous environment returned an awaitable; use check_env_async")
+
+
+async def _maybe_await(value: T | Awaitable[T]) -> T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _is_async(env: object) -> bool:
+    return inspect.iscoroutinefunction(getattr(env, "reset", None))
+
+
+def _missing_members(env: object) -> list[str]:
+    names = ("reset", "step", "terminate", "tools", "observation_state", "done", "close")
+    return [name for name in names if not hasattr(env, name)]
+
+
+def _show_args(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    parts = [repr(arg) for arg in args] + [f"{key}={value!r}" for key, value in kwargs.items()]
+    return f"({', '.join(parts)})"
+
+
+def _page(result: Mapping[str, Any]) -> object:
+    return (result.get("observation_state") or {}).get("page_type")
+
+
+def _actions(result: Mapping[str, Any]) -> list[str]:
+    actions = (result.get("observation_state") or {}).get("actions")
+    return list(actions) if isinstance(actions, list) else []
+
+
+def _query_from(instruction: object) -> str:
+    """A short query from the visible instruction, so the search finds something on any catalog."""
+    text = "".join(ch for ch in str(instruction or "") if ch.isalnum())
+    return text[:8] or "商品"
+
+
+def _shares_lists(left: object, right: object) -> bool:
+    if not isinstance(left, dict) or not isinstance(right, dict):
+        return False
+    return any(isinstance(value, (list, dict)) and value is right.get(key) for key, value in left.items())
+
+
+def _without(result: Mapping[str, Any], fields: Collection[str]) -> dict[str, Any]:
+    return {key: value for key, value in result.items() if key not in fields}
+
+
+def _differing_keys(left: Mapping[str, Any], right: Mapping[str, Any]) -> list[str]:
+    return sorted(key for key in left.keys() | right.keys() if left.get(key) != right.get(key))
+
+
+__all__ = ["RULES", "EnvCheckError", "RuleFailure", "check_env", "check_env_async"]

@@ -1,0 +1,268 @@
+"""Request admission for every HTTP API: body size, Content-Type, Host, Origin (CORS) and bearer-token checks.
+
+Why at the ASGI edge, before routing: the reference endpoint is answered before FastAPI sees it (app.py), the
+``--workers`` front forwards raw bytes, and a request refused here costs nothing else. The checks stop three
+attacks on a service that usually runs on a developer's machine: a web page posting ``text/plain`` forms to it
+(no CORS preflight for those), DNS rebinding (a page whose own host name resolves to 127.0.0.1 reads the replay
+data), and one client sending a body large enough to exhaust memory or time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step is a few hundred bytes, a full model response a few KiB
+DEFAULT_MAX_RESPONSE_CHARS = 65_536  # the ``response``/``action`` text of one step
+API_KEY_ENV = "SHOPSIM_API_KEY"  # where the Python clients look for the key when none is passed
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+OPEN_PATHS = frozenset({"/healthz"})  # liveness probes work without the key (they reveal only counts)
+_UI_PREFIXES = ("/debug-ui", "/replay-ui", "/ui/", "/docs", "/openapi.json", "/favicon.ico")
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+class Refusal(Exception):
+    """A request refused at admission: ``status`` and a one-line message (sent as ``{"error": ...}``)."""
+
+    def __init__(self, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = list(headers)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or address) only ever reaches this machine."""
+    host = host.strip("[]").lower()
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def host_name(value: str) -> str:
+    """The host part of a ``Host`` header value (``name``, ``name:port``, ``[v6]:port``), lower-cased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    if value.count(":") == 1:
+        return value.split(":", 1)[0]
+    return value
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The admission rules of one server (``shopsimrl serve`` options in brackets).
+
+    * bodies over ``max_body_bytes`` are 413 [``--max-body-bytes``];
+    * a POST body must be sent as ``Content-Type: application/json`` (415 otherwise);
+    * the ``Host`` header must be an IP address, ``localhost``, the bound host name or an ``allowed_hosts``
+      entry (``*`` allows any) [``--allowed-host``]: a rebinding page's own domain name is refused (421);
+    * a request with an ``Origin`` other than the server's own is refused (403) unless ``cors_origins``
+      lists it (``*``: any) [``--cors-origin``]; listed origins get CORS headers and preflight answers;
+    * with ``api_key`` set, every API request needs ``Authorization: Bearer <key>`` (401); ``/healthz`` and
+      the static UI pages are open (the pages ask for the key) [``--api-key-env VAR``].
+
+    ``trusted`` (a worker behind the ``--workers`` front, on a private Unix socket) skips everything but the
+    size cap: the front has already admitted the request.
+    """
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    allowed_hosts: frozenset[str] = field(default_factory=frozenset)
+    cors_origins: frozenset[str] = field(default_factory=frozenset)
+    api_key: str | None = None
+    trusted: bool = False
+    _hosts_seen: dict[bytes, bool] = field(default_factory=dict, compare=False, repr=False)  # Host -> allowed
+
+    @classmethod
+    def build(cls, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, allowed_hosts: Iterable[str] = (),
+              cors_origins: Iterable[str] = (), api_key: str | None = None, bound_host: str | None = None,
+              trusted: bool = False) -> Guard:
+        hosts = {host_name(h) for h in allowed_hosts if h}
+        if bound_host and bound_host not in ("0.0.0.0", "::", ""):
+            hosts.add(host_name(bound_host) if ":" not in bound_host.strip("[]") else bound_host.strip("[]").lower())
+        if max_body_bytes < 1:
+            raise ValueError("the body size limit must be at least 1 byte")
+        return cls(max_body_bytes=max_body_bytes, allowed_hosts=frozenset(hosts),
+                   cors_origins=frozenset(o.rstrip("/").lower() for o in cors_origins if o),
+                   api_key=api_key or None, trusted=trusted)
+
+    # ------------------------------------------------------------------ checks
+    def admit(self, scope: dict[str, Any]) -> list[tuple[bytes, bytes]]:
+        """Check a request's head; returns the CORS headers to add to its answer, or raises ``Refusal``."""
+        headers = _headers(scope)
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
+            raise Refusal(413, self.too_large())
+        if self.trusted:
+            return []
+        raw_host = headers.get(b"host", b"")
+        allowed = self._hosts_seen.get(raw_host)
+        host = raw_host.decode("latin-1")
+        if allowed is None:
+            allowed = self._host_allowed(host)
+            if len(self._hosts_seen) < 1024:  # a client can send any Host: the memo stays small
+                self._hosts_seen[raw_host] = allowed
+        if not allowed:
+            raise Refusal(421, f"Host {host!r} is not served here; start the server with --allowed-host "
+                               f"{host_name(host) or 'NAME'} to accept it")
+        extra: list[tuple[bytes, bytes]] = []
+        origin = headers.get(b"origin")
+        if origin is not None:
+            name = origin.decode("latin-1").rstrip("/").lower()
+            if not self._same_origin(name, host, scope):
+                if "*" not in self.cors_origins and name not in self.cors_origins:
+                    raise Refusal(403, f"cross-origin request from {name} refused; allow it with --cors-origin {name}")
+                extra = [(b"access-control-allow-origin", name.encode("latin-1")), (b"vary", b"origin")]
+        elif (headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site") and self._needs_key(scope["path"])
+              and "*" not in self.cors_origins):
+            # a browser request from another site without an Origin (an <img> or <script> GET): no API for it
+            raise Refusal(403, "cross-site browser request refused (Sec-Fetch-Site); call the API from "
+                               "this server's own pages or allow an origin with --cors-origin")
+        method = scope["method"]
+        if method == "OPTIONS" and extra:
+            raise Refusal(204, "", [*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+                                    (b"access-control-allow-headers", b"content-type, authorization"),
+                                    (b"access-control-max-age", b"600")])
+        if self.api_key is not None and self._needs_key(scope["path"]):
+            sent = headers.get(b"authorization", b"")
+            scheme, _, token = sent.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.api_key.encode()):
+                raise Refusal(401, "this server needs an API key: send the header Authorization: Bearer <key> "
+                                   f"(the Python clients read it from ${API_KEY_ENV})",
+                              [*extra, (b"www-authenticate", b"Bearer")])
+        return extra
+
+    def check_type(self, scope: dict[str, Any], body: bytes, cors: list[tuple[bytes, bytes]]) -> None:
+        """A POST's body must be declared JSON (a form or ``text/plain`` post from a web page is refused); an
+        empty body may come without a Content-Type (``/v1/.../terminate`` has an optional body)."""
+        if self.trusted or scope["method"] != "POST":
+            return
+        kind = _headers(scope).get(b"content-type", b"").split(b";")[0].strip().lower()
+        if kind == b"application/json" or (not kind and not body):
+            return
+        shown = kind.decode("latin-1") or "no Content-Type"
+        raise Refusal(415, f"POST bodies must be sent with Content-Type: application/json (got {shown}); "
+                           f"with curl add -H 'Content-Type: application/json'", cors)
+
+    def too_large(self) -> str:
+        return (f"request body larger than {self.max_body_bytes} bytes; "
+                f"the server's limit is set with --max-body-bytes")
+
+    def _host_allowed(self, host: str) -> bool:
+        name = host_name(host)
+        if not name:
+            return False  # HTTP/1.1 requires Host; a request without one did not come from a browser or client
+        if "*" in self.allowed_hosts or name in self.allowed_hosts:
+            return True
+        return name == "localhost" or _is_ip_literal(name)  # an address cannot be a rebinding page's own name
+
+    @staticmethod
+    def _same_origin(origin: str, host: str, scope: dict[str, Any]) -> bool:
+        """The page was served by this host (the scheme may differ behind a TLS-terminating proxy)."""
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and parts.netloc == host.lower()
+
+    @staticmethod
+    def _needs_key(path: str) -> bool:
+        return path not in OPEN_PATHS and not path.startswith(_UI_PREFIXES)
+
+
+def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
+    """The request headers by (lower-case) name, first value kept; computed once per request."""
+    out = scope.get("shopsim.headers")
+    if out is None:
+        out = {}
+        for name, value in scope.get("headers", []):
+            out.setdefault(name.lower(), value)
+        scope["shopsim.headers"] = out
+    return out
+
+
+async def read_limited(receive: Any, limit: int) -> bytes | None:
+    """The whole request body, None when the client disconnected first; ``Refusal(413)`` past ``limit``."""
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        total += len(chunk)
+        if total > limit:
+            raise Refusal(413, f"request body larger than {limit} bytes; "
+                               f"the server's limit is set with --max-body-bytes")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def replay_receive(body: bytes, gone: Any) -> Any:
+    """An ASGI ``receive`` that yields the already-read ``body`` once, then ``http.disconnect`` once the
+    asyncio.Event ``gone`` is set (by whoever watches the real connection)."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any) -> None:
+    """Await ``handler`` (a coroutine); cancel it if the client disconnects first.
+
+    A queued reset is the case this is for: without it a dead client's reset stays in the lease queue and the
+    next free slot goes to it (uvicorn never cancels a request whose client left, it only reports it).
+    """
+    import asyncio
+
+    task = asyncio.ensure_future(handler)
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+        task.cancel()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not gone.is_set():
+            raise
+    finally:
+        watcher.cancel()
+
+
+async def send_refusal(send: Any, refusal: Refusal) -> None:
+    from .app import encode
+
+    body = b"" if refusal.status == 204 else encode({"error": str(refusal)})
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *refusal.headers]
+    if refusal.status == 413:
+        headers.append((b"connection", b"close"))  # the rest of the body is not read
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def needs_body(method: str) -> bool:
+    return method in _BODY_METHODS or method == "DELETE"

@@ -1,0 +1,166 @@
+"""Chat-template handling for the rollout core: training-template policy, turn boundaries, response parsing.
+
+Policy for templates that rewrite earlier turns (documented in docs/training.md, tested in
+tests/test_train_templates.py):
+
+- ``training_template="auto"`` (default): when TRL is installed and knows the tokenizer's template, and that
+  template is *not* prefix-preserving (Qwen3's original drops/adds an empty ``<think>`` block depending on
+  the turn's position), the tokenizer's template is swapped for TRL's patched training template, exactly as
+  TRL's own GRPO tool loop does (``trl.chat_template_utils.get_training_chat_template``). Prefix-preserving
+  templates are left alone. ``"off"`` never swaps.
+- The rollout core still checks every turn: a re-rendered prompt that is not an extension of the sequence
+  starts a new segment (re-segment mode) or fails the episode with a template error (append mode).
+
+The end-of-turn boundary in append mode is read from the template's own render of the sampled turn: the
+text that follows the sampled stop token (``"\\n"`` after Qwen's ``<|im_end|>``, nothing after Llama's
+``<|eot_id|>``), and a stop token that the template renders as the *start* of the next message (GLM's
+``<|observation|>``) is not rendered twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..env.tools import CLICK_DESCRIPTION, CLICK_TOOL, QUERY_DESCRIPTION, SEARCH_DESCRIPTION, SEARCH_TOOL
+from ..env.tools import VALUE_DESCRIPTION as _VALUE_DESCRIPTION
+
+# Stop tokens of the template families the project is tested with (model-emitted end-of-turn markers).
+KNOWN_STOPS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|call|>", "<|return|>", "<|end|>", "<|observation|>",
+               "<|user|>", "<|endoftext|>")
+EPISODE_VALUE_DESCRIPTION = _VALUE_DESCRIPTION + "（当前可点击值见观察文本的“可点击元素”）"
+
+
+def episode_tools() -> list[dict[str, Any]]:
+    """The tool list rendered once per episode: ``search`` and ``click`` without the per-page enum.
+
+    Templates that put tools in the system block (Qwen, GLM, gpt-oss) would otherwise change the first
+    message every turn. The page's clickable values are in the observation text (``可点击元素``), and the
+    validator still checks each call against the page's own tools.
+    """
+    def tool(name: str, description: str, key: str, key_description: str) -> dict[str, Any]:
+        return {"type": "function", "function": {
+            "name": name, "description": description,
+            "parameters": {"type": "object", "properties": {key: {"type": "string", "description": key_description}},
+                           "required": [key], "additionalProperties": False}}}
+
+    return [tool(SEARCH_TOOL, SEARCH_DESCRIPTION, "query", QUERY_DESCRIPTION),
+            tool(CLICK_TOOL, CLICK_DESCRIPTION, "value", EPISODE_VALUE_DESCRIPTION)]
+
+
+@dataclass
+class TemplateInfo:
+    """What :func:`prepare_tokenizer` did to a tokenizer (goes into rollout metadata)."""
+
+    swapped_to_training: bool = False
+    response_parser: bool = False
+    note: str = ""
+
+
+def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> TemplateInfo:
+    """Apply the training-template policy once per tokenizer and attach a response parser when TRL has one."""
+    cached = getattr(tokenizer, "_shopsimrl_template_info", None)
+    if isinstance(cached, TemplateInfo):
+        return cached
+    info = TemplateInfo()
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, str):
+        try:
+            from trl.chat_template_utils import (
+                add_response_schema,
+                get_training_chat_template,
+                is_chat_template_prefix_preserving,
+            )
+        except ImportError:
+            info.note = "TRL not installed: template used as shipped"
+        else:
+            try:
+                add_response_schema(tokenizer)  # matched against the original template, so before any swap
+                info.response_parser = True
+            except (ValueError, TypeError):
+                pass
+            if training_template == "auto":
+                try:
+                    preserving = is_chat_template_prefix_preserving(tokenizer)
+                    patched = None if preserving else get_training_chat_template(tokenizer)
+                except Exception:
+                    patched = None
+                if patched is not None:
+                    tokenizer.chat_template = patched
+                    info.swapped_to_training = True
+                    info.note = "not prefix-preserving: swapped for TRL's training template"
+    with contextlib.suppress(AttributeError):
+        tokenizer._shopsimrl_template_info = info
+    return info
+
+
+def stop_texts(tokenizer: Any) -> tuple[str, ...]:
+    """The tokenizer's eos and every known end-of-turn marker that is one of its (added) tokens."""
+    out: list[str] = []
+    eos = getattr(tokenizer, "eos_token", None)
+    if isinstance(eos, str) and eos:
+        out.append(eos)
+    vocab = getattr(tokenizer, "get_added_vocab", None)
+    added = set(vocab()) if callable(vocab) else set()
+    out.extend(s for s in KNOWN_STOPS if s in added and s not in out)
+    return tuple(out)
+
+
+def render_text(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,
+                add_generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template(list(messages), tools=list(tools) or None,
+                                         add_generation_prompt=add_generation_prompt, tokenize=False)
+
+
+def encode(tokenizer: Any, text: str) -> list[int]:
+    return [int(t) for t in tokenizer.encode(text, add_special_tokens=False)]
+
+
+def turn_suffix(tokenizer: Any, messages: Sequence[Mapping[str, Any]], assistant_index: int,
+                tools: Sequence[Mapping[str, Any]], stop: str | None) -> tuple[str, str] | None:
+    """(the template's render of the assistant turn, the text it puts after the sampled stop token)."""
+    asked = render_text(tokenizer, messages[:assistant_index], tools, add_generation_prompt=True)
+    head = render_text(tokenizer, messages[: assistant_index + 1], tools, add_generation_prompt=False)
+    if not head.startswith(asked):
+        return None
+    turn = head[len(asked):]
+    if stop and stop in turn:
+        return turn, turn[turn.rindex(stop) + len(stop):]
+    return turn, ""
+
+
+def parse_with_template(tokenizer: Any, text: str, prefix: str, finish_reason: str) -> dict[str, Any] | None:
+    """A chat-completion payload from the tokenizer's response parser (None: no parser, or it failed).
+
+    Used for formats the validator cannot read from text (Llama JSON, gpt-oss channels, GLM XML); tool-call
+    ids are derived from the position so that repair echoes stay deterministic.
+    """
+    if not (getattr(tokenizer, "response_template", None) or getattr(tokenizer, "response_schema", None)):
+        return None
+    try:
+        parsed = tokenizer.parse_response(text, prefix=prefix)
+    except Exception:
+        return None
+    if not isinstance(parsed, Mapping):
+        return None
+    calls = []
+    for index, call in enumerate(parsed.get("tool_calls") or []):
+        function = call.get("function", call) if isinstance(call, Mapping) else {}
+        arguments = function.get("arguments", {}) if isinstance(function, Mapping) else {}
+        if isinstance(arguments, str):
+            with contextlib.suppress(ValueError):
+                arguments = json.loads(arguments)
+        calls.append({"id": f"call-{index}", "type": "function",
+                      "function": {"name": function.get("name") if isinstance(function, Mapping) else None,
+                                   "arguments": arguments}})
+    content = parsed.get("content")
+    message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None,
+                               "tool_calls": calls or None}
+    thinking = parsed.get("thinking") or parsed.get("reasoning_content")
+    if isinstance(thinking, str):
+        message["reasoning_content"] = thinking
+    return {"choices": [{"index": 0, "finish_reason": "length" if finish_reason == "length" else "stop",
+                         "message": message}]}

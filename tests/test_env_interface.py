@@ -1,0 +1,139 @@
+"""The environment interface (issue 12 item 1): every implementation has the declared shape.
+
+Structural at run time (``runtime_checkable`` plus a signature comparison, since ``isinstance`` only checks
+that the names exist) and statically through mypy (``tests/typing_interface.py``, run by test_typecheck.py).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+
+import pytest
+
+from shopsimrl.env import (
+    AsyncShopEnvironment,
+    ResetResult,
+    ShopEnv,
+    ShopEnvironment,
+    StepResult,
+    TerminateResult,
+)
+from shopsimrl.env.gym import ShopGymEnv
+from shopsimrl.env.interface import (
+    ASYNC_METHODS,
+    PROTOCOL_METHODS,
+    RESET_OPTIONAL_KEYS,
+    RESET_REQUIRED_KEYS,
+    STEP_OPTIONAL_KEYS,
+    STEP_REQUIRED_KEYS,
+)
+from shopsimrl.server import models
+from shopsimrl.server.client import AsyncShopClient, ShopClient
+
+SYNC = [ShopEnv, ShopClient]
+ASYNC = [AsyncShopClient]
+
+
+def _protocol_parameters(protocol: type, name: str) -> list[inspect.Parameter]:
+    return list(inspect.signature(getattr(protocol, name)).parameters.values())[1:]  # without self
+
+
+@pytest.mark.parametrize(("cls", "protocol"), [(cls, ShopEnvironment) for cls in SYNC]
+                         + [(cls, AsyncShopEnvironment) for cls in ASYNC])
+def test_signatures_match_the_protocol(cls, protocol):
+    """Each protocol parameter exists with the same kind and default; extras must be optional keywords."""
+    for name in PROTOCOL_METHODS:
+        implementation = getattr(cls, name)
+        assert inspect.iscoroutinefunction(implementation) == (
+            protocol is AsyncShopEnvironment and name in ASYNC_METHODS), f"{cls.__name__}.{name} sync/async"
+        actual = dict(list(inspect.signature(implementation).parameters.items())[1:])
+        for wanted in _protocol_parameters(protocol, name):
+            got = actual.pop(wanted.name, None)
+            assert got is not None, f"{cls.__name__}.{name} lacks parameter {wanted.name!r}"
+            assert (got.kind, got.default) == (wanted.kind, wanted.default), f"{cls.__name__}.{name}({wanted.name})"
+        extras = [p for p in actual.values() if p.kind is not p.KEYWORD_ONLY or p.default is p.empty]
+        assert not extras, f"{cls.__name__}.{name} has extra required or positional parameters {extras}"
+    assert isinstance(inspect.getattr_static(cls, "done"), property), f"{cls.__name__}.done must be a property"
+
+
+def test_runtime_checkable_protocols(prepared_dir):
+    env = ShopEnv.from_data_dir(prepared_dir)
+    client = ShopClient("http://127.0.0.1:9")  # nothing is sent before reset
+    aclient = AsyncShopClient("http://127.0.0.1:9")
+    try:
+        assert isinstance(env, ShopEnvironment) and isinstance(client, ShopEnvironment)
+        assert isinstance(aclient, AsyncShopEnvironment)
+        # the Gymnasium wrapper has Gymnasium's API (reset(seed, options) -> (obs, info)); it wraps a ShopEnv
+        gym_env = ShopGymEnv(env.world)
+        assert not isinstance(gym_env, ShopEnvironment) and isinstance(gym_env.env, ShopEnvironment)
+        assert not isinstance(object(), ShopEnvironment) and not isinstance(object(), AsyncShopEnvironment)
+    finally:
+        client._http.close()
+
+
+def test_server_models_carry_the_same_keys():
+    """The /v1 response models are not derived from the TypedDicts yet (next phase): until then they must
+    list the same keys, plus the lease fields of a created session."""
+    assert set(models.StepResult.model_fields) == STEP_REQUIRED_KEYS | STEP_OPTIONAL_KEYS
+    assert set(models.SessionCreated.model_fields) == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS | {
+        "session_id", "env_idx"}
+
+
+def _conforms(value, hint) -> bool:
+    """``value`` has the type ``hint`` (the subset of typing the result types use)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is typing.Any:
+        return True
+    if hint is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return value in args
+    if origin in (types.UnionType, typing.Union):
+        return any(_conforms(value, arg) for arg in args)
+    if typing.is_typeddict(hint):
+        return _typeddict_problems(value, hint) == []
+    if origin is list:
+        return isinstance(value, list) and all(_conforms(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_conforms(key, args[0]) and _conforms(item, args[1])
+                                               for key, item in value.items())
+    if hint is float:
+        return isinstance(value, float)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _typeddict_problems(value, typed) -> list[str]:
+    if not isinstance(value, dict):
+        return [f"not a dict: {type(value).__name__}"]
+    hints = typing.get_type_hints(typed)
+    problems = [f"missing {key}" for key in sorted(typed.__required_keys__ - value.keys())]
+    problems += [f"unexpected {key}" for key in sorted(value.keys() - hints.keys())]
+    problems += [f"{key}={value[key]!r} is not {hints[key]}" for key in sorted(value.keys() & hints.keys())
+                 if not _conforms(value[key], hints[key])]
+    return problems
+
+
+def test_shop_env_results_are_exactly_the_declared_types(prepared_dir):
+    """Every key and value of real results, on every kind of step, against the TypedDicts."""
+    env = ShopEnv.from_data_dir(prepared_dir)
+    reset = env.reset(0, include_private_goal=True)
+    assert reset.keys() == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS
+    assert _typeddict_problems(reset, ResetResult) == []
+    assert _typeddict_problems(env.reset(1, persona=False), ResetResult) == []
+    steps = [env.step(action) for action in (
+        "click[nothing]", "search[可移动小吃车 煤气灶 三个锅]", "click[824100258497]", "click[buy now]",
+        "click[颜色分类=三锅小吃车煮面炉＋关东煮＋油炸]", "click[buy now]")]
+    assert steps[3]["action_feedback"]["missing_option_axes"] and steps[-1]["termination_reason"] == "purchase"
+    for step in steps:
+        assert _typeddict_problems(step, StepResult) == [], step["action_feedback"]
+    env.reset(1)
+    assert _typeddict_problems(env.terminate("generation_length"), TerminateResult) == []
+    # the validator can fail: a wrong value type, a missing and an unexpected key are all named
+    broken = {**steps[0], "reward": 1, "extra": 0}
+    del broken["over"]
+    assert _typeddict_problems(broken, StepResult) == ["missing over", "unexpected extra",
+                                                        "reward=1 is not <class 'float'>"]

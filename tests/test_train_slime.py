@@ -1,0 +1,188 @@
+"""The slime adapter against a stand-in of slime's own types and rules (slime is not on PyPI).
+
+The stand-in (tests/slime_standin.py) mirrors slime at commit 624b824a898ab0ec1fcb4d373004c7f3852bf515
+(THUDM/slime, v0.3.1 line) field by field: ``Sample`` (with ``rollout_id``), ``DynamicFilterOutput``
+(with ``keep_when_insufficient``), the rollout-id validation, the flattening and the train-data conversion.
+Episodes are real: the in-process shop and the rollout core, with the oracle (or another built-in policy)
+answering through a token-level generate function.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import slime_standin as slime
+from shopsimrl.agent.policies import make_policy
+from shopsimrl.agent.runtime import InProcessEnvironment
+from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.train import slime as adapter
+from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer
+from slime_standin import Sample
+
+ARGS = SimpleNamespace(partial_rollout=False, group_rm=False, shopsim_max_steps=30, rollout_max_context_len=None,
+                       grpo_std_normalization=True, reward_key="reward", n_samples_per_prompt=4)
+SAMPLING = {"temperature": 0.6, "top_p": 1.0, "top_k": -1, "max_new_tokens": 4096}
+
+
+def test_standin_names_the_commit_and_mirrors_the_sample_fields() -> None:
+    assert slime.SLIME_COMMIT.startswith("624b824")
+    names = [f.name for f in dataclasses.fields(Sample)]
+    assert names[:3] == ["group_index", "index", "rollout_id"]
+    assert {"tokens", "response_length", "loss_mask", "rollout_log_probs", "remove_sample", "status", "metadata",
+            "reward", "teacher_log_probs", "session_id", "train_metadata"} <= set(names)
+    assert [s.name for s in Sample.Status] == ["PENDING", "COMPLETED", "TRUNCATED", "ABORTED", "FAILED"]
+
+
+@pytest.fixture()
+def world(prepared_dir: Path) -> ShopWorld:
+    return ShopWorld.from_data_dir(prepared_dir)
+
+
+@pytest.fixture()
+def shop(world: ShopWorld, monkeypatch):
+    """slime's modules → the stand-in; the adapter's tokenizer/backend/environment → toy tokenizer, policy, shop."""
+    slime.install(monkeypatch)
+    tokenizer = ToyChatTokenizer()
+    policy = {"name": "oracle"}
+    adapter.configure(
+        tokenizer=lambda args: tokenizer,
+        # reasoning is sampled but not echoed into the history: the prompt stops extending, episodes fork
+        backend=lambda args, params: PolicyGenerate(tokenizer, make_policy(policy["name"], world), reasoning=True),
+        environment=lambda args: InProcessEnvironment(world),
+    )
+    yield tokenizer, policy
+    adapter.configure(tokenizer=None, backend=None, environment=None)
+
+
+def _sample(task: int, group: int = 0, index: int = 0, split: str = "train", rollout_id: int | None = None) -> Sample:
+    line = adapter.task_lines([task], split)[0]
+    return Sample(group_index=group, index=index, rollout_id=rollout_id, prompt=line["prompt"],
+                  metadata=dict(line["metadata"]))
+
+
+def _episode(sample: Sample, evaluation: bool = False, params: dict | None = None) -> Any:
+    return asyncio.run(slime.generate_and_rm(ARGS, sample, dict(params or SAMPLING), adapter.generate,
+                                             evaluation=evaluation))
+
+
+def _group(task: int, group: int, n: int = 4) -> list[Any]:
+    return [_episode(_sample(task, group=group, index=n * group + i)) for i in range(n)]
+
+
+def test_every_segment_carries_the_rollout_id_and_the_output_is_always_a_list(shop) -> None:
+    tokenizer, _ = shop
+    out = _episode(_sample(0, index=3))
+    assert isinstance(out, list) and len(out) == 4  # reasoning dropped from history: one segment per turn
+    for k, s in enumerate(out):
+        assert isinstance(s, Sample) and s.status is Sample.Status.COMPLETED
+        assert s.rollout_id == 3 and s.metadata["segment"] == k
+        assert len(s.loss_mask) == len(s.rollout_log_probs) == s.response_length
+        assert s.tokens[len(s.tokens) - s.response_length:] == tokenizer.encode(s.response)
+        assert s.reward["reward"] == s.reward["r_strict"] == 1.0
+    # a rollout id set by the data source wins over the index
+    assert {s.rollout_id for s in _episode(_sample(0, index=3, rollout_id=77))} == {77}
+
+
+def test_a_slime_rollout_of_forked_episodes_validates_flattens_and_converts(shop) -> None:
+    groups = [_group(task, group=g) for g, task in enumerate((0, 1))]
+    flat = slime.flatten_rollout(groups)  # validate_rollout_id_annotated passes, flattening reaches Samples
+    assert all(isinstance(s, Sample) for s in flat) and len(flat) > 8
+    data = slime.convert_samples_to_train_data(ARGS, flat, adapter.normalize_grpo_by_prompt_and_rollout)
+    assert len(set(data["rollout_ids"])) == 8  # one id per episode, not per segment
+    assert all(len(m) == n for m, n in zip(data["loss_masks"], data["response_lengths"], strict=True))
+    per_rollout: dict[int, set[float]] = {}
+    for rid, reward in zip(data["rollout_ids"], data["rewards"], strict=True):
+        per_rollout.setdefault(rid, set()).add(reward)
+    assert all(len(v) == 1 for v in per_rollout.values())  # segments share their rollout's advantage
+
+
+def test_the_old_shape_breaks_slime_and_the_new_one_does_not(shop) -> None:
+    """The regressions the stand-in exists for: no rollout_id, and a bare Sample among lists."""
+    out = _episode(_sample(0, index=0))
+    for s in out:
+        s.rollout_id = None
+    with pytest.raises(AssertionError, match="rollout_id is unset"):
+        slime.flatten_rollout([[out, out]])
+    listed = _episode(_sample(0, index=1))
+    with pytest.raises(TypeError):  # a bare Sample after a list: slime's flattening cannot iterate it
+        slime.flatten_rollout([[listed, listed[0]]])
+    flat = slime.flatten_rollout([[listed[0], listed]])  # a bare Sample first: flattening stops too early
+    assert any(isinstance(s, list) for s in flat)
+    with pytest.raises((AssertionError, AttributeError)):  # counts disagree / a list has no loss_mask
+        slime.convert_samples_to_train_data(ARGS, flat, adapter.normalize_grpo_by_prompt_and_rollout)
+
+
+def test_unscored_episode_is_a_removed_placeholder_that_converts(shop) -> None:
+    adapter.configure(backend=lambda args, params: (lambda ids: (_ for _ in ()).throw(OSError("sglang down"))))
+    out = _episode(_sample(0, index=5))
+    assert isinstance(out, list) and len(out) == 1
+    s = out[0]
+    assert s.status is Sample.Status.ABORTED and s.remove_sample and s.rollout_id == 5
+    assert s.metadata["shopsim_error"]["type"] == "OSError"
+    data = slime.convert_samples_to_train_data(ARGS, out, lambda args, xs: ([0.0] * len(xs), [0.0] * len(xs)))
+    assert data["loss_masks"] == [[0]]
+
+
+def test_zero_spread_groups_are_kept_only_when_the_batch_would_run_short(shop) -> None:
+    informative = [_episode(_sample(t, group=0, index=i)) for i, t in enumerate((0, 1, 2, 3))]
+    assert len({s[0].reward["reward"] for s in informative}) > 1
+    flat_zero = _group(0, group=1)
+    assert len({s[0].reward["reward"] for s in flat_zero}) == 1
+    out = adapter.fully_scored_group_filter(ARGS, flat_zero)
+    assert isinstance(out, slime.DynamicFilterOutput)  # slime's own type when slime is importable
+    assert not out.keep and out.keep_when_insufficient and out.reason == adapter.DROP_ZERO_SPREAD
+    keep = adapter.fully_scored_group_filter(ARGS, informative)
+    assert keep.keep and keep.reason is None
+    # plenty of groups: the zero-spread one is dropped
+    data, dropped = slime.select_groups(ARGS, [flat_zero, informative, informative], adapter.fully_scored_group_filter, 2)
+    assert len(data) == 2 and dropped == [adapter.DROP_ZERO_SPREAD]
+    # the batch would run short: slime keeps it (the reference rule)
+    data, dropped = slime.select_groups(ARGS, [flat_zero, informative], adapter.fully_scored_group_filter, 2)
+    assert len(data) == 2 and dropped == [] and data[0] is flat_zero
+    # an unscored sibling: dropped even when short
+    adapter.configure(backend=lambda args, params: (lambda ids: (_ for _ in ()).throw(OSError("down"))))
+    broken = [*informative[:3], _episode(_sample(3, group=0, index=3))]
+    out = adapter.fully_scored_group_filter(ARGS, broken)
+    assert not out.keep and not out.keep_when_insufficient and out.reason == adapter.DROP_UNSCORED
+    data, dropped = slime.select_groups(ARGS, [broken, informative], adapter.fully_scored_group_filter, 2)
+    assert len(data) == 1 and dropped == [adapter.DROP_UNSCORED]
+
+
+def test_evaluation_runs_the_same_episode_and_returns_one_sample(shop) -> None:
+    params = {"temperature": 0.0, "top_p": 0.7, "top_k": 20, "max_new_tokens": 4096}  # eval settings are free
+    results = [_episode(_sample(t, index=i, split="test"), evaluation=True, params=params)
+               for i, t in enumerate((0, 1, 2, 3))]
+    assert all(isinstance(r, list) and len(r) == 1 for r in results)
+    report = slime.collect_eval(results, reward_key="reward")
+    assert len(report["samples"]) == 4  # one reward per episode, not per segment
+    assert report["rewards"] == [r[0].reward["r_strict"] for r in results]
+    assert 0.0 < sum(report["rewards"]) < 4.0
+    assert all(s.metadata["evaluation"] for s in report["samples"])
+
+
+@pytest.mark.parametrize("args, params, sample, message", [
+    ({"partial_rollout": True}, {}, {}, "partial rollout"),
+    ({"group_rm": True}, {}, {}, "group-rm"),
+    ({}, {"top_p": 0.95}, {}, "top_p"),
+    ({}, {"top_k": 20}, {}, "top_k"),
+    ({}, {}, {"split": "test"}, "only train"),
+])
+def test_training_guards(shop, args, params, sample, message) -> None:
+    a = SimpleNamespace(**{**vars(ARGS), **args})
+    s = _sample(0, split=sample.get("split", "train"))
+    with pytest.raises(adapter.SlimeAdapterError, match=message):
+        asyncio.run(adapter.generate(a, s, {**SAMPLING, **params}))
+
+
+def test_without_slime_the_error_names_the_install(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "slime", None)
+    adapter.configure(tokenizer=None)
+    with pytest.raises(adapter.SlimeAdapterError, match="slime is not installed"):
+        asyncio.run(adapter.generate(ARGS, _sample(0), dict(SAMPLING)))
