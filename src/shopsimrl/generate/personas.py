@@ -85,6 +85,24 @@ def _omitted_split(req: Requirements, rng: random.Random) -> tuple[list[tuple[st
     return kept, omitted
 
 
+DESCRIBED_OPTION_SHARE = 0.5
+_DESCRIBED = {
+    "low": ("{axis}要最小的那档", "要最便宜的那个{axis}", "{axis}选最低的那档就行"),
+    "high": ("{axis}要最大的那档", "要最大的那个{axis}", "{axis}选最高的那档"),
+}
+
+
+def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
+    """The option as a shopper says it: on a priced amount axis, half the end values are described, not copied."""
+    values = [entry["value"] for entry in draft.record["customization_options"].get(axis, [])]
+    if draft.price_axes and axis == draft.price_axes[0] and len(values) >= 3 and rng.random() < DESCRIBED_OPTION_SHARE:
+        end = "low" if value == values[0] else "high" if value == values[-1] else ""
+        prices = [entry.get("price") for entry in draft.record["customization_options"][axis]]
+        if end and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
+            return pick(rng, _DESCRIBED[end]).format(axis=axis)
+    return option_phrase(axis, value, vocab, rng)
+
+
 def simple_text(
     draft: ProductDraft,
     req: Requirements,
@@ -95,7 +113,7 @@ def simple_text(
     filler: str = "",
 ) -> str:
     attrs = [value for axis, value in kept if not axis]
-    opts = [option_phrase(axis, value, vocab, rng) for axis, value in kept if axis]
+    opts = [_described_option(draft, axis, value, vocab, rng) for axis, value in kept if axis]
     kept_phrase = (join_attributes(attrs, vocab, rng) + "的") if attrs else ""
     template = pick(rng, vocab.text["simple_templates"])
     text = template.format(
