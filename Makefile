@@ -44,7 +44,7 @@ run: $(CORE_STAMP)
 	$(BIN)/shopsimrl eval --data $(DATA) --split test --policy heuristic --out $(RUN)
 
 test: $(DEV_STAMP) $(VERL_STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/pytest
 	$(VERL_VENV)/bin/pytest $(VERL_TESTS)
 

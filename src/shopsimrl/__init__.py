@@ -9,6 +9,7 @@ from .env import ShopEnv, ShopWorld, score_purchase
 from .errors import (
     ArchiveError,
     DatasetBuildError,
+    DialogueError,
     EpisodeTerminatedError,
     ObservationError,
     PersonaUnavailableError,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArchiveError",
     "DatasetBuildError",
+    "DialogueError",
     "EpisodeTerminatedError",
     "ObservationError",
     "PersonaUnavailableError",

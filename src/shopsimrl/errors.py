@@ -62,3 +62,7 @@ class PersonaUnavailableError(ShopSimError, ValueError):
             f"(persona=False, if_persona false) or leave the mode unset to use the task's own mode"
         )
         self.task_id = task_id
+
+
+class DialogueError(ShopSimError, ValueError):
+    """A dialogue-mode request that cannot be served (unknown or unavailable shopper, bad shopper settings)."""

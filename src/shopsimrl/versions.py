@@ -40,3 +40,10 @@ REPORTED_METRICS = (
 SEARCH_TOP_K = 150
 PAGE_SIZE = 20
 EPISODE_LIMITS = {"single_turn": 30, "multi_turn": 40}
+
+# Dialogue mode (issue 16): the ``dialogue`` block of observation_state, the ``ask_user`` tool, the rule shopper.
+DIALOGUE_OBSERVATION_VERSION = "shopsimrl-dialogue-observation-v1"
+DIALOGUE_TOOL_VERSION = "shopsimrl-dialogue-tools-v1"
+RULE_SHOPPER_VERSION = "shopsimrl-rule-shopper-v1"
+MAX_QUESTION_CHARS = 200
+DEFAULT_MAX_QUESTIONS = 10

@@ -1,7 +1,9 @@
 """Play one episode with a built-in policy straight against an environment (no chat messages).
 
 This is the fast path used by catalog statistics and benchmarks; the agent runtime's turn loop does the
-same through the chat protocol. Both give a policy the same :class:`PolicyContext`.
+same through the chat protocol. Both give a policy the same :class:`PolicyContext`. A built-in policy's
+action is always one valid call, so of the turn rules (:mod:`shopsimrl.agent.turn`) only termination applies
+here, with the same reason constant.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from ..env.shop_env import ShopEnv
 from ..versions import EPISODE_LIMITS
 from .policy import Policy, PolicyContext, Turn
+from .turn import ACTION_LIMIT
 
 
 @dataclass(frozen=True)
@@ -53,5 +56,5 @@ def play_episode(
             final = result
             break
     if final is None:
-        final = env.terminate("action_limit")
+        final = env.terminate(ACTION_LIMIT)
     return EpisodeOutcome(task_id, tuple(turn.action for turn in history), final)

@@ -1,7 +1,9 @@
 """Gymnasium wrapper: the same episode as ``ShopEnv`` behind ``gymnasium.Env``.
 
 Observations are the rendered ``shopping-observation-v7`` text and actions are canonical action strings;
-``reset(options={"task_id": …, "persona": …})`` chooses the task (else a seeded choice from the split).
+``reset(options={"task_id": …, "persona": …})`` chooses the task (else a seeded choice from the split);
+``shopper="rule"`` (or ``options["shopper"]``) plays dialogue mode: ``info`` carries ``shopper_opening`` after a
+reset and ``shopper_reply`` after each step.
 A purchase ends the episode as ``terminated``; the action limit ends it as ``truncated``.
 """
 
@@ -12,6 +14,7 @@ from typing import Any, ClassVar
 
 import gymnasium
 
+from ..dialogue.config import ShopperConfig
 from ..errors import ShopSimError
 from .shop_env import ShopEnv, ShopWorld
 
@@ -56,6 +59,8 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         persona: bool | None = None,
         interaction_mode: str = "single_turn",
         render_mode: str | None = None,
+        shopper: str | None = None,
+        shopper_config: ShopperConfig | None = None,
     ) -> None:
         """``ShopGymEnv(data_dir)`` or ``ShopGymEnv(world)`` (a ``ShopWorld``, positionally or as ``world=``).
 
@@ -76,6 +81,8 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         self.persona = persona
         self.interaction_mode = interaction_mode
         self.render_mode = render_mode
+        self.shopper = shopper
+        self.shopper_config = shopper_config
         self.observation_space = UnicodeText()
         self.action_space = UnicodeText(max_length=4096)
         self._last_observation = ""
@@ -90,6 +97,8 @@ class ShopGymEnv(gymnasium.Env[str, str]):
             int(task_id),
             persona=options.get("persona", self.persona),
             interaction_mode=options.get("interaction_mode", self.interaction_mode),
+            shopper=options.get("shopper", self.shopper),
+            shopper_config=options.get("shopper_config", self.shopper_config),
         )
         self._last_observation = payload["observation"]
         info = {
@@ -99,6 +108,8 @@ class ShopGymEnv(gymnasium.Env[str, str]):
             "observation_state": payload["observation_state"],
             "tools": self.env.tools(),
         }
+        if "shopper_opening" in payload:
+            info["shopper_opening"] = payload["shopper_opening"]
         return payload["observation"], info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -115,6 +126,8 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         }
         if not result["done"]:
             info["tools"] = self.env.tools()
+        if "shopper_reply" in result:
+            info["shopper_reply"] = result["shopper_reply"]
         return result["observation"], float(result["reward"]), terminated, truncated, info
 
     def render(self) -> str | None:

@@ -15,8 +15,11 @@ from typing import Any, ClassVar
 
 from ..catalog.goals import strip_reasoning
 from ..catalog.store import Catalog
-from ..errors import PersonaUnavailableError, ShopSimError
-from ..versions import ENVIRONMENT_VERSION, SEARCH_TOP_K
+from ..dialogue.config import ShopperConfig
+from ..dialogue.rule_shopper import RuleShopper
+from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
+from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
+from .dialogue_session import DialogueSession
 from .product_view import ProductView
 from .session import ShopSession
 from .tools import tools_for_state
@@ -102,26 +105,55 @@ class ShopEnv:
         *,
         include_private_goal: bool = False,
         session_id: str | None = None,
+        shopper: str | None = None,
+        shopper_config: ShopperConfig | None = None,
     ) -> dict[str, Any]:
         """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
 
         A persona reset of a standard task raises :class:`PersonaUnavailableError` (it used to return
         ``task_mode: "persona"`` with an empty persona and the full instruction).
+
+        ``shopper="rule"`` starts a dialogue episode (always ``multi_turn``): ``task_instruction`` is withheld
+        (``""``), ``shopper_opening`` carries the shopper's first message, and ``ask_user`` is offered until
+        ``shopper_config.max_questions`` questions have been answered. None (the default) is the reference
+        behaviour, byte for byte.
         """
         if isinstance(task_id, bool) or not isinstance(task_id, int):
             raise ShopSimError("task idx must be an integer")
+        if shopper is not None and shopper != "rule":
+            if shopper == "llm":
+                raise DialogueError("the LLM shopper is not available yet; use shopper='rule'")
+            raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' (or None for no dialogue)")
+        if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
+            raise DialogueError("shopper_config must be a ShopperConfig")
         goal = self.world.catalog.goal(task_id)
         persona = resolve_persona_mode(task_id, goal, persona)
-        session = ShopSession(
-            goal=goal,
-            search=self.world.search,
-            view=self.world.view,
-            interaction_mode=interaction_mode,
-            session_id=session_id,
-        )
+        rule_shopper: RuleShopper | None = None
+        if shopper is None:
+            session: ShopSession = ShopSession(
+                goal=goal,
+                search=self.world.search,
+                view=self.world.view,
+                interaction_mode=interaction_mode,
+                session_id=session_id,
+            )
+        else:
+            interaction_mode = "multi_turn"
+            product = self.world.catalog.products_by_asin.get(goal["asin"])
+            rule_shopper = RuleShopper(goal, product.raw if product is not None else None, shopper_config)
+            session = DialogueSession(
+                shopper=rule_shopper,
+                goal=goal,
+                search=self.world.search,
+                view=self.world.view,
+                interaction_mode=interaction_mode,
+                session_id=session_id,
+            )
         self._session = session
         persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
         visible = goal["instruction_simple"] if persona and goal.get("user_persona") else goal["instruction_text"]
+        if rule_shopper is not None:
+            visible = ""
         observation, state = session.observe()
         payload: dict[str, Any] = {
             "task_instruction": visible,
@@ -134,10 +166,18 @@ class ShopEnv:
             "observation_state": state,
             "user_persona": persona_dict,
         }
+        if rule_shopper is not None:
+            payload["shopper"] = rule_shopper.name
+            payload["shopper_version"] = rule_shopper.version
+            payload["shopper_opening"] = rule_shopper.opening()
+            payload["dialogue_version"] = DIALOGUE_OBSERVATION_VERSION
+            payload["tool_version"] = DIALOGUE_TOOL_VERSION
         if include_private_goal:
             payload["private_task_instruction"] = goal["instruction_text"]
             payload["goal_options"] = list(goal["goal_options"])
             payload["reason_key"] = goal.get("reason_key")
+            if rule_shopper is not None:
+                payload["shopper_slots"] = [slot.name for slot in rule_shopper.slots]
         return payload
 
     def step(self, action: str) -> dict[str, Any]:
@@ -159,6 +199,16 @@ class ShopEnv:
 
     def observation(self) -> str:
         return self._require_session().observe()[0]
+
+    def dialogue_transcript(self) -> list[dict[str, Any]] | None:
+        """The questions, replies, matched slots and noise events so far (None outside dialogue mode).
+
+        Private (it names slots): for traces and metrics, never for the agent.
+        """
+        session = self._require_session()
+        if not isinstance(session, DialogueSession):
+            return None
+        return [dict(entry) for entry in session.shopper.transcript]
 
     @property
     def done(self) -> bool:

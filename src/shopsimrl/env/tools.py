@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ObservationError
+from ..versions import MAX_QUESTION_CHARS
 
 SEARCH_TOOL = "search"
 CLICK_TOOL = "click"
@@ -17,6 +18,10 @@ SEARCH_DESCRIPTION = "使用关键词搜索商品。仅在当前页面提供此�
 QUERY_DESCRIPTION = "用于检索商品的简洁关键词。"
 CLICK_DESCRIPTION = "点击当前页面的一个可用按钮、商品或规格选项。"
 VALUE_DESCRIPTION = "必须逐字选择当前可点击值之一。"
+# Dialogue mode only (``shopsimrl-dialogue-tools-v1``): offered while the state's ``dialogue`` block allows it.
+ASK_USER_TOOL = "ask_user"
+ASK_USER_DESCRIPTION = "向顾客提一个问题，了解其购物需求（预算、规格、具体要求等）。页面不会改变，工具结果是顾客的回复。"
+QUESTION_DESCRIPTION = "用一句话向顾客提出的问题。"
 
 
 def _search_tool() -> dict[str, Any]:
@@ -51,8 +56,34 @@ def _click_tool(actions: list[str]) -> dict[str, Any]:
     }
 
 
+def _ask_user_tool() -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": ASK_USER_TOOL,
+            "description": ASK_USER_DESCRIPTION,
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "question": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_QUESTION_CHARS,
+                        "description": QUESTION_DESCRIPTION,
+                    }
+                },
+                "required": ["question"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
 def tools_for_state(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The tool list for a page, in order ``search`` then ``click``; empty when neither is offered.
+    """The tool list for a page, in order ``search``, ``click``, then (dialogue mode) ``ask_user``.
+
+    ``ask_user`` is added only when the state carries a ``dialogue`` block whose ``ask_user_available`` is
+    true, so a state without one (every non-dialogue episode) gets exactly the reference tools.
 
     Raises ObservationError when ``state`` is not a mapping or ``actions`` is not a list of non-empty
     strings. An empty result (the terminal page) is returned, not raised: the turn loop decides.
@@ -67,4 +98,7 @@ def tools_for_state(state: Mapping[str, Any]) -> list[dict[str, Any]]:
         tools.append(_search_tool())
     if actions:
         tools.append(_click_tool(list(actions)))
+    dialogue = state.get("dialogue")
+    if isinstance(dialogue, Mapping) and dialogue.get("ask_user_available") is True:
+        tools.append(_ask_user_tool())
     return tools

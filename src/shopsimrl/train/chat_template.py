@@ -20,9 +20,10 @@ text that follows the sampled stop token (``"\\n"`` after Qwen's ``<|im_end|>``,
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..env.tools import CLICK_DESCRIPTION, CLICK_TOOL, QUERY_DESCRIPTION, SEARCH_DESCRIPTION, SEARCH_TOOL
@@ -57,6 +58,9 @@ class TemplateInfo:
 
     swapped_to_training: bool = False
     response_parser: bool = False
+    prefix_preserving: bool = False  # after any swap: append mode may render bounded windows
+    suffixes: dict[Any, Any] = field(default_factory=dict)  # end-of-turn text per (stop, kind), read once
+    first_prompts: dict[Any, list[int]] = field(default_factory=dict)  # a group's shared first prompt
     note: str = ""
 
 
@@ -69,11 +73,7 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
     template = getattr(tokenizer, "chat_template", None)
     if isinstance(template, str):
         try:
-            from trl.chat_template_utils import (
-                add_response_schema,
-                get_training_chat_template,
-                is_chat_template_prefix_preserving,
-            )
+            from trl.chat_template_utils import add_response_schema, get_training_chat_template
         except ImportError:
             info.note = "TRL not installed: template used as shipped"
         else:
@@ -82,19 +82,48 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
                 info.response_parser = True
             except (ValueError, TypeError):
                 pass
-            if training_template == "auto":
+            if training_template == "auto" and not prefix_preserving(tokenizer):
                 try:
-                    preserving = is_chat_template_prefix_preserving(tokenizer)
-                    patched = None if preserving else get_training_chat_template(tokenizer)
+                    patched = get_training_chat_template(tokenizer)
                 except Exception:
                     patched = None
                 if patched is not None:
                     tokenizer.chat_template = patched
                     info.swapped_to_training = True
                     info.note = "not prefix-preserving: swapped for TRL's training template"
+                else:
+                    info.note = "not prefix-preserving and TRL has no training variant: segments may fork"
+    if isinstance(getattr(tokenizer, "chat_template", None), str):
+        info.prefix_preserving = prefix_preserving(tokenizer)
     with contextlib.suppress(AttributeError):
         tokenizer._shopsimrl_template_info = info
     return info
+
+
+_PROBE_CALL = {"id": "call-0", "type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}
+PROBE_CONVERSATION = [
+    {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+    {"role": "assistant", "content": None, "tool_calls": [_PROBE_CALL]},
+    {"role": "tool", "tool_call_id": "call-0", "content": "o"},
+    {"role": "assistant", "content": "t"},  # a repair turn: visible text, then feedback as a user message
+    {"role": "user", "content": "f"},
+    {"role": "assistant", "content": None, "tool_calls": [_PROBE_CALL]},
+]
+
+
+def prefix_preserving(tokenizer: Any) -> bool:
+    """Whether every prefix of an episode-shaped conversation renders as a prefix of the next one.
+
+    Stricter than TRL's own check (one tool message after one call): it includes the repair turn's user
+    message, which moves Qwen3/3.5's "last query" and so rewrites earlier assistant turns.
+    """
+    tools = episode_tools()
+    try:
+        renders = [render_text(tokenizer, PROBE_CONVERSATION[:n], tools, add_generation_prompt=False)
+                   for n in range(3, len(PROBE_CONVERSATION) + 1)]
+    except Exception:
+        return False
+    return all(b.startswith(a) for a, b in itertools.pairwise(renders))
 
 
 def stop_texts(tokenizer: Any) -> tuple[str, ...]:
@@ -157,6 +186,11 @@ def parse_with_template(tokenizer: Any, text: str, prefix: str, finish_reason: s
                       "function": {"name": function.get("name") if isinstance(function, Mapping) else None,
                                    "arguments": arguments}})
     content = parsed.get("content")
+    if isinstance(content, str):  # a stop token the parser left in the content (GLM's <|observation|>)
+        for stop in KNOWN_STOPS:
+            content = content.strip()
+            if content.endswith(stop):
+                content = content[: -len(stop)]
     message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None,
                                "tool_calls": calls or None}
     thinking = parsed.get("thinking") or parsed.get("reasoning_content")

@@ -32,6 +32,7 @@ from ..env.tools import tools_for_state
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .chat_template import (
+    KNOWN_STOPS,
     encode,
     episode_tools,
     parse_with_template,
@@ -59,6 +60,7 @@ class ChatTemplateError(RolloutError):
 # The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick
 # actions with a built-in policy; real inference engines see only the prompt ids.
 PAGE_TOOLS: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_page_tools", default=None)
+TURN_MESSAGES: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_turn_messages", default=None)
 
 
 @dataclass(frozen=True)
@@ -235,26 +237,76 @@ def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]
     return [int(t) for t in ids]
 
 
+WINDOW_HEAD = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
+
+
+def _window(messages: list[dict[str, Any]], turn_start: int) -> tuple[list[dict[str, Any]], int]:
+    """The messages of the last turn on, behind a short system and user message.
+
+    For a prefix-preserving template (checked by :func:`~shopsimrl.train.chat_template.prepare_tokenizer`)
+    what new messages add does not depend on the earlier context, so each turn renders a bounded window
+    instead of the whole episode (the template-matrix test compares the result with the full render).
+    """
+    if turn_start < len(WINDOW_HEAD):
+        return messages, turn_start
+    return [*WINDOW_HEAD, *messages[turn_start:]], len(WINDOW_HEAD)
+
+
+FIRST_PROMPT_CACHE = 512
+
+
+def _first_or_render(tokenizer: Any, template: Any, messages: Sequence[Mapping[str, Any]],
+                     tools: Sequence[Mapping[str, Any]], first: bool) -> list[int]:
+    """The first prompt is the same for every sibling of a group: rendered and tokenized once (HF templates)."""
+    if not (first and template.prefix_preserving):
+        return render_prompt(tokenizer, messages, tools)
+    key = (messages[0].get("content"), messages[1].get("content"), len(tools))
+    cached = template.first_prompts.get(key)
+    if cached is None:
+        if len(template.first_prompts) >= FIRST_PROMPT_CACHE:
+            template.first_prompts.clear()
+        cached = template.first_prompts[key] = render_prompt(tokenizer, messages, tools)
+    return list(cached)
+
+
 def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_start: int,
-                 tools: Sequence[Mapping[str, Any]], stop: str | None = None) -> list[int]:
+                 tools: Sequence[Mapping[str, Any]], stop: str | None = None, *, window: bool = False,
+                 suffixes: dict[Any, Any] | None = None) -> list[int]:
     """Tokens that continue an append-mode sequence after the sampled turn that began at ``turn_start``.
 
     The end of the sampled turn is the template's own: the text it renders after the sampled stop token
     (``"\n"`` after ``<|im_end|>``). When the turn left no assistant message in the history (an empty repair),
     the boundary is read from a placeholder assistant turn rendered at the same place. A stop token that the
     template renders as the start of the next message (GLM's ``<|observation|>``) is not repeated.
+    ``window=True`` (prefix-preserving templates) renders only from the previous assistant turn on.
     """
     messages = list(messages)
+    if window:
+        messages, turn_start = _window(messages, turn_start)
     echoed = turn_start < len(messages) and messages[turn_start].get("role") == "assistant"
     probe = messages if echoed else [*messages[:turn_start], {"role": "assistant", "content": "x"}]
     head = render_text(tokenizer, messages[: turn_start + 1] if echoed else messages[:turn_start], tools,
                        add_generation_prompt=False)
-    found = turn_suffix(tokenizer, probe, turn_start, tools, stop)
+    key = (stop, echoed and bool(messages[turn_start].get("tool_calls")))
+    if suffixes is not None and key in suffixes:
+        found = suffixes[key]
+    else:
+        found = turn_suffix(tokenizer, probe, turn_start, tools, stop)
+        if suffixes is not None and echoed:  # the text after a stop token is the template's constant
+            suffixes[key] = found[1:] if found is not None else None
     full = render_text(tokenizer, messages, tools, add_generation_prompt=True)  # last: the prompt generate answers
     if not full.startswith(head):
+        # a template that ends the *last* message differently from the same message in history (gpt-oss: the
+        # sampled final-channel <|return|> becomes <|end|>): the sampled stop stands in for the history's one
+        ends = [head.rindex(s) for s in KNOWN_STOPS if s in head]
+        cut = head[: max(ends)] if ends else head
+        if ends and full.startswith(cut):
+            rest = full[len(cut):]
+            marker = next((s for s in KNOWN_STOPS if rest.startswith(s)), "")
+            return encode(tokenizer, rest[len(marker):])
         raise ChatTemplateError("the chat template does not render the conversation as an extension of its prefix "
                                 "(it rewrites an earlier turn); use its training variant or mode='resegment'")
-    suffix = found[1] if found is not None else ""
+    suffix = found[-1] if found is not None else ""
     rest = full[len(head):]
     if not suffix and stop and rest.startswith(stop):
         rest = rest[len(stop):]
@@ -278,15 +330,19 @@ def _strip_stops(text: str, stops: Sequence[str]) -> str:
     return text
 
 
-def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: str, finish_reason: str,
+def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: Callable[[], str], finish_reason: str,
                tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
-    """The template's response parser when it has one (any tool-call format), else :func:`parse_sampled`."""
-    payload = parse_with_template(tokenizer, raw_text, prompt_tail, finish_reason)
+    """The validator's text parser (``<tool_call>`` JSON or XML); when it rejects the output, the template's
+    response parser if it has one (Llama JSON, gpt-oss channels, GLM XML, a think block the prompt opened)."""
+    out = parse_sampled(text, finish_reason, tools)
+    if out.accepted:
+        return out
+    payload = parse_with_template(tokenizer, raw_text, prompt_tail(), finish_reason)
     if payload is not None:
-        out = interpret(payload, tools)
-        if out.accepted or "<tool_call>" not in text:
-            return out
-    return parse_sampled(text, finish_reason, tools)
+        parsed = interpret(payload, tools)
+        if parsed.accepted or "<tool_call>" not in text:  # its content is free of the format's markup
+            return parsed
+    return out
 
 
 def parse_sampled(text: str, finish_reason: str, tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
@@ -381,10 +437,11 @@ async def run_rollout(
                 raise RolloutError("the page offers no tool but the episode is not done")
             shown_tools = fixed_tools if fixed_tools is not None else tools
             if cfg.mode == "append" and turn_start is not None and ledger.segments:
-                prompt_ids = ledger.segments[-1].tokens + render_delta(tokenizer, messages, turn_start, shown_tools,
-                                                                       last_stop)
+                prompt_ids = ledger.segments[-1].tokens + render_delta(
+                    tokenizer, messages, turn_start, shown_tools, last_stop, window=template.prefix_preserving,
+                    suffixes=template.suffixes if template.prefix_preserving else None)
             else:
-                prompt_ids = render_prompt(tokenizer, messages, shown_tools)
+                prompt_ids = _first_or_render(tokenizer, template, messages, shown_tools, len(messages) == 2)
             turn_start = len(messages)
             if cfg.max_context_len is not None and len(prompt_ids) >= cfg.max_context_len:
                 steps.append({"step_index": step_index, "action": None, "context_overflow": len(prompt_ids)})
@@ -392,19 +449,22 @@ async def run_rollout(
             else:
                 ledger.prompt(prompt_ids)
                 t = clock()
-                token = PAGE_TOOLS.set(tools)
+                token, token_m = PAGE_TOOLS.set(tools), TURN_MESSAGES.set(messages)
                 try:
                     gen = await _maybe_await(generate(prompt_ids))
                 finally:
                     PAGE_TOOLS.reset(token)
+                    TURN_MESSAGES.reset(token_m)
                 gen_s += clock() - t
                 _check_generation(gen)
                 ledger.sample(gen.token_ids, gen.log_probs)
                 raw = tokenizer.decode(list(gen.token_ids), skip_special_tokens=False)
                 text = _strip_stops(raw, stops)
                 last_stop = next((s for s in stops if raw.rstrip().endswith(s)), None)
-                tail = tokenizer.decode(list(prompt_ids[-PROMPT_TAIL_TOKENS:]), skip_special_tokens=False)
-                out = parse_turn(tokenizer, raw, text, tail, gen.finish_reason, tools)
+                tail_ids = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
+                out = parse_turn(tokenizer, raw, text,
+                                 lambda ids=tail_ids: tokenizer.decode(ids, skip_special_tokens=False),
+                                 gen.finish_reason, tools)
                 step: dict[str, Any] = {"step_index": step_index, "action": None,
                                         "sampled_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
                                         "raw_output": text}

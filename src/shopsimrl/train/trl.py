@@ -1,31 +1,52 @@
 """TRL adapter: a ``rollout_func`` for ``trl.GRPOTrainer`` (TRL ≥ 1.16) that plays shop episodes.
 
 The dataset's ``prompt`` column holds task ids (as strings); TRL's sampler already repeats each prompt
-``num_generations`` times, so every prompt is one episode and siblings share the task (one context). Each
-episode runs the rollout core in *append* mode — one exact sequence — and comes back as ``prompt_ids`` (the
-first prompt), ``completion_ids`` (everything after it), ``logprobs`` (sampled tokens' log-probs, 0 elsewhere),
-``env_mask`` (1 on sampled tokens: TRL trains only those) and ``shop_reward`` (r_strict), which
-:func:`shop_reward` hands to the trainer as the reward.
+``num_generations`` times, so every prompt is one episode and siblings share the task (one context). Episodes
+run concurrently (``concurrency`` at a time, asyncio; a synchronous generate runs in worker threads), each
+through the rollout core in *append* mode — one exact sequence — and come back as ``prompt_ids`` (the first
+prompt), ``completion_ids`` (everything after it: several turns), ``logprobs`` (sampled tokens' log-probs, 0
+elsewhere), ``env_mask`` (1 on sampled tokens, 0 on tool results, feedback and headers: TRL trains only the
+1s) and ``shop_reward`` (r_strict), which :func:`shop_reward` hands to the trainer as the reward.
 
-Generation uses the trainer's own model (``model.generate``, fine on CPU and for small runs); pass
-``generate_factory`` to use a server instead. Install with ``pip install 'shopsimrl[train]'`` (torch first).
+Failures are never silent: the batch's aborted fraction and template failures are logged as trainer metrics
+(``shop/aborted_frac``, ``shop/template_errors``), and a chat-template failure raises :class:`TrlAdapterError`
+unless ``on_template_error="metric"``.
+
+Generation: the trainer's own model (``model.generate``, fine on CPU and for small runs), or an
+OpenAI-compatible vLLM/SGLang server through :func:`server_generate` (token ids in, token ids and log-probs
+out). :class:`ShopToolEnvironment` is the alternative for TRL's own tool loop (``environment_factory``).
+Install with ``pip install 'shopsimrl[train]'`` (torch first).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..agent.runtime import EnvironmentFactory
 from ..errors import ShopSimError
-from .rollout import FINISH_LENGTH, FINISH_STOP, Generation, RolloutConfig, RolloutContext, run_rollout
+from .rollout import (
+    ABORTED,
+    FINISH_LENGTH,
+    FINISH_STOP,
+    Generation,
+    RolloutConfig,
+    RolloutContext,
+    Trajectory,
+    run_rollout,
+)
+from .server_generate import server_generate
+from .trl_environment import ShopToolEnvironment
 
 INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
+__all__ = ["ShopToolEnvironment", "TrlAdapterError", "make_rollout_func", "model_generate", "server_generate",
+           "shop_reward"]
 
 
 class TrlAdapterError(ShopSimError):
-    """TRL/torch missing, or a prompt that is not a task id."""
+    """TRL/torch missing, a prompt that is not a task id, or a chat-template failure during rollouts."""
 
 
 def require_trl() -> Any:
@@ -39,23 +60,27 @@ def require_trl() -> Any:
 def model_generate(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, temperature: float = 1.0
                    ) -> Callable[[list[int]], Generation]:
     """Sample with ``model.generate`` and return the sampled ids with their log-probs (full distribution)."""
+    import threading
+
     import torch
 
     eos = tokenizer.eos_token_id
+    lock = threading.Lock()  # one generate at a time on the shared model (train/eval mode flips)
 
     def generate(prompt_ids: list[int]) -> Generation:
         device = next(model.parameters()).device
         inputs = torch.tensor([prompt_ids], device=device)
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            out = model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=True,
-                                 temperature=temperature, top_p=1.0, top_k=0, max_new_tokens=max_new_tokens,
-                                 output_scores=True, return_dict_in_generate=True, eos_token_id=eos,
-                                 pad_token_id=tokenizer.pad_token_id)
-            scores = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
-        if was_training:
-            model.train()
+        with lock:
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                out = model.generate(inputs, attention_mask=torch.ones_like(inputs), do_sample=True,
+                                     temperature=temperature, top_p=1.0, top_k=0, max_new_tokens=max_new_tokens,
+                                     output_scores=True, return_dict_in_generate=True, eos_token_id=eos,
+                                     pad_token_id=tokenizer.pad_token_id)
+                scores = model.compute_transition_scores(out.sequences, out.scores, normalize_logits=True)
+            if was_training:
+                model.train()
         ids = out.sequences[0, len(prompt_ids):].tolist()
         log_probs = scores[0].tolist()[: len(ids)]
         if eos in ids:  # keep up to and including the end of turn
@@ -75,10 +100,35 @@ def _task_id(prompt: Any) -> int:
         raise TrlAdapterError(f"prompt {prompt!r} is not a task id") from exc
 
 
+async def run_episodes(prompts: Sequence[Any], tokenizer: Any, generate: Callable[[list[int]], Any],
+                       environment: EnvironmentFactory, config: RolloutConfig, *, concurrency: int = 8
+                       ) -> list[Trajectory]:
+    """One episode per prompt, at most ``concurrency`` at a time; results in prompt order."""
+    contexts = [RolloutContext(_task_id(p)) for p in prompts]
+    limit = asyncio.Semaphore(max(1, concurrency))
+    is_async = inspect.iscoroutinefunction(generate) or inspect.iscoroutinefunction(
+        type(generate).__call__)
+    threaded = concurrency > 1 and not is_async
+
+    async def call(ids: list[int]) -> Any:
+        return await asyncio.to_thread(generate, ids)
+
+    gen = call if threaded else generate
+
+    async def one(context: RolloutContext) -> Trajectory:
+        async with limit:
+            return await run_rollout(context, tokenizer, gen, environment, config=config)
+
+    return list(await asyncio.gather(*(one(c) for c in contexts)))
+
+
 def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 256, temperature: float = 1.0,
-                      max_steps: int = 30, generate_factory: Callable[[Any], Callable[[list[int]], Any]] | None = None,
+                      max_steps: int = 30, concurrency: int = 8, on_template_error: str = "raise",
+                      generate_factory: Callable[[Any], Callable[[list[int]], Any]] | None = None,
                       ) -> Callable[[list[Any], Any], dict[str, Any]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``."""
+    if on_template_error not in ("raise", "metric"):
+        raise TrlAdapterError("on_template_error must be 'raise' or 'metric'")
     config = RolloutConfig(mode="append", max_steps=max_steps)
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -86,30 +136,52 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
         generate = (generate_factory(trainer) if generate_factory is not None else
                     model_generate(trainer.accelerator.unwrap_model(trainer.model), tokenizer,
                                    max_new_tokens=max_new_tokens, temperature=temperature))
-
-        async def play() -> list[Any]:
-            return [await run_rollout(RolloutContext(_task_id(p)), tokenizer, generate, environment, config=config)
-                    for p in prompts]
-
-        trajectories = asyncio.run(play())
-        out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                               "shop_reward": [], "shop_status": []}
-        for t in trajectories:
-            if t.segments:
-                seg = t.segments[0]
-                prompt, response = seg.tokens[: seg.prompt_length], seg.response_tokens
-                mask, log_probs = seg.response_mask, seg.response_log_probs
-            else:  # aborted before sampling: an empty, untrained completion
-                prompt, response, mask, log_probs = [tokenizer.eos_token_id], [tokenizer.eos_token_id], [0], [0.0]
-            out["prompt_ids"].append(prompt)
-            out["completion_ids"].append(response)
-            out["logprobs"].append(log_probs)
-            out["env_mask"].append(mask)
-            out["shop_reward"].append(t.reward if t.scored else None)
-            out["shop_status"].append(t.status)
+        trajectories = asyncio.run(run_episodes(prompts, tokenizer, generate, environment, config,
+                                                concurrency=concurrency))
+        out = trajectories_to_trl(trajectories, tokenizer)
+        template_errors = sum(1 for t in trajectories if (t.error or {}).get("type") == "ChatTemplateError")
+        _log(trainer, {"shop/aborted_frac": sum(t.status == ABORTED for t in trajectories) / max(1, len(prompts)),
+                       "shop/template_errors": float(template_errors),
+                       "shop/turns_mean": sum(len(t.steps) for t in trajectories) / max(1, len(prompts))})
+        if template_errors and on_template_error == "raise":
+            first = next(t.error for t in trajectories if (t.error or {}).get("type") == "ChatTemplateError")
+            raise TrlAdapterError(f"{template_errors}/{len(prompts)} episodes failed on the chat template: "
+                                  f"{first['message']}")
         return out
 
     return rollout_func
+
+
+def trajectories_to_trl(trajectories: Sequence[Trajectory], tokenizer: Any) -> dict[str, Any]:
+    """TRL's rollout_func keys from append-mode trajectories (an aborted one: a masked, unscored stub)."""
+    out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+                           "shop_reward": [], "shop_status": []}
+    for t in trajectories:
+        if t.segments and t.scored:
+            seg = t.segments[0]
+            prompt, response = seg.tokens[: seg.prompt_length], seg.response_tokens
+            mask, log_probs = seg.response_mask, seg.response_log_probs
+        else:  # aborted: an empty, untrained completion
+            prompt, response, mask, log_probs = [tokenizer.eos_token_id], [tokenizer.eos_token_id], [0], [0.0]
+        out["prompt_ids"].append(prompt)
+        out["completion_ids"].append(response)
+        out["logprobs"].append(log_probs)
+        out["env_mask"].append(mask)
+        out["shop_reward"].append(t.reward if t.scored else None)
+        out["shop_status"].append(t.status)
+    return out
+
+
+def _log(trainer: Any, values: dict[str, float]) -> None:
+    metrics = getattr(trainer, "_metrics", None)  # TRL's per-mode metric lists, averaged into the logs
+    if not isinstance(metrics, dict):
+        return
+    mode = "train" if getattr(getattr(trainer, "model", None), "training", True) else "eval"
+    bucket = metrics.get(mode)
+    if bucket is None:
+        return
+    for key, value in values.items():
+        bucket[key].append(float(value))
 
 
 def shop_reward(prompts: Sequence[Any], completions: Sequence[Any], shop_reward: Sequence[float | None],

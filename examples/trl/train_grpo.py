@@ -1,0 +1,140 @@
+"""GRPO on ShopSimRL with TRL 1.16: multi-turn shop episodes through ``rollout_func``, sampled by a vLLM server.
+
+On a GPU machine (no code edits), start vLLM with the policy model, then train:
+
+    vllm serve Qwen/Qwen3-4B-Instruct-2507 --port 8000 --max-model-len 24576 --enable-prefix-caching
+    python examples/trl/train_grpo.py --model Qwen/Qwen3-4B-Instruct-2507 --vllm-url http://127.0.0.1:8000/v1 \
+        --data data/default --output-dir out/trl-grpo
+
+The trainer's weights are not pushed to the server here: for on-policy sampling use TRL's own vLLM server
+(``trl vllm-serve --model …``, which exposes weight sync) and pass its OpenAI-compatible URL, or restart vLLM from
+saved checkpoints between rounds. Without ``--vllm-url`` the trainer's own ``model.generate`` samples (slow).
+
+``--cpu-check`` runs what a CPU can: the dataset builds, the config parses, and one GRPO step runs with a tiny
+random Llama, a byte-level BPE trained on the catalog, TRL's bundled Qwen2.5 chat template and a scripted
+generate (the heuristic and random policies' actions rendered by the template). It is what CI runs.
+Settings follow the reference run (docs/training.md): 8 rollouts per task, temperature 0.6, lr 1e-6, ε 0.2/0.28,
+no KL, 4096 tokens per turn, 24576 context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", help="HF model id or path (required unless --cpu-check)")
+    parser.add_argument("--data", default="data/default", help="a prepared data directory")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--vllm-url", help="OpenAI-compatible base URL of a vLLM/SGLang server (…/v1)")
+    parser.add_argument("--served-model-name", help="model name on the server (default: --model)")
+    parser.add_argument("--env-url", help="a `shopsimrl serve` URL instead of the in-process environment")
+    parser.add_argument("--output-dir", default="out/trl-grpo")
+    parser.add_argument("--num-generations", type=int, default=8)
+    parser.add_argument("--per-device-batch", type=int, default=8)
+    parser.add_argument("--max-steps", type=int, default=80)
+    parser.add_argument("--concurrency", type=int, default=32, help="episodes in flight per rollout call")
+    parser.add_argument("--max-new-tokens", type=int, default=4096)
+    parser.add_argument("--max-context", type=int, default=24576)
+    parser.add_argument("--temperature", type=float, default=0.6)
+    parser.add_argument("--learning-rate", type=float, default=1e-6)
+    parser.add_argument("--max-turns", type=int, default=30, help="model turns per episode (action_limit)")
+    parser.add_argument("--limit", type=int, help="use only the first N tasks of the split")
+    parser.add_argument("--cpu-check", action="store_true", help="one step with a tiny model and scripted generate")
+    return parser.parse_args(argv)
+
+
+def build(args: argparse.Namespace) -> Any:
+    import datasets
+    from trl import GRPOConfig, GRPOTrainer
+
+    from shopsimrl.agent.runtime import InProcessEnvironment, ServiceEnvironment
+    from shopsimrl.env.shop_env import ShopWorld
+    from shopsimrl.train.trl import make_rollout_func, server_generate, shop_reward
+
+    world = ShopWorld.from_data_dir(args.data)
+    ids = world.catalog.split(args.split)[: args.limit]
+    dataset = datasets.Dataset.from_dict({"prompt": [str(t) for t in ids]})
+    environment = ServiceEnvironment(args.env_url) if args.env_url else InProcessEnvironment(world)
+    config = dict(output_dir=args.output_dir, num_generations=args.num_generations,
+                  per_device_train_batch_size=args.per_device_batch, max_steps=args.max_steps,
+                  learning_rate=args.learning_rate, beta=0.0, epsilon=0.2, epsilon_high=0.28,
+                  max_completion_length=args.max_context, temperature=args.temperature, top_p=1.0,
+                  adam_beta1=0.9, adam_beta2=0.98, weight_decay=0.1, lr_scheduler_type="constant",
+                  logging_steps=1, report_to=[], save_strategy="no" if args.cpu_check else "steps")
+    generate_factory = None
+    if args.cpu_check:
+        model, tokenizer, generate_factory = _cpu_parts(world, args)
+        config.update(use_cpu=True, bf16=False, dataloader_num_workers=0)
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not args.model:
+            raise SystemExit("--model is required (or --cpu-check)")
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype="bfloat16")
+        config.update(bf16=True)
+        if args.vllm_url:
+            generate = server_generate(args.vllm_url, args.served_model_name or args.model,
+                                       max_tokens=args.max_new_tokens, temperature=args.temperature)
+            generate_factory = lambda trainer: generate  # noqa: E731
+    rollout_func = make_rollout_func(environment, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                                     max_steps=args.max_turns,
+                                     concurrency=args.concurrency, generate_factory=generate_factory)
+    return GRPOTrainer(model=model, processing_class=tokenizer, train_dataset=dataset, reward_funcs=shop_reward,
+                       rollout_func=rollout_func, args=GRPOConfig(**config))
+
+
+def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    import gzip
+    import json
+
+    import torch
+    import trl
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from shopsimrl.agent.policies import make_policy
+    from shopsimrl.agent.prompt import SYSTEM_PROMPT
+    from shopsimrl.train.rollout import TURN_MESSAGES
+    from shopsimrl.train.scripted import TemplatePolicyGenerate
+    from shopsimrl.train.tiny_hf import build_bpe_tokenizer
+
+    products = json.loads(gzip.decompress((Path(args.data) / "products.json.gz").read_bytes()))[:2000]
+    template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
+    tokenizer = build_bpe_tokenizer([SYSTEM_PROMPT, *(json.dumps(p, ensure_ascii=False) for p in products)],
+                                    vocab_size=2000, chat_template=template)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=65536,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None))
+    policies = [make_policy("heuristic", world), make_policy("random", world)]
+
+    class Scripted(TemplatePolicyGenerate):
+        episodes: ClassVar[dict[int, int]] = {}
+
+        def text_for(self) -> str:
+            index = self.episodes.setdefault(id(TURN_MESSAGES.get()), len(self.episodes))
+            self.policy = policies[index % 2]
+            return super().text_for()
+
+    return model, tokenizer, lambda trainer: Scripted(tokenizer, policies[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.cpu_check:
+        args.num_generations, args.per_device_batch, args.max_steps = 2, 4, 1
+        args.concurrency, args.max_new_tokens, args.max_turns = 4, 256, 4
+    trainer = build(args)
+    trainer.train()
+    print(f"done: {trainer.state.global_step} step(s); last log: {trainer.state.log_history[-1]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Scripted dialogue policies: ask the shopper first, then shop with an existing page policy.
+
+``DialogueOraclePolicy`` asks about every private slot by name (it reads the goal) and then plays the oracle:
+the solvability check of dialogue mode (every slot revealed, then r_success = 1). ``DialogueHeuristicPolicy``
+uses public information only: it asks a fixed script of general questions until the shopper says it has
+nothing more, then runs the heuristic on the opening plus the replies. Both are stateless (the questions
+asked so far are read from the history).
+"""
+
+from __future__ import annotations
+
+from ...dialogue.replies import ALL_SAID, LEADS
+from ...dialogue.slots import ATTRIBUTE, BUDGET, OPTION, build_slots
+from ...env.dialogue_session import REPLY_PREFIX
+from ...env.shop_env import ShopWorld
+from ..policy import PolicyAction, PolicyContext
+from .heuristic import HeuristicPolicy
+from .oracle import OraclePolicy
+
+ASK = "ask_user"
+GENERAL_SCRIPT = ("你的预算大概是多少？", "对商品有什么具体要求吗？", "规格上有什么要求吗？")
+FOLLOW_UP = "还有别的要求吗？"
+REPLY_LINE = "- 说明：" + REPLY_PREFIX
+
+
+def ask(question: str, reasoning: str) -> PolicyAction:
+    return PolicyAction(ASK, {"question": question}, reasoning)
+
+
+def asked(context: PolicyContext) -> list[str]:
+    return [turn.action for turn in context.history if turn.action.startswith(f"{ASK}[")]
+
+
+def replies(context: PolicyContext) -> list[str]:
+    """The shopper's replies so far, read from the observations after each question."""
+    out: list[str] = []
+    for turn in context.history:
+        if not turn.action.startswith(f"{ASK}["):
+            continue
+        for line in turn.observation.splitlines():
+            if line.startswith(REPLY_LINE):
+                out.append(line[len(REPLY_LINE) :])
+    return out
+
+
+class DialogueOraclePolicy:
+    """Ask about every slot of the private goal, then buy like the oracle."""
+
+    name = "dialogue-oracle"
+
+    def __init__(self, world: ShopWorld) -> None:
+        self.world = world
+        self.oracle = OraclePolicy(world)
+
+    def questions(self, task_id: int) -> list[str]:
+        goal = self.world.catalog.goal(task_id)
+        product = self.world.catalog.products_by_asin.get(goal["asin"])
+        out: list[str] = []
+        for slot in build_slots(goal, product.raw if product is not None else None):
+            if slot.kind == ATTRIBUTE:
+                out.append(f"需要{slot.value}吗？")
+            elif slot.kind == OPTION:
+                out.append(f"{slot.axis}选{slot.value}可以吗？")
+            elif slot.kind == BUDGET:
+                out.append("预算是多少？")
+        return out
+
+    def act(self, context: PolicyContext) -> PolicyAction:
+        task_id = self.oracle.resolve_task(context)
+        plan = self.questions(task_id)
+        done = len(asked(context))
+        if done < len(plan) and ASK in context.offered():
+            return ask(plan[done], "dialogue oracle: ask about the next slot")
+        return self.oracle.act(context)
+
+
+class DialogueHeuristicPolicy:
+    """Public information only: a fixed question script, then the heuristic on the opening plus the replies."""
+
+    name = "dialogue-heuristic"
+
+    def __init__(self, max_follow_ups: int = 4) -> None:
+        self.heuristic = HeuristicPolicy()
+        self.max_follow_ups = max_follow_ups
+
+    def act(self, context: PolicyContext) -> PolicyAction:
+        said = replies(context)
+        count = len(asked(context))
+        finished = bool(said) and said[-1] == ALL_SAID
+        if ASK in context.offered() and context.search_offered and not any(
+            turn.action.startswith("search[") for turn in context.history
+        ):
+            if count < len(GENERAL_SCRIPT):
+                return ask(GENERAL_SCRIPT[count], "dialogue heuristic: scripted question")
+            if not finished and count < len(GENERAL_SCRIPT) + self.max_follow_ups:
+                return ask(FOLLOW_UP, "dialogue heuristic: anything else?")
+        request = "，".join([context.instruction, *(strip_lead(text) for text in said if text != ALL_SAID)])
+        return self.heuristic.act(
+            PolicyContext(
+                instruction=request,
+                observation=context.observation,
+                tools=[tool for tool in context.tools if tool.get("function", {}).get("name") != ASK],
+                persona=context.persona,
+                history=tuple(turn for turn in context.history if not turn.action.startswith(f"{ASK}[")),
+                task_id=context.task_id,
+                seed=context.seed,
+            )
+        )
+
+
+def strip_lead(text: str) -> str:
+    for lead in LEADS:
+        if text.startswith(lead):
+            return text[len(lead) :]
+    return text

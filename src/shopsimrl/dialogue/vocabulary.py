@@ -1,0 +1,53 @@
+"""What the shopper borrows from the generator's vocabulary: attribute paraphrases and leaf nouns (read only)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+
+def load_vocabulary() -> Any:
+    """The generator's vocabulary, imported on first use (plain resets never load the generator package)."""
+    from ..generate.vocabulary import load_vocabulary as load
+
+    return load()
+
+
+@lru_cache(maxsize=1)
+def paraphrases() -> dict[str, tuple[str, ...]]:
+    """Attribute keyword → the shopper's own words for it (``防滑`` → ``不打滑``, ``不容易滑``)."""
+    table = load_vocabulary().paraphrases.get("phrases", {})
+    return {str(key): tuple(str(value) for value in values) for key, values in sorted(table.items())}
+
+
+@lru_cache(maxsize=1)
+def leaf_nouns() -> dict[str, tuple[str, ...]]:
+    """Leaf category path (``a›b›c``) → the noun and its synonyms, as instructions name the product."""
+    return {leaf.category: (leaf.noun, *leaf.synonyms) for leaf in load_vocabulary().leaves}
+
+
+@lru_cache(maxsize=1)
+def attribute_words() -> frozenset[str]:
+    """Every attribute keyword and paraphrase of the vocabulary (two characters or more), casefolded.
+
+    The lexicon uses it to recognise a question about an attribute that is not in the goal (``需要防水吗`` for
+    a pillow) and answer it neutrally instead of volunteering the goal's own attributes.
+    """
+    words: set[str] = set()
+    for leaf in load_vocabulary().leaves:
+        words.update(leaf.all_attributes())
+    for keyword, phrases in paraphrases().items():
+        words.add(keyword)
+        words.update(phrases)
+    return frozenset(word.casefold() for word in words if len(word) >= 2)
+
+
+@lru_cache(maxsize=1)
+def longest_attribute_word() -> int:
+    return max((len(word) for word in attribute_words()), default=0)
+
+
+@lru_cache(maxsize=1)
+def attribute_initials() -> frozenset[str]:
+    """First characters of the attribute words: positions starting with anything else are skipped."""
+    return frozenset(word[0] for word in attribute_words())

@@ -1,0 +1,111 @@
+"""``ShopToolEnvironment``: the shop as an ``environment_factory`` class for TRL 1.16's own tool loop.
+
+TRL's contract (``GRPOTrainer(environment_factory=...)``, read from TRL 1.16.0's ``grpo_trainer.py``): one
+instance per rollout, pooled and reused; ``reset(**row)`` gets every column of the dataset row and returns text
+that TRL appends to the prompt's last user message; each public method is a tool whose schema TRL builds from
+its type hints and Google-style docstring; ``get_reward()`` (no argument, a float) is called once per finished
+rollout and logged under the class name.
+
+What this path loses against :func:`shopsimrl.train.trl.make_rollout_func` (documented in docs/training.md):
+the tool schemas are static, so the per-page ``click`` enum is not offered (the clickable values are in the
+observation text, and a value outside them is an invalid action judged by the environment); TRL's own parser
+decides what a tool call is, so the repair protocol (feedback JSON on a protocol error, the turn counted) does
+not apply — a malformed call is TRL's ``{"error": …}`` tool message or ends the completion; a cut-off generation
+is not ``terminate("generation_length")``; and the tokens are TRL's re-rendered ones, not the exact samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..agent.prompt import PERSONA_HEADER, SYSTEM_PROMPT, first_user_message, persona_line
+from ..errors import ShopSimError
+from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
+
+EPISODE_OVER = "本回合已结束，不能再调用工具。"
+
+
+class ShopToolEnvironment:
+    """One shop session per rollout; ``search``/``click`` are the tools, ``get_reward`` the terminal r_strict."""
+
+    def __init__(self, world: Any, *, max_steps: int = EPISODE_LIMITS["single_turn"], persona: bool | None = None
+                 ) -> None:
+        self.world = world
+        self.max_steps = max_steps
+        self.persona = persona
+        self._env: Any = None
+        self._final: Mapping[str, Any] | None = None
+        self._steps = 0
+
+    @classmethod
+    def factory(cls, world: Any, **kwargs: Any) -> Any:
+        """A zero-argument callable for ``environment_factory`` (the world is shared, read-only)."""
+        return lambda: cls(world, **kwargs)
+
+    def reset(self, **row: Any) -> str:
+        """Start the row's task (``task_id`` column, else the ``prompt`` as a task id); returns the first page."""
+        task = row.get("task_id", row.get("prompt"))
+        if isinstance(task, list) and task and isinstance(task[-1], Mapping):
+            task = task[-1].get("content")
+        try:
+            task_id = int(str(task).strip())
+        except ValueError as exc:
+            raise ShopSimError(f"row has no task id (task_id column): {task!r}") from exc
+        if self._env is None:
+            self._env = self.world.new_env()
+        reset = self._env.reset(task_id, persona=self.persona)
+        self._final, self._steps = None, 0
+        persona = reset.get("user_persona") or {}
+        head = f"{PERSONA_HEADER}\n{persona_line(persona)}\n\n" if persona else ""
+        return head + first_user_message(reset["task_instruction"], reset["observation"])
+
+    def _act(self, action: str) -> str:
+        if self._final is not None:
+            return EPISODE_OVER
+        result = self._env.step(action)
+        self._steps += 1
+        if result.get("done"):
+            self._final = result
+        elif self._steps >= self.max_steps:
+            self._final = self._env.terminate("action_limit")
+        return str(result["observation"])
+
+    def search(self, query: str) -> str:
+        """
+        Search the shop for products with keywords (only on pages that offer search).
+
+        Args:
+            query: Short keywords describing the product.
+
+        Returns:
+            The new page as text.
+        """
+        return self._act(f"search[{query.strip()}]")
+
+    def click(self, value: str) -> str:
+        """
+        Click a button, product or option of the current page.
+
+        Args:
+            value: Exactly one of the page's clickable values (listed under 可点击元素).
+
+        Returns:
+            The new page as text.
+        """
+        return self._act(f"click[{value.strip()}]")
+
+    def get_reward(self) -> float:
+        """The episode's r_strict (an unfinished episode is ended with ``action_limit`` first)."""
+        if self._env is None:
+            return 0.0
+        if self._final is None:
+            self._final = self._env.terminate("action_limit")
+        return float(self._final["reward_detail"][PRIMARY_REWARD])
+
+
+def environment_rows(task_ids: Sequence[int], *, system_prompt: str = SYSTEM_PROMPT) -> dict[str, list[Any]]:
+    """Dataset columns for the ``environment_factory`` path: a system prompt, an empty user turn, the task id."""
+    return {"prompt": [[{"role": "system", "content": system_prompt}, {"role": "user", "content": ""}]
+                       for _ in task_ids],
+            "task_id": [int(t) for t in task_ids]}
