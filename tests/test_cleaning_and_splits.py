@@ -142,7 +142,7 @@ def test_manifest_hashes_are_of_compact_id_lists():
 
 def test_too_small_catalog_is_a_clear_error():
     with pytest.raises(SplitError, match="too few for --test-size 400"):
-        build_persona_splits(_split_tasks(10))
+        build_persona_splits(_split_tasks(10), test_size=400, val_size=400)
     with pytest.raises(SplitError, match="cannot select exactly 3 test"):
         # one group of 5 tasks (all share a user) cannot give exactly 3
         build_persona_splits(

@@ -233,11 +233,11 @@ def test_bad_generator_and_stats_arguments_get_clear_errors(capsys: pytest.Captu
     from shopsimrl.cli import main
     from shopsimrl.errors import GeneratorConfigError, ShopSimError
 
-    with pytest.raises(GeneratorConfigError, match="two_axis_products"):
-        GeneratorConfig(products=10)
+    with pytest.raises(GeneratorConfigError, match="--two-axis-products"):  # errors name the flags (issue 18)
+        GeneratorConfig(products=10, two_axis_products=20)
     assert issubclass(GeneratorConfigError, ShopSimError)
-    assert main(["data", "generate", "--out", "/dev/null/x.json", "--products", "10"]) == 2
-    assert "two_axis_products" in capsys.readouterr().err
+    assert main(["data", "generate", "--out", "/dev/null/x.json", "--products", "10", "--two-axis-products", "20"]) == 2
+    assert "--two-axis-products" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         main(["data", "stats", "somewhere", "--oracle-sample", "-3"])
     assert exit_info.value.code == 2

@@ -138,7 +138,8 @@ def test_annotations_with_the_archives_own_uid_are_applied(tmp_path):
 
 
 def test_too_small_for_default_split_is_a_clear_cli_error(tmp_path, capsys):
-    code = main(["data", "prepare", "--archive", str(FIXTURE_ARCHIVE), "--out", str(tmp_path / "x")])
+    code = main(["data", "prepare", "--archive", str(FIXTURE_ARCHIVE), "--out", str(tmp_path / "x"),
+                 "--test-size", "400", "--val-size", "400"])
     assert code == 2
     assert "too few for --test-size 400" in capsys.readouterr().err
 

@@ -30,7 +30,7 @@ from .cleaning import Cleaner, CleaningResult
 from .goals import build_goals
 from .integrity import write_stamp
 from .lazy import RECORDS_DIR, RecordsWriter, iter_product_records
-from .splits import DEFAULT_SEED, DEFAULT_TEST_SIZE, DEFAULT_VAL_SIZE, PersonaTask, build_persona_splits
+from .splits import DEFAULT_SEED, PersonaTask, build_persona_splits
 
 PRODUCTS_FILE = "products.json.gz"
 EXCLUSIONS_FILE = "exclusions.json"
@@ -54,8 +54,8 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    test_size: int = DEFAULT_TEST_SIZE
-    val_size: int = DEFAULT_VAL_SIZE
+    test_size: int | None = None  # None: splits.default_split_size (400 at the real scale, fewer below)
+    val_size: int | None = None
     seed: int = DEFAULT_SEED
     annotations: Path | None = None
 

@@ -23,6 +23,8 @@ DEFAULT_SEED = 20260829
 DEFAULT_TEST_SIZE = 400
 DEFAULT_VAL_SIZE = 400
 HELD_OUT_MAX_GROUP_SIZE = 20
+DEFAULT_SIZES_AT = 4526
+"""Persona tasks of the real archive: at or above this count the default split sizes are 400/400."""
 NORMALIZATION = "unicode-nfkc-casefold-whitespace-v1"
 GROUP_KEYS = ("asin", "instruction_simple", "instruction", "persona_fingerprint", "user_id")
 _USER_ID_NAMES = {"userid", "user_id", "用户id", "用户_id"}
@@ -184,12 +186,17 @@ def _split_entry(role: str, groups: Sequence[TaskGroup], source_counts: Mapping[
     }
 
 
+def default_split_size(persona_tasks: int, size: int = DEFAULT_TEST_SIZE) -> int:
+    """The default held-out size for a catalog: 400 at the real archive's scale, proportionally fewer below."""
+    return min(size, round(persona_tasks * size / DEFAULT_SIZES_AT))
+
+
 def build_persona_splits(
     tasks: Iterable[PersonaTask],
     *,
     seed: int = DEFAULT_SEED,
-    test_size: int = DEFAULT_TEST_SIZE,
-    val_size: int = DEFAULT_VAL_SIZE,
+    test_size: int | None = None,
+    val_size: int | None = None,
     held_out_max_group_size: int = HELD_OUT_MAX_GROUP_SIZE,
     test_excluded_task_ids: Iterable[int] = (),
     source: Mapping[str, Any] | None = None,
@@ -197,6 +204,10 @@ def build_persona_splits(
 ) -> dict[str, Any]:
     """Build the ``shopsimrl-persona-splits-v1`` manifest (explicit sorted id lists with their SHA-256)."""
     task_list = list(tasks)
+    if test_size is None:  # not given: scaled with the catalog (small generated catalogs need no flags)
+        test_size = default_split_size(len(task_list), DEFAULT_TEST_SIZE)
+    if val_size is None:
+        val_size = default_split_size(len(task_list), DEFAULT_VAL_SIZE)
     if test_size < 0 or val_size < 0:
         raise SplitError("split sizes must be non-negative")
     if test_size + val_size > len(task_list):

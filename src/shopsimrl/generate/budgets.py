@@ -15,8 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..budget import parse_budget
+
 APPROXIMATE_MULTIPLIER = 1.1
 UPPER_KINDS = ("approximate_upper", "hard_upper")
+PARSE_RETRIES = 8
 _DIGITS = "零一二三四五六七八九"
 
 
@@ -163,9 +166,14 @@ def make_budget(
                 phrase = template.format(lo=_format_amount(low), hi=_format_amount(high))
                 return Budget(kind, phrase, float(high), float(high))
         amount = _fitting_amount(kind, gold_price, dearer_price, rng)
-        template = _weighted_template(rng, table[kind])
-        phrase = template.format(n=_written_amount(amount, rng, share), cur=currency)
-        return Budget(kind, phrase, float(amount), _ceiling_of(kind, amount))
+        ceiling = _ceiling_of(kind, amount)
+        for _ in range(PARSE_RETRIES):
+            template = _weighted_template(rng, table[kind])
+            phrase = template.format(n=_written_amount(amount, rng, share), cur=currency)
+            if parse_budget(phrase) == ceiling:  # a real shape must read back as the intended ceiling
+                return Budget(kind, phrase, float(amount), ceiling)
+        phrase = table[kind][0][1].format(n=_format_amount(amount), cur="元")
+        return Budget(kind, phrase, float(amount), ceiling)
     step = price_step(gold_price)
     if kind == "lower_only":
         amount = max(step, math.floor(gold_price * rng.uniform(0.4, 0.8) / step) * step)

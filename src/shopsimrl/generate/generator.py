@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import os
 import random
 from collections import Counter
@@ -20,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..catalog.archive import atomic_write_bytes, dump_archive_json, dump_json_file_bytes, sha256_hex
+from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.splits import normalize_text
 from ..errors import GeneratorConfigError
 from .instructions import Requirements, choose_requirements, full_instruction
@@ -29,12 +30,13 @@ from .products import ProductDraft, make_brands, make_product
 from .rng import pick_many
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v3"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v4"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
 BRANDS_PER_DOMAIN = 40
 MANIFEST_SUFFIX = ".manifest.json"
+REAL_PRODUCTS, REAL_TWO_AXIS, REAL_PERSONA = 23421, 695, 4526
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,10 @@ class GeneratorConfig:
     """Scale knobs. The defaults reproduce the shape of the real archive (23,421 / 695 / 4,526)."""
 
     products: int = 23421
-    two_axis_products: int = 695
-    persona_tasks: int = 4526
+    two_axis_products: int | None = None
+    """None: the real archive's share, ``round(products * 695 / 23421)``."""
+    persona_tasks: int | None = None
+    """None: the real archive's share, ``round(products * 4526 / 23421)``."""
     leaf_count: int | None = None
     """How many leaves to use; None: all leaves when they can hold 60–200 items each, else ``products // 80``."""
     large_group_share: float = 0.067
@@ -54,12 +58,23 @@ class GeneratorConfig:
     """Users with 2–9 tasks each, at the default persona count (scaled with ``persona_tasks``)."""
 
     def __post_init__(self) -> None:
+        # Errors name the CLI flags (``data generate``), which is where these values come from.
         if self.products < 1:
-            raise GeneratorConfigError("products must be positive")
+            raise GeneratorConfigError(f"--products must be positive (got {self.products})")
+        if self.two_axis_products is None:
+            object.__setattr__(self, "two_axis_products", round(self.products * REAL_TWO_AXIS / REAL_PRODUCTS))
+        if self.persona_tasks is None:
+            object.__setattr__(self, "persona_tasks", round(self.products * REAL_PERSONA / REAL_PRODUCTS))
         if not 0 <= self.two_axis_products <= self.products:
-            raise GeneratorConfigError("two_axis_products must be between 0 and products")
-        if not 0 <= self.persona_tasks <= self.products - self.two_axis_products:
-            raise GeneratorConfigError("persona_tasks must fit among the kept (single-price-axis) products")
+            raise GeneratorConfigError(
+                f"--two-axis-products must be between 0 and --products ({self.products}); got {self.two_axis_products}"
+            )
+        kept = self.products - self.two_axis_products
+        if not 0 <= self.persona_tasks <= kept:
+            raise GeneratorConfigError(
+                f"--persona-tasks must be between 0 and --products minus --two-axis-products ({kept}); "
+                f"got {self.persona_tasks}"
+            )
 
     @property
     def standard_tasks(self) -> int:
@@ -178,7 +193,10 @@ def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = Non
     slots = [(li, local) for li, size in enumerate(sizes) for local in range(size)]
     eligible = [i for i, (li, _) in enumerate(slots) if len(leaves[li].axes) >= 2]
     if config.two_axis_products > len(eligible):
-        raise GeneratorConfigError("not enough leaves with two option axes for the requested two-axis products")
+        raise GeneratorConfigError(
+            f"--two-axis-products {config.two_axis_products} is more than the {len(eligible)} products of leaves "
+            "with two option axes at this --products"
+        )
     two_axis = set(pick_many(master, eligible, config.two_axis_products))
     kept = [i for i in range(len(slots)) if i not in two_axis]
     persona = set(pick_many(master, kept, config.persona_tasks))
@@ -337,6 +355,57 @@ def catalog_statistics(catalog: GeneratedCatalog) -> dict[str, Any]:
     }
 
 
+class _HashingWriter(io.RawIOBase):
+    """A binary sink that hashes what passes through it into the file under it."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.digest = hashlib.sha256()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self.digest.update(data)
+        self.handle.write(data)
+        return len(data)
+
+
+def _stream_archive(target: Path, records: list[dict[str, Any]]) -> tuple[str, str]:
+    """Write the canonical archive record by record (issue 14: no whole-archive byte string in memory).
+
+    The bytes equal ``dump_archive_json`` (compact list, sorted keys) and, for ``.gz``, the deterministic gzip
+    of ``_gzip`` (zlib's output does not depend on how the input is chunked). Temp file + rename, as before.
+    Returns (archive SHA-256, decompressed data SHA-256).
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".building")
+    data_digest = hashlib.sha256()
+    with open(temporary, "wb") as handle:
+        sink = _HashingWriter(handle)
+        stream: Any = (
+            gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6)
+            if str(target).endswith(".gz")
+            else sink
+        )
+        for index, record in enumerate(records):
+            chunk = ("[" if index == 0 else ",") + json.dumps(
+                record, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+            )
+            data = chunk.encode("utf-8")
+            data_digest.update(data)
+            stream.write(data)
+        tail = ("]" if records else "[]").encode("utf-8") + b"\n"
+        data_digest.update(tail)
+        stream.write(tail)
+        if stream is not sink:
+            stream.close()
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)
+    return sink.digest.hexdigest(), data_digest.hexdigest()
+
+
 def write_catalog(
     path: str | os.PathLike[str], seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None
 ) -> dict[str, Any]:
@@ -348,17 +417,15 @@ def write_catalog(
     """
     config = config or GeneratorConfig()
     catalog = build_catalog(seed, config)
-    data = dump_archive_json(catalog.records)
-    archive = _gzip(data) if str(path).endswith(".gz") else data
     target = Path(path)
-    atomic_write_bytes(target, archive)
+    archive_sha, data_sha = _stream_archive(target, catalog.records)
     manifest = {
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
         "config": asdict(config),
         "archive": target.name,
-        "archive_sha256": sha256_hex(archive),
-        "data_sha256": sha256_hex(data),
+        "archive_sha256": archive_sha,
+        "data_sha256": data_sha,
         "vocabulary_sha256": vocabulary_sha256(),
         "counts": catalog_statistics(catalog),
     }

@@ -48,14 +48,22 @@ def make_user(user_id: str, vocab: Vocabulary, noise_brands: list[str], rng: ran
     data = vocab.personas
     province = pick(rng, list(data["regions"]))
     city = pick(rng, data["regions"][province])
+    age = weighted_choice(rng, _pairs(data["age_bands"]))
+    gender = weighted_choice(rng, _pairs(data["genders"]))
+    rules = data["occupation_rules"]
+    occupations = [
+        job
+        for job in data["occupations"]
+        if all(value in rules.get(job, {}).get(key, [value]) for key, value in (("性别", gender), ("年龄段", age)))
+    ]
     demographics = {
-        "年龄段": weighted_choice(rng, _pairs(data["age_bands"])),
-        "性别": weighted_choice(rng, _pairs(data["genders"])),
+        "年龄段": age,
+        "性别": gender,
         "会员等级": weighted_choice(rng, _pairs(data["member_levels"])),
         "消费等级": pick(rng, data["consumption_levels"]),
-        "职业": pick(rng, data["occupations"]),
+        "职业": pick(rng, occupations),
     }
-    region = {"省份": province, "城市": city, "区县": city.rstrip("市") + pick(rng, data["districts"]), "时区": "UTC+8"}
+    region = {"省份": province, "城市": city, "区县": pick(rng, data["city_districts"][city]), "时区": "UTC+8"}
     trading = {
         "复购率": round(rng.uniform(0.05, 0.75), 2),
         "是否促销敏感": rng.random() < 0.45,
@@ -77,6 +85,24 @@ def _omitted_split(req: Requirements, rng: random.Random) -> tuple[list[tuple[st
     return kept, omitted
 
 
+DESCRIBED_OPTION_SHARE = 0.5
+_DESCRIBED = {
+    "low": ("{axis}要最小的那档", "要最便宜的那个{axis}", "{axis}选最低的那档就行"),
+    "high": ("{axis}要最大的那档", "要最大的那个{axis}", "{axis}选最高的那档"),
+}
+
+
+def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
+    """The option as a shopper says it: on a priced amount axis, half the end values are described, not copied."""
+    values = [entry["value"] for entry in draft.record["customization_options"].get(axis, [])]
+    if draft.price_axes and axis == draft.price_axes[0] and len(values) >= 3 and rng.random() < DESCRIBED_OPTION_SHARE:
+        end = "low" if value == values[0] else "high" if value == values[-1] else ""
+        prices = [entry.get("price") for entry in draft.record["customization_options"][axis]]
+        if end and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
+            return pick(rng, _DESCRIBED[end]).format(axis=axis)
+    return option_phrase(axis, value, vocab, rng)
+
+
 def simple_text(
     draft: ProductDraft,
     req: Requirements,
@@ -87,7 +113,7 @@ def simple_text(
     filler: str = "",
 ) -> str:
     attrs = [value for axis, value in kept if not axis]
-    opts = [option_phrase(axis, value, vocab, rng) for axis, value in kept if axis]
+    opts = [_described_option(draft, axis, value, vocab, rng) for axis, value in kept if axis]
     kept_phrase = (join_attributes(attrs, vocab, rng) + "的") if attrs else ""
     template = pick(rng, vocab.text["simple_templates"])
     text = template.format(
@@ -147,30 +173,30 @@ def build_persona(
             add_pref(facet, value)
             evidence.append(f"{facet}偏好含“{value}”")
         elif place < 0.75:
-            search = f"{value}{req.noun}" if not axis else f"{req.noun} {value}"
+            search = pick(rng, data["search_templates"]).format(value=value, noun=req.noun, use=req.use)
             searches.append(search)
             evidence.append(f"最近搜索“{search}”")
         else:
             add_pref(facet, value)
-            search = f"{leaf.noun}{value}" + pick(rng, data["search_suffixes"])
+            search = pick(rng, data["search_templates"]).format(value=value, noun=leaf.noun, use=req.use)
             searches.append(search)
             evidence.append(f"{facet}偏好与最近搜索都指向“{value}”")
 
     noise: list[str] = []
     others = [a for a in leaf.all_attributes() if a not in draft.record["attribute"]]
-    if others and rng.random() < 0.4:
-        distractor = pick(rng, others)
-        add_pref(leaf.facet_of(distractor), distractor)
-        noise.append(f"“{distractor}”是无关偏好")
+    if others and rng.random() < 0.6:  # v4: preferences that this task does not need (some conflict with it)
+        for distractor in pick_many(rng, others, min(len(others), rng.randint(1, 2))):
+            add_pref(leaf.facet_of(distractor), distractor)
+            noise.append(f"“{distractor}”是无关偏好")
     if rng.random() < 0.5:
-        searches.append(leaf.noun + pick(rng, data["search_suffixes"]))
+        searches.append(pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use))
     for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(1, 2))):
-        searches.append(noun)
+        searches.append(pick(rng, data["plain_search_templates"]).format(noun=noun, use=pick(rng, ("家里", "自己", "送人"))))
     rng.shuffle(searches)
     size_field = pick(rng, data["size_fields"])
     if size_field not in prefs:
         prefs[size_field] = "" if rng.random() < 0.5 else []
-    noise.append("品牌偏好与本次需求无关，尺码类字段为空")
+    noise.append("尺码类字段为空")
 
     category_prefs = {leaf.domain: "高"}
     for domain in user.domains[-2:]:
@@ -180,6 +206,11 @@ def build_persona(
     saved = names[3:4] if rng.random() < 0.5 else []
     price_tag = data["price_tags"]["low" if draft.gold_price < 100 else "mid" if draft.gold_price < 1000 else "high"]
     tags = [*pick_many(rng, leaf.tags, min(len(leaf.tags), rng.randint(1, 2))), price_tag, *user.tags]
+    brands = list(user.brand_noise)
+    if rng.random() < float(data["brand_gold_share"]) and draft.brand.name not in brands:
+        # v4: the user's brand is sometimes the one of the gold product (evidence that decides between siblings)
+        brands.insert(rng.randrange(len(brands) + 1), draft.brand.name)
+        evidence.append(f"品牌偏好含“{draft.brand.name}”")
     trading = dict(user.trading)
     trading["平均客单价"] = round(draft.gold_price * rng.uniform(0.3, 1.4), 2)
     day = rng.randint(1, 28)
@@ -188,7 +219,7 @@ def build_persona(
         "人口属性": dict(user.demographics),
         "地区信息": dict(user.region),
         "交易特征": trading,
-        "兴趣偏好": {"品牌偏好": list(user.brand_noise), "商品属性偏好": prefs, "类目偏好": category_prefs},
+        "兴趣偏好": {"品牌偏好": brands, "商品属性偏好": prefs, "类目偏好": category_prefs},
         "行为特征": {
             "最近14天搜索关键词": searches,
             "最近浏览商品": viewed,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from .rng import pick, pick_many
@@ -18,6 +20,17 @@ from .vocabulary import DEFAULT_FACET, Axis, Leaf, Vocabulary
 
 IMAGE_HOST = "https://img.shopsim.local"
 _WINDOW_AXES = ("尺码", "鞋码", "参考身高")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+COLOUR_PRICED_SHARE = 0.12
+"""v4: an unordered 颜色分类 axis carries different prices this rarely (real colour axes are price-neutral)."""
+
+
+def _is_quantity(values: list[str] | tuple[str, ...]) -> bool:
+    """Every value carries a number and the numbers rise strictly along the listed order (规格/容量/重量…)."""
+    amounts = [amount_of(v) for v in values]
+    return all(a is not None and a > 0 for a in amounts) and all(
+        b > a for a, b in pairwise(amounts)  # type: ignore[operator]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +87,19 @@ def make_brands(vocab: Vocabulary, domain: str, count: int, rng: random.Random) 
     return brands
 
 
-def _model_code(brand: Brand, rng: random.Random) -> str:
-    digits = str(rng.randint(10, 9999))
+def _model_code(rng: random.Random) -> str:
+    """A model code unrelated to the brand name (real codes are series letters and digits: KX-2208, T9 Pro)."""
+    letters = "ABCDEFGHJKLMNPQRSTVWXYZ"
+    head = "".join(pick(rng, letters) for _ in range(rng.randint(1, 3)))
+    digits = str(rng.randint(1, 9999))
     style = rng.random()
-    if style < 0.4:
-        return f"{brand.initials}-{digits}"
-    if style < 0.7:
-        return f"{brand.initials}{pick(rng, 'ABCDEFGHKMSTX')}{digits}"
-    return f"{brand.initials}-{pick(rng, 'ABCDEFGHKMSTX')}{digits}"
+    if style < 0.35:
+        return f"{head}-{digits}"
+    if style < 0.65:
+        return f"{head}{digits}"
+    if style < 0.85:
+        return f"{head}{digits}{pick(rng, ('Pro', 'Max', 'Plus', 'S', 'Lite', 'II'))}"
+    return f"{head}{digits}-{pick(rng, letters)}"
 
 
 def _axis_values(axis: Axis, rng: random.Random) -> list[str]:
@@ -95,6 +113,23 @@ def _axis_values(axis: Axis, rng: random.Random) -> list[str]:
     count = rng.randint(2, min(len(values), 4))
     keep = sorted(pick_many(rng, range(len(values)), count))
     return [values[i] for i in keep]
+
+
+def amount_of(value: str) -> float | None:
+    """The first number of an option value (``5斤装`` → 5.0), None when it has none."""
+    match = _NUMBER.search(value)
+    return float(match.group()) if match else None
+
+
+def _quantity_prices(amounts: list[float], base: float, rng: random.Random) -> list[float]:
+    """Prices rising with the amount and sub-linearly per unit: ``base * (a / a0) ** e``, e in 0.7–0.9."""
+    exponent = rng.uniform(0.7, 0.9)
+    middle = amounts[(len(amounts) - 1) // 2]  # the leaf's price level describes a mid-size listing
+    prices = [taobao_price(base * (a / middle) ** exponent * rng.uniform(0.98, 1.02), rng) for a in amounts]
+    for i in range(1, len(prices)):  # rounding must not let a larger amount cost the same or less
+        if prices[i] <= prices[i - 1]:
+            prices[i] = round(prices[i - 1] + max(1.0, prices[i - 1] * 0.05), 2)
+    return prices
 
 
 def _axis_prices(count: int, base: float, ordered: bool, rng: random.Random) -> list[float]:
@@ -114,7 +149,7 @@ def _axis_prices(count: int, base: float, ordered: bool, rng: random.Random) -> 
 
 
 def _attributes(leaf: Leaf, rng: random.Random) -> list[str]:
-    count = min(len(leaf.slots), rng.randint(4, 6))
+    count = min(len(leaf.slots), rng.randint(3, 5))
     chosen = pick_many(rng, leaf.slots, count)
     return [pick(rng, slot.values) for slot in chosen]
 
@@ -183,7 +218,7 @@ def make_product(
 ) -> ProductDraft:
     """One product of ``leaf``; ``two_axis`` products get two price-affecting axes (cleaning excludes them)."""
     attributes = _attributes(leaf, rng)
-    code = _model_code(brand, rng) if leaf.has_model_code else ""
+    code = _model_code(rng) if leaf.has_model_code else ""
     low, high = leaf.price_range
     base = math.exp(rng.uniform(math.log(low), math.log(high)))
 
@@ -194,9 +229,14 @@ def make_product(
         count = _axis_count(leaf, rng)
         axes = [leaf.axes[i] for i in sorted(pick_many(rng, range(len(leaf.axes)), count))]
         price_axes = []
-        if axes and rng.random() < 0.82:
+        quantity = [axis for axis in axes if _is_quantity(axis.values)]
+        if quantity:  # v4: an amount axis is always priced (one price for 1 kg and 20 kg is no listing)
+            price_axes = [quantity[0].name]
+        elif axes and rng.random() < 0.82:
             ordered = [axis for axis in axes if axis.ordered]
-            price_axes = [(ordered[0] if ordered else axes[0]).name]
+            chosen = ordered[0] if ordered else axes[0]
+            if chosen.ordered or chosen.name != "颜色分类" or rng.random() < COLOUR_PRICED_SHARE:
+                price_axes = [chosen.name]
 
     options: dict[str, list[dict[str, Any]]] = {}
     priced: dict[str, list[float]] = {}
@@ -204,7 +244,10 @@ def make_product(
         values = _axis_values(axis, rng)
         if axis.name in price_axes:
             scale = base if axis.name == price_axes[0] else base * rng.uniform(0.05, 0.3)
-            prices = _axis_prices(len(values), scale, axis.ordered, rng)
+            if _is_quantity(values):
+                prices = _quantity_prices([amount_of(v) or 1.0 for v in values], scale, rng)
+            else:
+                prices = _axis_prices(len(values), scale, axis.ordered, rng)
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices

@@ -1,4 +1,5 @@
-"""Built-in policies: ``oracle`` (reads the private goal), ``heuristic`` (public information), ``random``."""
+"""Built-in policies: ``oracle`` (reads the private goal), ``heuristic`` (public information), ``random``, ``first``
+(first result, first option values: the trivial floor of issue 15)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from ...env.shop_env import ShopWorld
 from ..policy import Policy, PolicyError
 from .oracle import OraclePolicy
 
-POLICY_NAMES = ("oracle", "heuristic", "random")
+POLICY_NAMES = ("oracle", "heuristic", "random", "first", "strong")
 
 
 def make_policy(name: str, world: ShopWorld) -> Policy:
@@ -21,6 +22,14 @@ def make_policy(name: str, world: ShopWorld) -> Policy:
         from .random_policy import RandomPolicy
 
         return RandomPolicy()
+    if name == "first":
+        from .first_policy import FirstResultPolicy
+
+        return FirstResultPolicy()
+    if name == "strong":
+        from .strong_rule import StrongRulePolicy
+
+        return StrongRulePolicy()
     raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
 
 

@@ -1,0 +1,106 @@
+"""The strong rule policy: the heuristic plus full knowledge of the generator's vocabulary (issue 15).
+
+It knows every leaf attribute, the paraphrase table (so 用得久 reads as 耐用), every option value, the budget
+parser and the persona's preferences and brands. It ranks candidates by the recovered attributes, prefers
+the persona's brands, and passes over a product that lacks a requested option value or exceeds the budget.
+It is the upper bound a rule-writer with the generator's source reaches; the catalog must keep it ≤ 55%.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from ...generate.vocabulary import load_vocabulary
+from ..page_text import Page, PageItem
+from ..policy import PolicyAction, PolicyContext
+from .heuristic import BACK, BUY, PREV, HeuristicPolicy, Request, _option_plan, _strings, _visited, parse_page
+
+MAX_CANDIDATES = 6
+
+
+@lru_cache(maxsize=1)
+def _knowledge() -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
+    """(paraphrase → attribute, every attribute, every option value), longest first."""
+    vocab = load_vocabulary()
+    back = {phrase: attribute for attribute, phrases in vocab.paraphrases["phrases"].items() for phrase in phrases}
+    attributes = sorted({a for leaf in vocab.leaves for a in leaf.all_attributes()}, key=len, reverse=True)
+    values = sorted({v for leaf in vocab.leaves for axis in leaf.axes for v in axis.values}, key=len, reverse=True)
+    return back, tuple(attributes), tuple(values)
+
+
+class StrongRequest(Request):
+    """The heuristic's request, with paraphrases mapped back to attributes and the vocabulary's words found."""
+
+    def __init__(self, instruction: str, persona: Mapping[str, Any]) -> None:
+        back, attributes, values = _knowledge()
+        recovered = [attribute for phrase, attribute in back.items() if phrase in instruction]
+        expanded = instruction + ("，" + "，".join(recovered) if recovered else "")
+        super().__init__(expanded, persona)
+        self.required = [a for a in attributes if a in self.text]
+        self.option_words = [v for v in values if v in self.text]
+        interests = persona.get("兴趣偏好") if isinstance(persona, Mapping) else None
+        self.brands = _strings(interests.get("品牌偏好")) if isinstance(interests, Mapping) else []
+
+    def _item_score(self, item: PageItem) -> float:
+        score = super()._item_score(item)
+        haystack = item.title + " " + " ".join(item.attributes)
+        score += 3.0 * sum(1 for attribute in self.required if attribute in haystack)
+        if any(brand and (brand in item.brand or brand in item.title) for brand in self.brands):
+            score += 2.5
+        return score
+
+    def lacks_option(self, page: Page) -> bool:
+        """A requested option value that no axis of this product offers (as text)."""
+        offered = " ".join(value for values in page.options.values() for value in values)
+        return any(word not in offered for word in self.option_words) if page.options else bool(self.option_words)
+
+
+@lru_cache(maxsize=1024)
+def _request(instruction: str, persona_json: str) -> StrongRequest:
+    return StrongRequest(instruction, json.loads(persona_json))
+
+
+class StrongRulePolicy(HeuristicPolicy):
+    """The heuristic's loop with :class:`StrongRequest` and stricter product checks."""
+
+    name = "strong"
+
+    def __init__(self) -> None:
+        super().__init__(MAX_CANDIDATES)
+
+    def act(self, context: PolicyContext) -> PolicyAction:
+        request = _request(context.instruction, json.dumps(context.persona or {}, ensure_ascii=False, sort_keys=True))
+        page = parse_page(context.observation)
+        clicks = context.click_values()
+        if context.search_offered:
+            return PolicyAction.search(request.query(), "strong: search the request")
+        if page.kind == "search_results":
+            return self._on_results(request, page, context, clicks)
+        if page.kind == "product_detail" and page.product is not None:
+            return self._on_product_strict(request, page, context, clicks)
+        return PolicyAction.click(BACK if BACK in clicks else clicks[0], "strong: recover")
+
+    def _on_product_strict(
+        self, request: StrongRequest, page: Page, context: PolicyContext, clicks: list[str]
+    ) -> PolicyAction:
+        assert page.product is not None
+        visits = [asin for asin, _ in _visited(context.history)]
+        results = next(
+            (p for t in reversed(context.history) if (p := parse_page(t.observation)).kind == "search_results"), None
+        )
+        ranked = self._ranked(request, results)[: self.max_candidates] if results else []
+        untried = [item for item in ranked if item.asin not in set(visits)]
+        bounds = page.product.price_bounds()
+        too_dear = request.budget is not None and bounds is not None and bounds[0] > request.budget
+        retry = untried and visits.count(page.product.asin) <= 1 and (too_dear or request.lacks_option(page))
+        if retry and PREV in clicks:
+            return PolicyAction.click(PREV, "strong: lacks a requested value or over budget")
+        label = _option_plan(request, page, clicks)
+        if label is not None:
+            return PolicyAction.click(label, "strong: choose an option")
+        if BUY in clicks:
+            return PolicyAction.click(BUY, "strong: buy")
+        return PolicyAction.click(clicks[0], "strong: recover")

@@ -1,0 +1,40 @@
+"""The trivial (`first`) and strong rule (`strong`) policies of the difficulty benchmark (issue 15)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shopsimrl.agent.difficulty import measure_policy
+from shopsimrl.agent.policies.strong_rule import StrongRequest
+from shopsimrl.catalog.prepare import prepare_dataset
+from shopsimrl.catalog.store import Catalog
+from shopsimrl.generate import GeneratorConfig, write_catalog
+
+
+@pytest.fixture(scope="module")
+def small_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("difficulty")
+    archive = root / "small.json.gz"
+    write_catalog(archive, 11, GeneratorConfig(products=800))
+    prepare_dataset(archive, root / "data")
+    return root / "data"
+
+
+def test_strong_request_maps_paraphrases_back_to_attributes() -> None:
+    request = StrongRequest("想买一个不打滑的瑜伽垫，价格在100元以内", {"兴趣偏好": {"品牌偏好": ["德康"]}})
+    assert "防滑" in request.required
+    assert request.budget == 100.0
+    assert request.brands == ["德康"]
+
+
+def test_first_and_strong_policies_finish_every_task_and_rank_as_expected(small_dir: Path) -> None:
+    ids = list(Catalog.from_data_dir(small_dir).split("test"))
+    assert ids
+    first = measure_policy(small_dir, "first", ids, workers=1)
+    strong = measure_policy(small_dir, "strong", ids, workers=1)
+    oracle = measure_policy(small_dir, "oracle", ids, workers=1)
+    assert first.tasks == strong.tasks == oracle.tasks == len(ids)
+    assert oracle.success_rate == 1.0
+    assert first.success_rate <= strong.success_rate < 1.0
