@@ -99,6 +99,9 @@ class RayEpisodePool:
             raise
         except Exception as exc:
             _stop(ray, started)
+            cause = _project_error(exc)
+            if cause is not None:  # e.g. a worker's data directory that fails its checks: say that in one line
+                raise ShopSimError(f"a Ray worker could not start: {cause}") from exc
             raise RayUnavailable(f"Ray workers could not start: {type(exc).__name__}: {exc}") from exc
         wrong = [fp for fp in seen if fp != plan.fingerprint]
         if wrong:
@@ -152,6 +155,18 @@ def connect(ray: Any, address: str | None, *, num_cpus: int | None = None) -> bo
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         raise RayUnavailable(f"could not start or reach {where}: {type(exc).__name__}: {exc}") from exc
     return True
+
+
+def _project_error(exc: BaseException) -> str | None:
+    """The project's own error inside a Ray actor failure (Ray reports it as text with the remote traceback)."""
+    text = str(exc)
+    start = text.rfind(_ERRORS_PREFIX)
+    if start < 0:
+        return None
+    return text[start + len(_ERRORS_PREFIX):].split("\n", 1)[0].strip() or None
+
+
+_ERRORS_PREFIX = "shopsimrl.errors."
 
 
 def _forwarded_env(settings: Any) -> dict[str, str]:
