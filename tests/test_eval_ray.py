@@ -94,7 +94,7 @@ def test_ray_workers_must_see_the_same_data(local_ray, prepared_dir, tmp_path):
     manifest = json.loads((other / "manifest.json").read_text())
     manifest["schema_version"] = "another-schema"
     (other / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ShopSimError, match="another plan|schema_version 'another-schema'") as caught:
+    with pytest.raises(ShopSimError, match=r"another plan|schema_version 'another-schema'") as caught:
         evaluate(EvalSettings(data=str(prepared_dir), out=str(tmp_path / "skew"), split="test",
                               policy="heuristic", ray="", ray_data=str(other), concurrency=1))
     assert "\n" not in str(caught.value) and "Traceback" not in str(caught.value)
