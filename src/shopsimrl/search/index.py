@@ -211,6 +211,17 @@ def build_search_index(
     return {**manifest, "index_sha256": _sha256_file(target)}
 
 
+def _manifest_row(connection: sqlite3.Connection) -> dict[str, Any]:
+    """The index's one manifest row as a JSON object (ValueError / sqlite3.Error otherwise)."""
+    rows = connection.execute("SELECT payload FROM manifest").fetchall()
+    if len(rows) != 1:
+        raise ValueError(f"expected one manifest row, found {len(rows)}")
+    manifest = json.loads(rows[0][0])
+    if not isinstance(manifest, dict):
+        raise ValueError("the manifest is not a JSON object")
+    return manifest
+
+
 def _read_only(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(
         f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
@@ -429,12 +440,7 @@ class SearchIndex:
             raise SearchIndexError(f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}") from exc
         try:
             try:
-                rows = connection.execute("SELECT payload FROM manifest").fetchall()
-                if len(rows) != 1:
-                    raise ValueError(f"expected one manifest row, found {len(rows)}")
-                manifest = json.loads(rows[0][0])
-                if not isinstance(manifest, dict):
-                    raise ValueError("the manifest is not a JSON object")
+                manifest = _manifest_row(connection)
             except (sqlite3.Error, TypeError, ValueError) as exc:
                 raise SearchIndexError(
                     f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}"
@@ -476,12 +482,7 @@ class SearchIndex:
             raise SearchIndexError(f"ShopSimulator search index not found: {file}; {rebuild_hint(file)}")
         try:
             connection = _read_only(file)
-            rows = connection.execute("SELECT payload FROM manifest").fetchall()
-            if len(rows) != 1:
-                raise ValueError(f"expected one manifest row, found {len(rows)}")
-            manifest = json.loads(rows[0][0])
-            if not isinstance(manifest, dict):
-                raise ValueError("the manifest is not a JSON object")
+            manifest = _manifest_row(connection)
             problems = _manifest_problems(manifest, expected_product_sha256, expected_field_weights)
             if not problems:
                 problems = _table_definition_problems(connection)
