@@ -176,3 +176,64 @@ def test_dialogue_metrics_count_purchases_after_not_complete_and_unanswered_ques
     assert out["episodes_told_incomplete"] == 2 and out["purchases_after_incomplete"] == 1
     assert out["unanswered_question_rate"] == pytest.approx(1 / 4)
     assert dialogue_summary([{"steps": [], "final": {}}]) is None
+
+
+# ---------------------------------------------------------------- over HTTP (both APIs)
+def _stable(record):
+    out = json.loads(json.dumps(record))
+    for key in ("started_at", "ended_at", "duration_ms", "provenance"):
+        out.pop(key)
+    out["final"].pop("idx")
+    for step in out["steps"]:
+        step["model"].pop("latency_ms")
+        step["environment"].pop("idx")
+    return out
+
+
+def test_eval_over_http_with_a_shopper_matches_in_process(world, prepared_dir, tmp_path):
+    from live_server import serve
+    from shopsimrl.server import create_app
+
+    base = dict(data=str(prepared_dir), split="all", concurrency=2, policy="dialogue-heuristic", shopper="rule",
+                max_steps=40)
+    evaluate(EvalSettings(out=str(tmp_path / "local"), **base), world=world)
+    with serve(create_app(world, slots=2)) as url:
+        remote = evaluate(EvalSettings(out=str(tmp_path / "remote"), env_url=url, **base), world=world)
+    assert remote.summary["dialogue"]["questions"] > 0
+    local_records = latest_records(tmp_path / "local" / "traces.jsonl")
+    remote_records = latest_records(tmp_path / "remote" / "traces.jsonl")
+    assert set(local_records) == set(remote_records)
+    for eid, local in local_records.items():
+        a, b = _stable(local), _stable(remote_records[eid])
+        assert a["dialogue"].pop("transcript") and b["dialogue"].pop("transcript") is None  # private: in-process only
+        assert a == b, eid
+
+
+def test_both_http_apis_take_a_shopper(world):
+    import httpx
+
+    from live_server import serve
+    from shopsimrl.server import create_app
+    from shopsimrl.server.client import ShopClient
+
+    task = world.catalog.split("all")[0]
+    with serve(create_app(world, slots=2)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        created = http.post("/v1/sessions", json={"task_id": task, "shopper": "rule"})
+        assert created.status_code == 201, created.text
+        body = created.json()
+        assert body["task_instruction"] == "" and body["shopper"] == "rule" and body["shopper_opening"]
+        assert body["interaction_mode"] == "multi_turn" and "shopper_slots" not in body
+        step = http.post(f"/v1/sessions/{body['session_id']}/step", json={"action": "ask_user[预算是多少？]"}).json()
+        assert step["shopper_reply"] and step["dialogue"]["questions_asked"] == 1
+        assert http.post("/v1/sessions", json={"task_id": task, "shopper": "llm"}).status_code == 422
+        plain = http.post("/v1/sessions", json={"task_id": task}).json()
+        assert "shopper" not in plain and plain["task_instruction"]
+        http.post("/api/shop_agent", json={"action": "release_all"})
+        bad = http.post("/api/shop_agent", json={"action": "reset", "idx": task, "shopper": "llm"})
+        assert bad.status_code == 400 and "shopper" in bad.json()["error"]
+        client = ShopClient(url)
+        try:
+            reset = client.reset(task, shopper="rule")
+            assert reset["shopper_opening"] == body["shopper_opening"] and client.step("ask_user[颜色？]")["shopper_reply"]
+        finally:
+            client.close()
