@@ -65,6 +65,7 @@ class SessionCreated(BaseModel):
     shopper_opening: str | None = Field(None, description="the shopper's first message: the task the agent sees")
     dialogue_version: str | None = None
     tool_version: str | None = None
+    shopper_slots: list[str] | None = Field(None, description="private (include_private_goal): the shopper's slots")
 
 
 class StepResult(BaseModel):
