@@ -127,7 +127,7 @@ def test_shop_env_results_are_exactly_the_declared_types(prepared_dir):
     dialogue = ShopEnv.from_data_dir(prepared_dir)
     assert dialogue.reset(0, include_private_goal=True, shopper="rule").keys() == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS
     asked = dialogue.step("ask_user[预算是多少？]")
-    assert DIALOGUE_STEP_KEYS <= asked.keys() and _typeddict_problems(asked, StepResult) == []
+    assert asked.keys() >= DIALOGUE_STEP_KEYS and _typeddict_problems(asked, StepResult) == []
     assert _typeddict_problems(dialogue.terminate("action_limit"), TerminateResult) == []
     assert _typeddict_problems(reset, ResetResult) == []
     assert _typeddict_problems(env.reset(1, persona=False), ResetResult) == []
