@@ -81,7 +81,7 @@ REFERENCE_BODY = {
                  include_private_goal={"type": "boolean"},
                  interaction_mode={"type": "string", "enum": ["single_turn", "multi_turn"]},
                  shopper={"type": ["string", "null"], "enum": ["rule", None]},
-                 wait_timeout={"type": "number", "minimum": 0}),
+                 wait_timeout={"type": "number", "minimum": 0, "maximum": 86_400}),
         _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),
         _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
                  termination_reason={"type": "string", "enum": ["action_limit", "generation_length"]}),
