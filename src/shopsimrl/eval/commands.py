@@ -222,7 +222,7 @@ def add_commands(commands: Any) -> None:
 
     ps = commands.add_parser("policy-server", help="an OpenAI-compatible chat server driven by a built-in policy")
     ps.add_argument("--data", required=True, help="a prepared data directory (the oracle resolves tasks in it)")
-    ps.add_argument("--policy", default="heuristic", choices=("heuristic", "oracle", "random"))
+    ps.add_argument("--policy", default="heuristic", choices=("heuristic", "oracle", "random", "dialogue-heuristic"))
     ps.add_argument("--host", default="127.0.0.1")
     ps.add_argument("--port", type=int, default=8100)
     ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")
