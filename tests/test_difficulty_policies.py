@@ -38,3 +38,7 @@ def test_first_and_strong_policies_finish_every_task_and_rank_as_expected(small_
     assert first.tasks == strong.tasks == oracle.tasks == len(ids)
     assert oracle.success_rate == 1.0
     assert first.success_rate <= strong.success_rate < 1.0
+    # r_type < 1 counts purchases only: a failed task may still be the right type; the oracle never buys a wrong type
+    assert oracle.wrong_type == 0 and oracle.as_dict()["wrong_type"] == 0
+    for measure in (first, strong):
+        assert 0 <= measure.wrong_type <= measure.tasks - measure.successes
