@@ -504,6 +504,7 @@ def test_realism_figures_meet_the_v4_targets(full: GeneratedCatalog) -> None:
     assert 0.2 <= figures["gold_brand_in_preference_share"] <= 0.45  # v3: 0.002 (below chance)
     assert figures["mean_recent_search_chars"] >= 6.0  # v3: 4.5
     assert figures["budget_shapes"] >= 200  # v3: 108
+    assert 0.05 <= figures["omitted_without_verbatim_evidence_share"] <= 0.5  # v4: 0 (every value verbatim)
 
 
 def test_quantity_axes_are_priced_by_amount_sub_linearly() -> None:
