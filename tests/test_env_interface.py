@@ -23,6 +23,8 @@ from shopsimrl.env import (
 from shopsimrl.env.gym import ShopGymEnv
 from shopsimrl.env.interface import (
     ASYNC_METHODS,
+    DIALOGUE_RESET_KEYS,
+    DIALOGUE_STEP_KEYS,
     PROTOCOL_METHODS,
     RESET_OPTIONAL_KEYS,
     RESET_REQUIRED_KEYS,
@@ -121,7 +123,12 @@ def test_shop_env_results_are_exactly_the_declared_types(prepared_dir):
     """Every key and value of real results, on every kind of step, against the TypedDicts."""
     env = ShopEnv.from_data_dir(prepared_dir)
     reset = env.reset(0, include_private_goal=True)
-    assert reset.keys() == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS
+    assert reset.keys() == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS - DIALOGUE_RESET_KEYS
+    dialogue = ShopEnv.from_data_dir(prepared_dir)
+    assert dialogue.reset(0, include_private_goal=True, shopper="rule").keys() == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS
+    asked = dialogue.step("ask_user[预算是多少？]")
+    assert asked.keys() >= DIALOGUE_STEP_KEYS and _typeddict_problems(asked, StepResult) == []
+    assert _typeddict_problems(dialogue.terminate("action_limit"), TerminateResult) == []
     assert _typeddict_problems(reset, ResetResult) == []
     assert _typeddict_problems(env.reset(1, persona=False), ResetResult) == []
     steps = [env.step(action) for action in (

@@ -270,3 +270,25 @@ def test_ledger_extends_or_forks() -> None:
     assert first.tokens == [1, 2, 3, 4, 5, 6, 7] and first.loss_mask == [0, 0, 0, 1, 1, 0, 1]
     assert first.response_tokens == [4, 5, 6, 7] and first.response_log_probs == [-0.1, -0.2, 0.0, -0.3]
     assert second.tokens == [1, 2, 9, 8] and second.prompt_length == 3 and second.response_mask == [1]
+
+
+def test_dialogue_shopper_replies_are_never_trained_on(world: ShopWorld) -> None:
+    """Dialogue mode (issue 16): the shopper's replies come back as tool messages, so they carry loss mask 0
+    while the agent's own questions are trained; the prefix stays one segment with ask_user rendered once."""
+    tokenizer = ToyChatTokenizer(tools_in_prompt=True)
+    context = RolloutContext(0, interaction_mode="multi_turn", shopper="rule")
+    traj = asyncio.run(run_rollout(context, tokenizer, PolicyGenerate(tokenizer, make_policy("dialogue-heuristic", world)),
+                                   InProcessEnvironment(world), config=RolloutConfig(max_steps=40)))
+    assert traj.status == COMPLETED, traj.error
+    questions = [s["action"][len("ask_user["):-1] for s in traj.steps if (s["action"] or "").startswith("ask_user[")]
+    replies = [m["content"].split("顾客回复：", 1)[1].split("\n", 1)[0] for m in traj.messages
+               if m["role"] == "tool" and "顾客回复：" in m["content"]]
+    assert questions and len(replies) == len(questions)
+    assert len(traj.segments) == 1
+    segment = traj.segments[0]
+    trained = tokenizer.decode([t for t, m in zip(segment.tokens, segment.loss_mask, strict=True) if m])
+    untrained = tokenizer.decode([t for t, m in zip(segment.tokens, segment.loss_mask, strict=True) if not m])
+    assert all(q in trained for q in questions)
+    assert all(r not in trained and r in untrained for r in replies)
+    assert "顾客回复" not in trained and traj.messages[1]["content"].count("购物任务") == 1
+    assert tokenizer.decode(segment.tokens).count('"ask_user"') == 1 + len(questions)  # the tool: rendered once

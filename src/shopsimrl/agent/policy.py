@@ -72,7 +72,8 @@ class PolicyContext:
 
 @dataclass(frozen=True)
 class PolicyAction:
-    """One tool call: ``search`` with ``{"query": …}`` or ``click`` with ``{"value": …}``."""
+    """One tool call: ``search`` with ``{"query": …}``, ``click`` with ``{"value": …}`` or (dialogue mode)
+    ``ask_user`` with ``{"question": …}``."""
 
     name: str
     arguments: Mapping[str, str]
@@ -89,7 +90,7 @@ class PolicyAction:
     @property
     def canonical(self) -> str:
         """The environment's action string for this call."""
-        key = "query" if self.name == "search" else "value"
+        key = {"search": "query", "ask_user": "question"}.get(self.name, "value")
         return f"{self.name}[{str(self.arguments.get(key, '')).strip()}]"
 
 
@@ -136,6 +137,8 @@ def _canonical_from_call(call: Mapping[str, Any]) -> str | None:
         return f"search[{arguments['query'].strip()}]"
     if name == "click" and isinstance(arguments.get("value"), str):
         return f"click[{arguments['value'].strip()}]"
+    if name == "ask_user" and isinstance(arguments.get("question"), str):
+        return f"ask_user[{arguments['question'].strip()}]"
     return None
 
 

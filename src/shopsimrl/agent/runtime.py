@@ -41,7 +41,9 @@ class RuntimeFailure(ShopSimError):
 
 
 class AsyncEnv(Protocol):
-    async def reset(self, task_id: int, persona: bool | None, interaction_mode: str) -> dict[str, Any]: ...
+    async def reset(
+        self, task_id: int, persona: bool | None, interaction_mode: str, shopper: str | None = None
+    ) -> dict[str, Any]: ...
     async def step(self, action: str) -> dict[str, Any]: ...
     async def terminate(self, reason: str) -> dict[str, Any]: ...
     async def close(self) -> None: ...
@@ -76,8 +78,18 @@ class _Adapter:
             return await asyncio.to_thread(method, *args, **kwargs)
         return method(*args, **kwargs)
 
-    async def reset(self, task_id: int, persona: bool | None, interaction_mode: str) -> dict[str, Any]:
-        return await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode)
+    async def reset(
+        self, task_id: int, persona: bool | None, interaction_mode: str, shopper: str | None = None
+    ) -> dict[str, Any]:
+        extra = {"shopper": shopper} if shopper is not None else {}  # no shopper: the reference call, unchanged
+        return await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode, **extra)
+
+    async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
+        """The shopper's private transcript (matched slots, noise) where the env exposes it (in-process)."""
+        method = getattr(self.env, "dialogue_transcript", None)
+        if method is None or self.is_async:
+            return None
+        return method()
 
     async def step(self, action: str) -> dict[str, Any]:
         return await self._call("step", action)
@@ -155,9 +167,13 @@ class RuntimeConfig:
     persona: bool | None = None  # None: each task in its own mode (persona iff it has one)
     interaction_mode: str = "single_turn"
     prompt: str = SYSTEM_PROMPT
+    shopper: str | None = None  # dialogue mode (issue 16): "rule"; None: the reference single-agent episode
 
     def identity(self) -> dict[str, Any]:
-        return {"max_steps": self.max_steps, "action_protocol": ACTION_PROTOCOL}
+        out: dict[str, Any] = {"max_steps": self.max_steps, "action_protocol": ACTION_PROTOCOL}
+        if self.shopper is not None:  # absent otherwise, so single-turn plan fingerprints stay as they were
+            out["shopper"] = self.shopper
+        return out
 
 
 @dataclass
@@ -213,7 +229,7 @@ class AgentRuntime:
         try:
             env = self.environment.new()
             t = clock()
-            reset = await env.reset(job.task_id, cfg.persona, cfg.interaction_mode)
+            reset = await env.reset(job.task_id, cfg.persona, cfg.interaction_mode, cfg.shopper)
             env_s += clock() - t
             record["reset"] = _without(reset, HIDDEN_RESET_FIELDS)
             stage = "skill_selection"
@@ -221,7 +237,9 @@ class AgentRuntime:
             record["selected_skills"] = [skill.record() for skill in selected]
             persona = reset.get("user_persona") or {}
             messages.append({"role": "system", "content": system_message(persona, render_skills(selected), cfg.prompt)})
-            messages.append({"role": "user", "content": first_user_message(reset["task_instruction"], reset["observation"])})
+            # dialogue mode: the instruction is withheld and the shopper's opening is the task the agent sees
+            visible = reset.get("shopper_opening") if cfg.shopper is not None else reset["task_instruction"]
+            messages.append({"role": "user", "content": first_user_message(str(visible or ""), reset["observation"])})
             shown, page, state = messages[1]["content"], reset["observation"], reset["observation_state"]
             final: dict[str, Any] | None = None
             for step_index in range(1, cfg.max_steps + 1):
@@ -256,6 +274,10 @@ class AgentRuntime:
                 result = _without(await env.step(action), LEASE_FIELDS)
                 env_s += clock() - t
                 step["environment"] = result
+                if action.startswith("ask_user["):
+                    feedback = result.get("action_feedback") or {}
+                    step["dialogue"] = {"question": action[len("ask_user["):-1], "reply": result.get("shopper_reply"),
+                                        "valid": bool(feedback.get("valid"))}
                 messages.append(observation_message(decision, result["observation"]))
                 if result.get("done"):
                     final = result
@@ -268,6 +290,9 @@ class AgentRuntime:
                 final = await env.terminate(ACTION_LIMIT)
                 env_s += clock() - t
             record["final"] = _without(final, LEASE_FIELDS)
+            if cfg.shopper is not None:
+                stage = "dialogue_transcript"
+                record["dialogue"] = await _dialogue_record(env, reset, steps)
             record["status"] = "completed"
         except Exception as exc:
             record["error"] = _error(stage, exc)
@@ -291,6 +316,21 @@ class AgentRuntime:
 
     async def close(self) -> None:
         await self.model.close()
+
+
+async def _dialogue_record(env: AsyncEnv, reset: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The trace's ``dialogue`` block: the shopper, each question and reply, and (in-process) the matched slots.
+
+    The transcript names private slots, so it is written after the episode ends and never shown to the agent;
+    over HTTP it is not exposed and the questions and replies come from the step results.
+    """
+    transcript = None
+    getter = getattr(env, "dialogue_transcript", None)
+    if getter is not None:
+        transcript = await getter()
+    turns = [dict(step["dialogue"], step_index=step["step_index"]) for step in steps if "dialogue" in step]
+    return {"shopper": reset.get("shopper"), "shopper_version": reset.get("shopper_version"),
+            "opening": reset.get("shopper_opening"), "turns": turns, "transcript": transcript}
 
 
 def failure_record(job: EpisodeJob, provenance: Mapping[str, Any], stage: str, exc: BaseException) -> dict[str, Any]:

@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..versions import MAX_QUESTION_CHARS
+
 REPAIR_INSTRUCTION = "上一轮未执行任何环境动作。请基于同一页面重新作答，只调用一个当前提供的函数工具，不要输出可见文本。"
-ARGUMENT_KEYS = {"search": "query", "click": "value"}
+ARGUMENT_KEYS = {"search": "query", "click": "value", "ask_user": "question"}  # ask_user: dialogue mode only
 
 PROTOCOL_ERROR_CODES = (
     "tool_call_count", "mixed_content", "invalid_tool_call", "missing_function", "missing_tool_call_id",
@@ -263,6 +265,8 @@ def _check_call(call: ToolCall, offered: Sequence[str]) -> None:
     value = arguments[key]
     if not isinstance(value, str) or not value.strip():
         raise _Reject("invalid_tool_arguments", f"{call.name}.{key} must be a non-empty string")
+    if call.name == "ask_user" and len(value) > MAX_QUESTION_CHARS:
+        raise _Reject("invalid_tool_arguments", f"ask_user.question must be at most {MAX_QUESTION_CHARS} characters")
 
 
 def interpret(payload: Any, tools: Sequence[Mapping[str, Any]], *, latency_ms: float = 0.0) -> ModelOutput:

@@ -1,4 +1,5 @@
-"""A minimal in-process dialogue episode loop for built-in policies (until the agent runtime routes ``ask_user``).
+"""A minimal in-process dialogue episode loop for built-in policies (the fast path of ``bench_dialogue.py``;
+``shopsimrl eval --shopper rule`` runs the same policies through the agent runtime).
 
 It gives a policy what the runtime gives it — the visible task (here the shopper's opening), the persona, the
 observation text, the offered tools and the earlier turns — and turns its ``search`` / ``click`` /
@@ -31,9 +32,7 @@ class DialogueEpisode:
 
 
 def canonical(action: PolicyAction) -> str:
-    """``search[q]``, ``click[v]`` or ``ask_user[question]``."""
-    if action.name == "ask_user":
-        return f"ask_user[{str(action.arguments.get('question', '')).strip()}]"
+    """``search[q]``, ``click[v]`` or ``ask_user[question]`` (``PolicyAction.canonical`` knows all three)."""
     return action.canonical
 
 

@@ -43,9 +43,11 @@ class ActionFeedback(TypedDict):
 
 
 class ActionFeedbackWithAxes(ActionFeedback, total=False):
-    """``missing_option_axes`` is present only when ``buy now`` was refused for an incomplete selection."""
+    """``missing_option_axes`` is present only when ``buy now`` was refused for an incomplete selection;
+    ``reply`` only after a valid ``ask_user`` (dialogue mode)."""
 
     missing_option_axes: list[str]
+    reply: str
 
 
 class _ResetRequired(TypedDict):
@@ -61,11 +63,18 @@ class _ResetRequired(TypedDict):
 
 
 class ResetResult(_ResetRequired, total=False):
-    """The result of ``reset``; the last three keys are present only with ``include_private_goal=True``."""
+    """The result of ``reset``; the private keys are present only with ``include_private_goal=True``, the
+    ``shopper*``/``dialogue_version``/``tool_version`` keys only in dialogue mode (``shopper="rule"``)."""
 
     private_task_instruction: str
     goal_options: list[str]
     reason_key: str | None
+    shopper: str
+    shopper_version: str
+    shopper_opening: str
+    dialogue_version: str
+    tool_version: str
+    shopper_slots: list[str]  # private, dialogue mode with include_private_goal only
 
 
 class _EpisodeRequired(TypedDict):
@@ -86,9 +95,12 @@ class _StepRequired(_EpisodeRequired):
 
 
 class StepResult(_StepRequired, total=False):
-    """The result of ``step``; ``termination_reason`` is present exactly when ``done`` is true."""
+    """The result of ``step``; ``termination_reason`` is present exactly when ``done`` is true; ``dialogue``
+    and ``shopper_reply`` only in dialogue mode."""
 
     termination_reason: EndReason
+    dialogue: JsonObject
+    shopper_reply: str | None
 
 
 class _TerminateRequired(_EpisodeRequired):
@@ -103,6 +115,8 @@ class TerminateResult(_TerminateRequired, total=False):
     """
 
     action_feedback: ActionFeedbackWithAxes | None
+    dialogue: JsonObject
+    shopper_reply: str | None
 
 
 RESET_REQUIRED_KEYS: frozenset[str] = ResetResult.__required_keys__
@@ -111,6 +125,10 @@ STEP_REQUIRED_KEYS: frozenset[str] = StepResult.__required_keys__
 STEP_OPTIONAL_KEYS: frozenset[str] = StepResult.__optional_keys__
 TERMINATE_REQUIRED_KEYS: frozenset[str] = TerminateResult.__required_keys__
 TERMINATE_OPTIONAL_KEYS: frozenset[str] = TerminateResult.__optional_keys__
+# Present only in dialogue mode (issue 16): every other reset / step result is the reference's, key for key.
+DIALOGUE_RESET_KEYS = frozenset({"shopper", "shopper_version", "shopper_opening", "dialogue_version", "tool_version",
+                                 "shopper_slots"})
+DIALOGUE_STEP_KEYS = frozenset({"dialogue", "shopper_reply"})
 
 
 @runtime_checkable

@@ -41,7 +41,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     settings = EvalSettings(
         data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
         concurrency=args.concurrency, repeats=args.repeats, limit=args.limit, sample_size=args.sample_size,
-        seed=args.seed, max_steps=args.max_steps, persona=args.persona, skills=args.skills,
+        seed=args.seed, persona=args.persona, skills=args.skills, shopper=args.shopper,
+        max_steps=args.max_steps or EPISODE_LIMITS["multi_turn" if args.shopper else "single_turn"],
         experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
         ray_data=args.ray_data,
     )
@@ -165,7 +166,7 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--data", required=True, help="a prepared data directory")
     ev.add_argument("--split", default="test")
     who = ev.add_mutually_exclusive_group()
-    who.add_argument("--policy", choices=("heuristic", "oracle", "random"),
+    who.add_argument("--policy", choices=("heuristic", "oracle", "random", "dialogue-heuristic", "dialogue-oracle"),
                      help="built-in policy (oracle = solvability check: it reads the private goal)")
     who.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     ev.add_argument("--model", help="model name at --base-url")
@@ -189,7 +190,10 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--limit", type=_positive_int, help="only the first N tasks of the split")
     ev.add_argument("--sample-size", type=_positive_int, help="a seeded random sample of N tasks")
     ev.add_argument("--seed", type=int, default=20260830)
-    ev.add_argument("--max-steps", type=int, default=EPISODE_LIMITS["single_turn"])
+    ev.add_argument("--max-steps", type=int, default=None,
+                    help=f"turn limit (default {EPISODE_LIMITS['single_turn']}; {EPISODE_LIMITS['multi_turn']} with --shopper)")
+    ev.add_argument("--shopper", choices=("rule",), default=None,
+                    help="dialogue mode: a simulated shopper the agent can ask (ask_user); the instruction is withheld")
     ev.add_argument("--persona", action=argparse.BooleanOptionalAction, default=None,
                     help="persona mode (default: what the split declares)")
     ev.add_argument("--skills", help="skill-bank JSON appended to the system message")
@@ -218,7 +222,7 @@ def add_commands(commands: Any) -> None:
 
     ps = commands.add_parser("policy-server", help="an OpenAI-compatible chat server driven by a built-in policy")
     ps.add_argument("--data", required=True, help="a prepared data directory (the oracle resolves tasks in it)")
-    ps.add_argument("--policy", default="heuristic", choices=("heuristic", "oracle", "random"))
+    ps.add_argument("--policy", default="heuristic", choices=("heuristic", "oracle", "random", "dialogue-heuristic"))
     ps.add_argument("--host", default="127.0.0.1")
     ps.add_argument("--port", type=int, default=8100)
     ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")

@@ -2,7 +2,10 @@
 
 Alignment first: both plans must share the pipeline version, the task split and job list, the environment
 (catalog, versions, persona mode; not the adapter — an in-process run and a service run are comparable), and
-the runtime limits; every task key must be completed in both runs. Then, per metric, a task-paired percentile
+the runtime limits; every task key must be completed in both runs. A single-turn run and a dialogue run
+(``--shopper``) of the same tasks are comparable: for that pair only, the interaction mode and the turn limit
+(:data:`DIALOGUE_IGNORED`, which the shopper implies) are ignored and named in the warnings; two different
+shoppers are not comparable. Then, per metric, a task-paired percentile
 bootstrap of the mean difference (B − A) with 10,000 resamples, seeded per metric with the first eight bytes
 of SHA-256(``"20260901:<metric>"``), linear-interpolated 95% percentiles; and the success transition table.
 """
@@ -25,6 +28,8 @@ DEFAULT_RESAMPLES = 10_000
 COMPONENTS = ("r_strict", "r_success", "r_loose", "r_type", "r_att", "r_option", "r_price")
 ENVIRONMENT_KEYS = ("persona", "interaction_mode", "environment_version", "observation_version", "tool_version",
                     "catalog")
+# What a shopper implies (multi_turn, 40 turns): ignored when exactly one of the two runs is a dialogue run.
+DIALOGUE_IGNORED = ("environment interaction_mode", "runtime max_steps")
 
 
 class ComparisonError(ShopSimError):
@@ -107,19 +112,29 @@ def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, par
     elif _jobs(plan_a) != _jobs(plan_b):
         problems.append("the job lists differ (tasks, samples or seeds; --allow-partial compares the common ones)")
     env_a, env_b = _env(plan_a), _env(plan_b)
+    shopper_a = plan_a.get("environment", {}).get("shopper")
+    shopper_b = plan_b.get("environment", {}).get("shopper")
+    ignored: tuple[str, ...] = ()
+    if shopper_a != shopper_b:
+        if shopper_a is not None and shopper_b is not None:
+            problems.append(f"environment shopper differs ({shopper_a} vs {shopper_b})")
+        else:
+            ignored = DIALOGUE_IGNORED
+            warnings.append(f"single-turn vs dialogue (shopper {shopper_a or shopper_b!r}): ignored "
+                            + ", ".join(ignored) + "; the dialogue run sees the shopper's opening, not the instruction")
     for key in ENVIRONMENT_KEYS:
-        if env_a[key] != env_b[key]:
+        if env_a[key] != env_b[key] and f"environment {key}" not in ignored:
             problems.append(f"environment {key} differs")
     run_a, run_b = plan_a.get("runtime", {}), plan_b.get("runtime", {})
     for key in ("max_steps", "action_protocol"):
-        if run_a.get(key) != run_b.get(key):
+        if run_a.get(key) != run_b.get(key) and f"runtime {key}" not in ignored:
             problems.append(f"runtime {key} differs ({run_a.get(key)} vs {run_b.get(key)})")
     differs = [key for key in ("model", "prompt", "skills") if plan_a.get(key) != plan_b.get(key)]
     if not differs:
         warnings.append("the two plans use the same model, prompt and skills: differences are sampling noise")
     if plan_a.get("environment", {}).get("adapter") != plan_b.get("environment", {}).get("adapter"):
         warnings.append("one run used the in-process environment and the other the HTTP service")
-    return {"problems": problems, "warnings": warnings, "differs_in": differs}
+    return {"problems": problems, "warnings": warnings, "differs_in": differs, "ignored": list(ignored)}
 
 
 def compare_runs(

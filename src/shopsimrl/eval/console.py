@@ -91,6 +91,16 @@ def summary_table(summary: Mapping[str, Any], title: str) -> Table:
         ("completion tokens per step", _num(cost.get("completion_tokens_per_step"), 1)),
         ("mean episode wall time", "—" if cost["duration_ms_mean"] is None else f"{cost['duration_ms_mean']:.1f} ms"),
     ]
+    dialogue = summary.get("dialogue")
+    if dialogue:  # dialogue runs only
+        rows += [
+            ("questions per episode", _num(dialogue["questions_per_episode"], 2)),
+            ("slot recall (revealed / total)",
+             f"{_pct(dialogue['slot_recall'])} ({dialogue['slots_revealed']}/{dialogue['slots_total']})"),
+            ("purchases after a 'not complete' reply",
+             f"{dialogue['purchases_after_incomplete']} (of {dialogue['episodes_told_incomplete']} told)"),
+            ("unanswered-question rate", f"{_pct(dialogue['unanswered_question_rate'])}"),
+        ]
     if summary.get("errors"):
         rows.append(("error types", ", ".join(f"{k} {v}" for k, v in summary["errors"].items())))
     for key, value in rows:

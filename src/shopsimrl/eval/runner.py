@@ -31,7 +31,14 @@ from ..agent.skills import NO_SKILLS, SkillBank
 from ..catalog.store import Catalog
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
-from ..versions import ENVIRONMENT_VERSION, EPISODE_LIMITS, OBSERVATION_VERSION, TOOL_VERSION
+from ..versions import (
+    DIALOGUE_OBSERVATION_VERSION,
+    DIALOGUE_TOOL_VERSION,
+    ENVIRONMENT_VERSION,
+    EPISODE_LIMITS,
+    OBSERVATION_VERSION,
+    TOOL_VERSION,
+)
 from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
 from .ray_runner import RayEpisodePool, import_ray
 from .rundir import RunDir, describe_unparseable, is_completed, write_json_atomic
@@ -64,6 +71,7 @@ class EvalSettings:
     seed: int = DEFAULT_EVAL_SEED
     max_steps: int = EPISODE_LIMITS["single_turn"]
     persona: bool | None = None
+    shopper: str | None = None  # dialogue mode (issue 16): "rule"; recorded in the plan so runs never mix
     skills: str | None = None
     experiment: str | None = None
     env_timeout: float = 30.0
@@ -79,6 +87,8 @@ class EvalSettings:
             raise ShopSimError("concurrency must be at least 1")
         if self.max_steps < 1:
             raise ShopSimError("max_steps must be at least 1")
+        if self.shopper not in (None, "rule"):
+            raise ShopSimError(f"unknown shopper {self.shopper!r}; choose 'rule' (the LLM shopper is not available yet)")
 
 
 @dataclass
@@ -111,15 +121,21 @@ def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | Non
     return None if declared is None else bool(declared)
 
 
-def environment_identity(catalog: Catalog, adapter: Mapping[str, Any], persona: bool | None) -> dict[str, Any]:
+def environment_identity(
+    catalog: Catalog, adapter: Mapping[str, Any], persona: bool | None, shopper: str | None = None
+) -> dict[str, Any]:
     manifest = catalog.manifest
-    return {
+    out = {
         **adapter, "persona": persona, "interaction_mode": "single_turn",
         "environment_version": ENVIRONMENT_VERSION, "observation_version": OBSERVATION_VERSION,
         "tool_version": TOOL_VERSION,
         "catalog": {"data_sha256": manifest.get("output_data_sha256"),
                     "schema_version": manifest.get("schema_version")},
     }
+    if shopper is not None:  # dialogue mode: its own versions; absent otherwise (single-turn plans unchanged)
+        out.update(interaction_mode="multi_turn", shopper=shopper, dialogue_version=DIALOGUE_OBSERVATION_VERSION,
+                   dialogue_tool_version=DIALOGUE_TOOL_VERSION)
+    return out
 
 
 def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalPlan, AgentRuntime]:
@@ -143,12 +159,13 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
         threaded = settings.policy is None if settings.threaded_env is None else settings.threaded_env
         environment = InProcessEnvironment(world, threaded=threaded)
     bank = SkillBank.load(settings.skills) if settings.skills else None
-    config = RuntimeConfig(max_steps=settings.max_steps, persona=persona, prompt=SYSTEM_PROMPT)
+    config = RuntimeConfig(max_steps=settings.max_steps, persona=persona, prompt=SYSTEM_PROMPT,
+                           shopper=settings.shopper)
     experiment = settings.experiment or Path(settings.out).name
     plan = EvalPlan.create(
         experiment=experiment, model=model.identity(),
         task_split=_task_split(catalog, settings.data, settings.split, persona, ids), jobs=jobs,
-        environment=environment_identity(catalog, environment.identity(), persona),
+        environment=environment_identity(catalog, environment.identity(), persona, settings.shopper),
         runtime={**config.identity(), "concurrency": settings.concurrency},
         prompt=prompt_identity(config.prompt), skills=bank.identity() if bank else dict(NO_SKILLS),
         seed=settings.seed,

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .dialogue_metrics import dialogue_summary
 from .rundir import is_completed
 
 SUMMARY_SCHEMA = "shopsimrl-eval-summary-v2"
@@ -110,6 +111,9 @@ def summarize(
                  "completion_tokens_per_step": _rate(tokens["completion_tokens"], model_steps)},
         "errors": dict(sorted(errors.items())),
     }
+    dialogue = dialogue_summary(completed)
+    if dialogue is not None:  # dialogue runs only (issue 16)
+        summary["dialogue"] = dialogue
     if meta:
         summary["run"] = dict(meta)
     return summary

@@ -80,7 +80,8 @@ REFERENCE_BODY = {
         _variant("reset", ["idx"], idx=_INT64, if_persona={"type": ["boolean", "null"]},
                  include_private_goal={"type": "boolean"},
                  interaction_mode={"type": "string", "enum": ["single_turn", "multi_turn"]},
-                 wait_timeout={"type": "number", "minimum": 0}),
+                 shopper={"type": ["string", "null"], "enum": ["rule", None]},
+                 wait_timeout={"type": "number", "minimum": 0, "maximum": 86_400}),
         _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),
         _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
                  termination_reason={"type": "string", "enum": ["action_limit", "generation_length"]}),
@@ -236,6 +237,7 @@ def create_app(
             body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
             interaction_mode=body.get("interaction_mode", "single_turn"),
             include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
+            shopper=body.get("shopper"),
         )
         payload.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return payload

@@ -63,9 +63,13 @@ class _Base:
         self._done = bool(result.get("done"))
         return result
 
-    def _reset_body(self, task_id: int, persona: bool | None, interaction_mode: str, include_private_goal: bool) -> dict[str, Any]:
-        return {"action": "reset", "idx": task_id, "if_persona": persona, "interaction_mode": interaction_mode,
+    def _reset_body(self, task_id: int, persona: bool | None, interaction_mode: str, include_private_goal: bool,
+                    shopper: str | None = None) -> dict[str, Any]:
+        body = {"action": "reset", "idx": task_id, "if_persona": persona, "interaction_mode": interaction_mode,
                 "include_private_goal": include_private_goal}
+        if shopper is not None:  # dialogue mode; absent otherwise, so the reference body is unchanged
+            body["shopper"] = shopper
+        return body
 
     def _require_lease(self) -> dict[str, Any]:
         if self._lease is None:
@@ -108,12 +112,13 @@ class ShopClient(_Base):
         raise AssertionError("unreachable")
 
     def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
-              include_private_goal: bool = False, wait_timeout: float | None = None) -> dict[str, Any]:
+              include_private_goal: bool = False, wait_timeout: float | None = None,
+              shopper: str | None = None) -> dict[str, Any]:
         """Start an episode, as ``ShopEnv.reset``: a lease still held (a finished or running episode) is
         released first; ``persona=None`` takes the task's own mode, ``True`` on a standard task raises
         :class:`PersonaUnavailableError`."""
         self.release()
-        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
         try:
@@ -176,10 +181,11 @@ class AsyncShopClient(_Base):
         raise AssertionError("unreachable")
 
     async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
-                    include_private_goal: bool = False, wait_timeout: float | None = None) -> dict[str, Any]:
+                    include_private_goal: bool = False, wait_timeout: float | None = None,
+                    shopper: str | None = None) -> dict[str, Any]:
         """As :meth:`ShopClient.reset` (a held lease is released first)."""
         await self.release()
-        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal)
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
         try:

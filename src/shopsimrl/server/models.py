@@ -29,6 +29,9 @@ class CreateSession(BaseModel):
     interaction_mode: InteractionMode = "single_turn"
     include_private_goal: StrictBool = False
     wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
+    shopper: Literal["rule"] | None = Field(
+        None, description="dialogue mode: the simulated shopper the agent can ask (ask_user); implies multi_turn and "
+                          "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
 
 
 class StepRequest(BaseModel):
@@ -57,6 +60,12 @@ class SessionCreated(BaseModel):
     private_task_instruction: str | None = None
     goal_options: list[str] | None = None
     reason_key: str | None = None
+    shopper: str | None = Field(None, description="dialogue mode only, as every field below")
+    shopper_version: str | None = None
+    shopper_opening: str | None = Field(None, description="the shopper's first message: the task the agent sees")
+    dialogue_version: str | None = None
+    tool_version: str | None = None
+    shopper_slots: list[str] | None = Field(None, description="private (include_private_goal): the shopper's slots")
 
 
 class StepResult(BaseModel):
@@ -72,6 +81,9 @@ class StepResult(BaseModel):
     goal: dict[str, Any]
     over: bool
     termination_reason: str | None = None
+    dialogue: dict[str, Any] | None = Field(None, description="dialogue mode only: questions asked, and slot recall "
+                                            "once done")
+    shopper_reply: str | None = Field(None, description="dialogue mode only: the reply to this step's ask_user")
 
 
 class SessionState(BaseModel):

@@ -57,6 +57,7 @@ class EnvService:
         interaction_mode: str = "single_turn",
         include_private_goal: bool = False,
         wait_timeout: float | None = None,
+        shopper: str | None = None,
     ) -> tuple[Lease[ShopEnv], dict[str, Any]]:
         """Check the request, wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
         if isinstance(task_id, bool) or not isinstance(task_id, int):
@@ -67,6 +68,8 @@ class EnvService:
         if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
             raise ServiceRequestError("if_persona must be a boolean or null (the task's own mode); "
                                       "include_private_goal must be a boolean")
+        if shopper not in (None, "rule"):  # dialogue mode (issue 16); the LLM shopper is not served yet
+            raise ServiceRequestError(f"unsupported shopper {shopper!r}; choose 'rule' or null (no dialogue)")
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
@@ -79,7 +82,7 @@ class EnvService:
         try:
             payload = env.reset(
                 task_id, persona=persona, interaction_mode=interaction_mode,
-                include_private_goal=include_private_goal, session_id=f"slot-{lease.slot}-{task_id}",
+                include_private_goal=include_private_goal, session_id=f"slot-{lease.slot}-{task_id}", shopper=shopper,
             )
         except BaseException:
             self.pool.release(lease.slot, lease.lease_id)

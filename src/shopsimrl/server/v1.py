@@ -72,7 +72,7 @@ def v1_router(service: EnvService) -> APIRouter:
     async def create(body: CreateSession) -> dict[str, Any]:
         lease, payload = await service.reset(
             body.task_id, persona=body.persona, interaction_mode=body.interaction_mode,
-            include_private_goal=body.include_private_goal, wait_timeout=body.wait_timeout,
+            include_private_goal=body.include_private_goal, wait_timeout=body.wait_timeout, shopper=body.shopper,
         )
         payload.update(session_id=lease.lease_id, env_idx=lease.slot)
         return payload

@@ -26,7 +26,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..env.tools import CLICK_DESCRIPTION, CLICK_TOOL, QUERY_DESCRIPTION, SEARCH_DESCRIPTION, SEARCH_TOOL
+from ..env.tools import (
+    ASK_USER_DESCRIPTION,
+    ASK_USER_TOOL,
+    CLICK_DESCRIPTION,
+    CLICK_TOOL,
+    QUERY_DESCRIPTION,
+    QUESTION_DESCRIPTION,
+    SEARCH_DESCRIPTION,
+    SEARCH_TOOL,
+)
 from ..env.tools import VALUE_DESCRIPTION as _VALUE_DESCRIPTION
 
 # Stop tokens of the template families the project is tested with (model-emitted end-of-turn markers).
@@ -35,7 +44,7 @@ KNOWN_STOPS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|call|>", "<|return|>
 EPISODE_VALUE_DESCRIPTION = _VALUE_DESCRIPTION + "（当前可点击值见观察文本的“可点击元素”）"
 
 
-def episode_tools() -> list[dict[str, Any]]:
+def episode_tools(*, dialogue: bool = False) -> list[dict[str, Any]]:
     """The tool list rendered once per episode: ``search`` and ``click`` without the per-page enum.
 
     Templates that put tools in the system block (Qwen, GLM, gpt-oss) would otherwise change the first
@@ -48,8 +57,11 @@ def episode_tools() -> list[dict[str, Any]]:
             "parameters": {"type": "object", "properties": {key: {"type": "string", "description": key_description}},
                            "required": [key], "additionalProperties": False}}}
 
-    return [tool(SEARCH_TOOL, SEARCH_DESCRIPTION, "query", QUERY_DESCRIPTION),
-            tool(CLICK_TOOL, CLICK_DESCRIPTION, "value", EPISODE_VALUE_DESCRIPTION)]
+    tools = [tool(SEARCH_TOOL, SEARCH_DESCRIPTION, "query", QUERY_DESCRIPTION),
+             tool(CLICK_TOOL, CLICK_DESCRIPTION, "value", EPISODE_VALUE_DESCRIPTION)]
+    if dialogue:  # dialogue mode: ask_user is rendered for the whole episode (offered or not on a page)
+        tools.append(tool(ASK_USER_TOOL, ASK_USER_DESCRIPTION, "question", QUESTION_DESCRIPTION))
+    return tools
 
 
 @dataclass

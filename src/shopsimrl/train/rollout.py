@@ -92,10 +92,11 @@ class RolloutContext:
     skills: tuple[Skill, ...] = ()
     prompt: str = SYSTEM_PROMPT
     interaction_mode: str = "single_turn"
+    shopper: str | None = None  # dialogue mode (issue 16): the shopper's replies come back as tool messages (mask 0)
 
     def fingerprint(self) -> tuple[Any, ...]:
         return (self.task_id, self.persona, self.prompt, self.interaction_mode,
-                tuple((s.skill_id, s.version, s.content_sha256) for s in self.skills))
+                tuple((s.skill_id, s.version, s.content_sha256) for s in self.skills), self.shopper)
 
 
 @dataclass(frozen=True)
@@ -418,16 +419,18 @@ async def run_rollout(
     try:
         env = environment.new()
         t = clock()
-        reset = await env.reset(context.task_id, context.persona, context.interaction_mode)
+        reset = await env.reset(context.task_id, context.persona, context.interaction_mode, context.shopper)
         env_s += clock() - t
         persona = reset.get("user_persona") or {}
         messages.append({"role": "system",
                          "content": system_message(persona, render_skills(list(context.skills)), context.prompt)})
         messages.append({"role": "user",
-                         "content": first_user_message(reset["task_instruction"], reset["observation"])})
+                         "content": first_user_message(
+                             (reset.get("shopper_opening") or "") if context.shopper else reset["task_instruction"],
+                             reset["observation"])})
         state = reset["observation_state"]
         final: Mapping[str, Any] | None = None
-        fixed_tools = episode_tools() if cfg.episode_tools else None
+        fixed_tools = episode_tools(dialogue=context.shopper is not None) if cfg.episode_tools else None
         turn_start: int | None = None  # append mode: where the last sampled turn's history messages begin
         last_stop: str | None = None
         for step_index in range(1, cfg.max_steps + 1):

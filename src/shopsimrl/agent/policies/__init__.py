@@ -7,7 +7,7 @@ from ...env.shop_env import ShopWorld
 from ..policy import Policy, PolicyError
 from .oracle import OraclePolicy
 
-POLICY_NAMES = ("oracle", "heuristic", "random", "first", "strong")
+POLICY_NAMES = ("oracle", "heuristic", "random", "first", "strong", "dialogue-heuristic", "dialogue-oracle")
 
 
 def make_policy(name: str, world: ShopWorld) -> Policy:
@@ -30,6 +30,14 @@ def make_policy(name: str, world: ShopWorld) -> Policy:
         from .strong_rule import StrongRulePolicy
 
         return StrongRulePolicy()
+    if name == "dialogue-heuristic":  # dialogue mode (--shopper): ask first, then the heuristic
+        from .dialogue import DialogueHeuristicPolicy
+
+        return DialogueHeuristicPolicy()
+    if name == "dialogue-oracle":  # dialogue mode solvability check: ask every slot, then the oracle
+        from .dialogue import DialogueOraclePolicy
+
+        return DialogueOraclePolicy(world)
     raise PolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")
 
 
