@@ -4,7 +4,8 @@ policy on a split of a prepared catalog (issue 15 targets: oracle 100%, heuristi
 Usage: python benchmarks/bench_difficulty.py DATA_DIR [--split test] [--policies oracle,heuristic,first]
        [--limit N] [--workers N]
 
-Prints one line per policy: successes / tasks, success rate, mean steps, seconds.
+Prints one line per policy: successes / tasks, success rate, mean steps, share of tasks bought with the wrong
+type (r_type < 1, e.g. a cross-leaf confuser), seconds.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def main() -> int:
         measure = measure_policy(args.data, name.strip(), ids, workers=args.workers)
         print(
             f"{name:>9}: {measure.successes}/{measure.tasks} = {100 * measure.success_rate:.2f}% success, "
-            f"{measure.steps_mean:.2f} steps, {time.perf_counter() - started:.1f} s"
+            f"{measure.steps_mean:.2f} steps, wrong type (r_type < 1) {100 * measure.wrong_type / max(1, measure.tasks):.2f}%, "
+            f"{time.perf_counter() - started:.1f} s"
         )
     return 0
 

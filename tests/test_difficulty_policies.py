@@ -29,6 +29,13 @@ def test_strong_request_maps_paraphrases_back_to_attributes() -> None:
     assert request.brands == ["德康"]
 
 
+def test_strong_request_maps_paraphrases_in_persona_searches_back_to_attributes() -> None:
+    persona = {"行为特征": {"最近14天搜索关键词": ["不打滑的瑜伽垫 瑜伽"]}}
+    request = StrongRequest("想买一个瑜伽垫，瑜伽用", persona)
+    assert "防滑" in request.required
+    assert "防滑" not in StrongRequest("想买一个瑜伽垫，瑜伽用", {}).required
+
+
 def test_first_and_strong_policies_finish_every_task_and_rank_as_expected(small_dir: Path) -> None:
     ids = list(Catalog.from_data_dir(small_dir).split("test"))
     assert ids
@@ -38,3 +45,7 @@ def test_first_and_strong_policies_finish_every_task_and_rank_as_expected(small_
     assert first.tasks == strong.tasks == oracle.tasks == len(ids)
     assert oracle.success_rate == 1.0
     assert first.success_rate <= strong.success_rate < 1.0
+    # r_type < 1 counts purchases only: a failed task may still be the right type; the oracle never buys a wrong type
+    assert oracle.wrong_type == 0 and oracle.as_dict()["wrong_type"] == 0
+    for measure in (first, strong):
+        assert 0 <= measure.wrong_type <= measure.tasks - measure.successes

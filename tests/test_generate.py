@@ -318,6 +318,9 @@ def test_persona_shape(medium: GeneratedCatalog) -> None:
         assert item["instruction_simple"] != item["instruction"]
 
 
+PHRASES = load_vocabulary().paraphrases["phrases"]
+
+
 def test_omitted_requirements_have_persona_evidence(medium: GeneratedCatalog) -> None:
     persona_audits = [(r, a) for r, a in zip(medium.records, medium.audits, strict=True) if a.persona]
     for record, audit in persona_audits:
@@ -325,8 +328,8 @@ def test_omitted_requirements_have_persona_evidence(medium: GeneratedCatalog) ->
         public = {k: v for k, v in record["user_persona"].items() if k != "__reasoning__"}
         text = json.dumps(public, ensure_ascii=False)
         simple = _instruction(record)["instruction_simple"]
-        for value in audit.omitted:
-            assert value in text
+        for value in audit.omitted:  # verbatim, or (v4.1) only as a paraphrase of the attribute
+            assert value in text or any(phrase in text for phrase in PHRASES.get(value, ())), (value, text)
         # "40" (a shoe size) inside "440元" is not the value: compare whole numbers only
         assert any(not re.search(rf"(?<!\d){re.escape(value)}(?!\d)", simple) for value in audit.omitted)
 
@@ -501,6 +504,7 @@ def test_realism_figures_meet_the_v4_targets(full: GeneratedCatalog) -> None:
     assert 0.2 <= figures["gold_brand_in_preference_share"] <= 0.45  # v3: 0.002 (below chance)
     assert figures["mean_recent_search_chars"] >= 6.0  # v3: 4.5
     assert figures["budget_shapes"] >= 200  # v3: 108
+    assert 0.05 <= figures["omitted_without_verbatim_evidence_share"] <= 0.5  # v4: 0 (every value verbatim)
 
 
 def test_quantity_axes_are_priced_by_amount_sub_linearly() -> None:
@@ -538,3 +542,21 @@ def test_streamed_archive_equals_the_canonical_bytes(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes() == expected
         assert manifest["archive_sha256"] == hashlib.sha256(expected).hexdigest()
         assert manifest["data_sha256"] == hashlib.sha256(dump_archive_json(records)).hexdigest()
+
+
+def test_some_omitted_attributes_have_only_paraphrased_persona_evidence(medium: GeneratedCatalog) -> None:
+    """v4.1: part of the omitted attributes appear in the persona only as a paraphrase (用得久 for 耐用)."""
+    phrases = PHRASES
+    paraphrased = verbatim = 0
+    for record, audit in zip(medium.records, medium.audits, strict=True):
+        if not audit.persona:
+            continue
+        persona = {k: v for k, v in record["user_persona"].items() if k != "__reasoning__"}
+        text = json.dumps(persona, ensure_ascii=False)
+        for value in audit.omitted:
+            if value in record["attribute"] and value not in text:
+                assert any(phrase in text for phrase in phrases.get(value, ())), (value, text)
+                paraphrased += 1
+            elif value in text:
+                verbatim += 1
+    assert paraphrased > 0 and verbatim > 0

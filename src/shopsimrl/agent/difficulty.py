@@ -35,6 +35,8 @@ class PolicyMeasure:
     successes: int
     failed_task_ids: tuple[int, ...]
     steps_mean: float
+    wrong_type: int = 0
+    """Purchases with r_type < 1 (a product of the wrong type, e.g. a cross-leaf confuser)."""
 
     @property
     def success_rate(self) -> float:
@@ -47,18 +49,23 @@ class PolicyMeasure:
             "successes": self.successes,
             "success_rate": self.success_rate,
             "steps_mean": self.steps_mean,
+            "wrong_type": self.wrong_type,
             "failed_task_ids": list(self.failed_task_ids[:50]),
         }
 
 
-def _play_chunk(root: str, policy_name: str, task_ids: Sequence[int], persona: bool | None) -> list[tuple[int, bool, int]]:
+def _play_chunk(
+    root: str, policy_name: str, task_ids: Sequence[int], persona: bool | None
+) -> list[tuple[int, bool, int, bool]]:
     world = ShopWorld.shared(root)
     env = world.new_env()
     policy = make_policy(policy_name, world)
     out = []
     for task_id in task_ids:
         outcome = play_episode(env, policy, task_id, persona=persona)
-        out.append((task_id, outcome.success, len(outcome.actions)))
+        detail = outcome.final.get("reward_detail") or {}
+        wrong = detail.get("termination_reason") == "purchase" and float(detail.get("r_type", 1.0)) < 1.0
+        out.append((task_id, outcome.success, len(outcome.actions), wrong))
     return out
 
 
@@ -76,7 +83,7 @@ def measure_policy(
     ids = list(task_ids)
     chunks = [ids[i : i + CHUNK] for i in range(0, len(ids), CHUNK)]
     workers = max(1, min(workers or os.cpu_count() or 1, len(chunks) or 1))
-    results: list[tuple[int, bool, int]] = []
+    results: list[tuple[int, bool, int, bool]] = []
     if workers == 1:
         for chunk in chunks:
             results.extend(_play_chunk(root_str, policy_name, chunk, persona))
@@ -91,14 +98,15 @@ def measure_policy(
                 if progress:
                     progress(len(part))
     results.sort()
-    failed = tuple(task_id for task_id, success, _ in results if not success)
-    steps = sum(n for _, _, n in results)
+    failed = tuple(task_id for task_id, success, _, _ in results if not success)
+    steps = sum(n for _, _, n, _ in results)
     return PolicyMeasure(
         policy=policy_name,
         tasks=len(results),
         successes=len(results) - len(failed),
         failed_task_ids=failed,
         steps_mean=round(steps / len(results), 4) if results else 0.0,
+        wrong_type=sum(wrong for *_, wrong in results),
     )
 
 

@@ -22,6 +22,8 @@ from .vocabulary import Vocabulary
 
 SIMPLE_MIN_CHARS = 15
 SIMPLE_MAX_CHARS = 40
+PARAPHRASE_EVIDENCE_SHARE = 0.5
+"""v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
 OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
@@ -166,8 +168,17 @@ def build_persona(
         if value not in bucket:
             bucket.append(value)
 
+    paraphrases = vocab.paraphrases["phrases"]
     for axis, value in omitted:
         facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
+        said = paraphrases.get(value) if not axis else None
+        if said and rng.random() < PARAPHRASE_EVIDENCE_SHARE:
+            # v4.1: the only evidence is a paraphrase (用得久 for 耐用), never the attribute word itself
+            phrase = pick(rng, said)
+            search = pick(rng, data["search_templates"]).format(value=phrase, noun=req.noun, use=req.use)
+            searches.append(search)
+            evidence.append(f"最近搜索“{search}”（“{phrase}”即“{value}”）")
+            continue
         place = rng.random()
         if place < 0.4 or (not axis and place < 0.5):
             add_pref(facet, value)

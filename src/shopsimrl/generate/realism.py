@@ -18,10 +18,13 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
   45+ 学生).
 - ``gold_brand_in_preference_share``: persona tasks whose 品牌偏好 names the gold product's brand.
 - ``mean_recent_search_chars``: mean length of a persona's recent search keyword.
+- ``omitted_without_verbatim_evidence_share``: requirements left out of a short request whose value appears
+  nowhere in the public persona (v4.1: only a paraphrase of it does; v4: 0).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -109,6 +112,13 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         words = [*instruction["attributes"], *instruction["instruction_options"], record["product_category"]]
         skeletons.add(_mask(simple, words))
         openings.add(_mask(simple, words)[:4])
+    omitted = hidden = 0
+    for record, audit in zip(records, audits, strict=True):
+        if audit.persona and record.get("user_persona"):
+            public = {k: v for k, v in record["user_persona"].items() if k != "__reasoning__"}
+            text = json.dumps(public, ensure_ascii=False)
+            omitted += len(audit.omitted)
+            hidden += sum(value not in text for value in audit.omitted)
     shapes = {budget_shape(a.budget_phrase) for a in audits if not a.two_axis and a.budget_phrase}
     count = max(1, len(persona_records))
     return {
@@ -124,6 +134,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "persona_incoherent_share": incoherent / count,
         "gold_brand_in_preference_share": brand_hits / count,
         "mean_recent_search_chars": statistics.fmean(search_lengths) if search_lengths else 0.0,
+        "omitted_without_verbatim_evidence_share": hidden / max(1, omitted),
     }
 
 

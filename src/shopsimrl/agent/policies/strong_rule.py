@@ -39,7 +39,9 @@ class StrongRequest(Request):
         recovered = [attribute for phrase, attribute in back.items() if phrase in instruction]
         expanded = instruction + ("，" + "，".join(recovered) if recovered else "")
         super().__init__(expanded, persona)
-        self.required = [a for a in attributes if a in self.text]
+        said = " ".join(self.evidence)
+        implied = {attribute for phrase, attribute in back.items() if phrase in said}
+        self.required = [a for a in attributes if a in self.text or a in implied]
         self.option_words = [v for v in values if v in self.text]
         interests = persona.get("兴趣偏好") if isinstance(persona, Mapping) else None
         self.brands = _strings(interests.get("品牌偏好")) if isinstance(interests, Mapping) else []
