@@ -358,3 +358,15 @@ def test_trace_line_escapes_lone_surrogates() -> None:
     line = trace_line(record)
     line.encode("utf-8")  # writable as UTF-8
     assert json.loads(line) == record
+
+
+def test_report_with_out_leaves_the_run_directory_untouched(tmp_path):
+    """``report RUN --out DIR`` reads the run and writes summary, report and figures into DIR only."""
+    from shopsimrl.eval.report import write_report
+
+    run = Path(__file__).parent / "data" / "runs" / "fixture-run"
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    paths = write_report(str(run), out=str(tmp_path / "out"))
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    assert Path(paths["html"]).parent == tmp_path / "out"
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["counts"]

@@ -258,7 +258,10 @@ def write_report(run: str, *, vs: str | None = None, out: str | None = None) -> 
     run_dir = RunDir(run)
     plan = run_dir.plan()
     summary = run_summary(plan, run_dir)
-    write_json_atomic(run_dir.summary_path, summary)
+    target = Path(out) if out else run_dir.root
+    # with --out the run directory is only read: the refreshed summary goes beside the report
+    target.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(target / run_dir.summary_path.name if out else run_dir.summary_path, summary)
     ids = {job.episode_id for job in plan.jobs()}
     records = [r for eid, r in sorted(run_dir.records().items()) if eid in ids and is_completed(r)]
     tables = run_tables(records)
@@ -267,7 +270,6 @@ def write_report(run: str, *, vs: str | None = None, out: str | None = None) -> 
         from .compare import compare_runs
 
         comparison = compare_runs(vs, run, allow_partial=True)
-    target = Path(out) if out else run_dir.root
     (target / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
     figures = _figures(summary, tables, comparison)
     paths = {name: f"{FIGURE_DIR}/{name}" for name in figures}
