@@ -16,9 +16,9 @@ import argparse
 import time
 from pathlib import Path
 
+from shopsimrl.agent.play import play_episode
 from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueOraclePolicy
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
-from shopsimrl.agent.policy import PolicyContext, PolicyError, Turn
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.play import play_dialogue
 from shopsimrl.env.shop_env import ShopEnv
@@ -28,23 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def single_turn(env: ShopEnv, task_id: int, persona: bool | None = None) -> tuple[bool, float, int]:
     """The heuristic on the ordinary (non-dialogue) episode: success, reward, steps."""
-    policy = HeuristicPolicy()
-    reset = env.reset(task_id, persona=persona)
-    observation, history, result = reset["observation"], [], {}
-    while not env.done:
-        context = PolicyContext(
-            reset["task_instruction"], observation, env.tools(), reset["user_persona"], tuple(history), task_id
-        )
-        try:
-            action = policy.act(context).canonical
-        except PolicyError:
-            result = env.terminate("action_limit")
-            break
-        result = env.step(action)
-        observation = result["observation"]
-        history.append(Turn(action, observation))
-    detail = result.get("reward_detail") or {}
-    return detail.get("r_success") == 1, float(result.get("reward") or 0.0), len(history)
+    outcome = play_episode(env, HeuristicPolicy(), task_id, persona=persona)
+    return outcome.success, outcome.reward, len(outcome.actions)
 
 
 def main(argv: list[str] | None = None) -> int:

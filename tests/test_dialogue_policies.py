@@ -11,7 +11,7 @@ from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueO
 from shopsimrl.agent.policy import PolicyContext, Turn
 from shopsimrl.catalog.prepare import PrepareOptions
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
-from shopsimrl.dialogue.play import canonical, play_dialogue
+from shopsimrl.dialogue.play import play_dialogue
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
@@ -57,4 +57,4 @@ def test_replies_are_read_back_from_the_observations() -> None:
     assert replies(context) == ["嗯，预算50元以内。"]
     from shopsimrl.agent.policy import PolicyAction
 
-    assert canonical(PolicyAction("ask_user", {"question": " 预算？ "})) == "ask_user[预算？]"
+    assert PolicyAction("ask_user", {"question": " 预算？ "}).canonical == "ask_user[预算？]"

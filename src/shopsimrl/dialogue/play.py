@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.policy import Policy, PolicyAction, PolicyContext, PolicyError, Turn
+from ..agent.policy import Policy, PolicyContext, PolicyError, Turn
 from ..env.shop_env import ShopEnv
 from .config import ShopperConfig
 
@@ -29,11 +29,6 @@ class DialogueEpisode:
     slots_total: int
     termination_reason: str
     transcript: tuple[dict[str, Any], ...]
-
-
-def canonical(action: PolicyAction) -> str:
-    """``search[q]``, ``click[v]`` or ``ask_user[question]`` (``PolicyAction.canonical`` knows all three)."""
-    return action.canonical
 
 
 def play_dialogue(
@@ -61,7 +56,7 @@ def play_dialogue(
             seed=seed,
         )
         try:
-            action = canonical(policy.act(context))
+            action = policy.act(context).canonical
         except PolicyError:
             result = env.terminate("action_limit")
             break

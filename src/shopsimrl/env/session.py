@@ -215,7 +215,11 @@ class ShopSession:
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated")
         self._end(reason)
-        return self._result(self.last_action)
+        # the reference's terminate result: no action was taken, so no action_feedback (env_spec §9.2)
+        result = self._result(self.last_action)
+        del result["action_feedback"]
+        result["message"] = f"Episode terminated: {reason}"
+        return result
 
     def _end(self, reason: str) -> None:
         self.done = True

@@ -39,19 +39,13 @@ class ShopWorld:
         self._views: dict[str, ProductView] = {}
         self._views_lock = threading.Lock()
         index = catalog.search_index
-        known = catalog.products_by_asin
+        # prepare checks that every hit is a catalog product; only an index built elsewhere needs the filter
+        known = None if catalog.index_covers_products else catalog.products_by_asin
 
-        if catalog.index_covers_products:  # checked by prepare: every hit is a catalog product
-
-            @lru_cache(maxsize=SEARCH_CACHE_SIZE)
-            def search(query: str) -> tuple[str, ...]:
-                return tuple(hit.asin for hit in index.search(query, k=SEARCH_TOP_K))
-
-        else:
-
-            @lru_cache(maxsize=SEARCH_CACHE_SIZE)
-            def search(query: str) -> tuple[str, ...]:
-                return tuple(hit.asin for hit in index.search(query, k=SEARCH_TOP_K) if hit.asin in known)
+        @lru_cache(maxsize=SEARCH_CACHE_SIZE)
+        def search(query: str) -> tuple[str, ...]:
+            hits = index.search(query, k=SEARCH_TOP_K)
+            return tuple(hit.asin for hit in hits if known is None or hit.asin in known)
 
         self.search = search
 
@@ -195,10 +189,7 @@ class ShopEnv:
     def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
         """End the episode with zero reward, shaped as the reference's ``terminate`` result (env_spec §9.2): no
         ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``."""
-        result = self._require_session().terminate(reason)
-        result.pop("action_feedback", None)
-        result["message"] = f"Episode terminated: {reason}"
-        return result
+        return self._require_session().terminate(reason)
 
     def tools(self) -> list[dict[str, Any]]:
         return tools_for_state(self._require_session().observation_state())
