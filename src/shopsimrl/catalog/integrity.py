@@ -13,7 +13,6 @@ deleted file is always re-hashed and refused. ``SHOPSIMRL_VERIFY=full`` ignores 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -23,18 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DataIntegrityError
+from .archive import file_sha256
 
 STAMP_FILE = ".verified.json"
 VERIFY_ENV = "SHOPSIMRL_VERIFY"
-_BLOCK = 1 << 22
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _identity(stat: os.stat_result) -> list[int]:
@@ -92,7 +83,7 @@ def verify_files(root: Path, files: Mapping[str, str], sizes: Mapping[str, int])
         return
     to_hash.sort(key=lambda item: -item[1].stat().st_size)  # largest first: the two threads finish together
     with ThreadPoolExecutor(max_workers=2) as pool:
-        digests = dict(zip((name for name, _ in to_hash), pool.map(_sha256, (p for _, p in to_hash)), strict=True))
+        digests = dict(zip((name for name, _ in to_hash), pool.map(file_sha256, (p for _, p in to_hash)), strict=True))
     for name, _ in sorted(to_hash):
         if digests[name] != files[name]:
             raise DataIntegrityError(
