@@ -7,8 +7,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import ShopSimError
+
+if TYPE_CHECKING:
+    from .server.guard import Guard
 
 
 def _print_json(payload: object) -> None:
@@ -196,7 +200,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_stats(stats: dict) -> None:
+def _print_stats(stats: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -267,7 +271,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_guard(args: argparse.Namespace):
+def _serve_guard(args: argparse.Namespace) -> Guard:
     """The admission rules from the command line; a non-loopback bind needs an API key or ``--insecure``."""
     import os
 

@@ -145,7 +145,8 @@ def data_statistics(
         except ValueError:
             cached = {}
         if cached.get("cache_key") == key:
-            return cached["stats"]
+            stats: dict[str, Any] = cached["stats"]
+            return stats
 
     def reporter(label: str, total: int) -> Callable[[int], None]:
         done = [0]

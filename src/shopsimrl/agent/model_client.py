@@ -113,7 +113,7 @@ class OpenAIChatModel:
                 payload: Any = await self._streamed(messages, tools, seed)
                 return interpret(payload, tools, latency_ms=round((time.perf_counter() - started) * 1000, 3))
             raw = await self._client.chat.completions.with_raw_response.create(
-                model=self.settings.model, messages=wire_messages(messages), stream=False,
+                model=self.settings.model, messages=wire_messages(messages), stream=False,  # type: ignore[arg-type]
                 extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
             )
         except openai.APIStatusError as exc:
@@ -133,7 +133,8 @@ class OpenAIChatModel:
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], seed: int
     ) -> dict[str, Any]:
         """One streamed request, its chunks folded back into the ``chat.completion`` JSON the validator reads."""
-        stream = await self._client.chat.completions.create(
+        # the wire messages and request body are plain JSON dicts, not the SDK's TypedDicts: no overload matches
+        stream = await self._client.chat.completions.create(  # type: ignore[call-overload]
             model=self.settings.model, messages=wire_messages(messages), stream=True,
             stream_options={"include_usage": True},
             extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),

@@ -82,7 +82,7 @@ class FaultConfig:
 def check_fault(kind: Any) -> str:
     if kind not in FAULT_KINDS:
         raise FaultError(f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)}")
-    return kind
+    return str(kind)
 
 
 def model_turn(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -226,7 +226,8 @@ def create_policy_app(
                 status = 429 if kind == "http_429_once" else 500
                 return _error(status, "injected transient failure", "rate_limit_error" if status == 429 else "server_error")
             kind = None
-        seed = body.get("seed") if isinstance(body.get("seed"), int) else 0
+        raw_seed = body.get("seed")
+        seed = raw_seed if isinstance(raw_seed, int) else 0
         try:
             tools = page_tools(messages, tools)  # a static click(value) without enum: the page's own tools
             action = policy_action(chosen, messages, tools, seed=seed)

@@ -82,20 +82,25 @@ class _Adapter:
         self, task_id: int, persona: bool | None, interaction_mode: str, shopper: str | None = None
     ) -> dict[str, Any]:
         extra = {"shopper": shopper} if shopper is not None else {}  # no shopper: the reference call, unchanged
-        return await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode, **extra)
+        result: dict[str, Any] = await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode,
+                                                  **extra)
+        return result
 
     async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
         """The shopper's private transcript (matched slots, noise) where the env exposes it (in-process)."""
         method = getattr(self.env, "dialogue_transcript", None)
         if method is None or self.is_async:
             return None
-        return method()
+        transcript: list[dict[str, Any]] | None = method()
+        return transcript
 
     async def step(self, action: str) -> dict[str, Any]:
-        return await self._call("step", action)
+        result: dict[str, Any] = await self._call("step", action)
+        return result
 
     async def terminate(self, reason: str) -> dict[str, Any]:
-        return await self._call("terminate", reason)
+        result: dict[str, Any] = await self._call("terminate", reason)
+        return result
 
     async def close(self) -> None:
         close = getattr(self.env, "close", None)
@@ -258,6 +263,7 @@ class AgentRuntime:
                     step["policy_failure"] = out.policy_failure
                     stage = f"policy_termination_step_{step_index}"
                     t = clock()
+                    assert decision.termination is not None  # a terminate decision always names its reason
                     final = await env.terminate(decision.termination)
                     env_s += clock() - t
                     break
@@ -266,7 +272,7 @@ class AgentRuntime:
                     messages.extend(decision.messages)
                     shown = page
                     continue
-                action = decision.action
+                action = decision.action or ""  # an "act" decision always carries its action
                 step["action"] = action
                 messages.extend(decision.messages)
                 stage = f"environment_step_{step_index}"

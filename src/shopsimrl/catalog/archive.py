@@ -100,14 +100,16 @@ def _is_price(value: object) -> bool:
 def _is_shallow_and_encodable(record: object) -> bool:
     """Fast check (level by level, no paths): nesting within MAX_RECORD_DEPTH and every key and string
     writable as UTF-8. Only when it fails does :func:`_unencodable_or_too_deep` look for the field."""
-    level, depth, texts = [record], 0, []
+    level: list[Any] = [record]
+    depth = 0
+    texts: list[Any] = []
     while level:
         depth += 1
         if depth > MAX_RECORD_DEPTH + 1:
             return False
-        deeper = []
+        deeper: list[Any] = []
         for container in level:
-            values = container
+            values: Any = container
             if type(container) is dict:
                 texts.extend(container)
                 values = container.values()

@@ -146,7 +146,7 @@ def prepare_dataset(
     plan = _plan(source_sha, annotations_sha, options)
     fingerprint = _plan_fingerprint(plan)
     if _is_up_to_date(out_dir, fingerprint):
-        manifest = json.loads((out_dir / MANIFEST_FILE).read_text("utf-8"))
+        manifest: dict[str, Any] = json.loads((out_dir / MANIFEST_FILE).read_text("utf-8"))
         manifest["up_to_date"] = True
         return manifest
     if out_dir.exists() and any(out_dir.iterdir()) and not force:

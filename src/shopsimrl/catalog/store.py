@@ -85,7 +85,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
     manifest_path = path / MANIFEST_FILE
     if not manifest_path.exists():
         raise DataDirectoryError(_not_prepared(path))
-    return read_json_file(manifest_path)
+    manifest: dict[str, Any] = read_json_file(manifest_path)
+    return manifest
 
 
 def check_versions(path: Path, manifest: Mapping[str, Any]) -> None:
@@ -158,7 +159,8 @@ class Catalog:
         return self._read_json(PERSONA_SPLITS_FILE)
 
     def _read_json(self, name: str) -> Mapping[str, Any]:
-        return read_json_file(self.root / name)
+        content: Mapping[str, Any] = read_json_file(self.root / name)
+        return content
 
     @property
     def products(self) -> tuple[Product, ...]:
@@ -207,7 +209,8 @@ class Catalog:
         return tuple(splits[key]["task_ids"])
 
     def split_is_persona(self, name: str) -> bool | None:
-        return self.task_splits["splits"][SPLIT_ALIASES.get(name, name)].get("persona")
+        persona: bool | None = self.task_splits["splits"][SPLIT_ALIASES.get(name, name)].get("persona")
+        return persona
 
     def close(self) -> None:
         if self._search is not None:

@@ -10,7 +10,7 @@ A purchase ends the episode as ``terminated``; the action limit ends it as ``tru
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 
@@ -48,7 +48,7 @@ class UnicodeText(gymnasium.spaces.Space[str]):
 
 
 class ShopGymEnv(gymnasium.Env[str, str]):
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (an instance attribute in gymnasium.Env)
 
     def __init__(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import ObservationError
 from ..versions import OBSERVATION_VERSION, PAGE_SIZE
@@ -34,7 +34,7 @@ MAX_PRODUCT_ID_LENGTH = 20
 ITEM_CACHE_SIZE = 8192  # rendered result items kept per process (the catalog is read-only)
 
 
-def is_product_id(value: object) -> bool:
+def is_product_id(value: object) -> TypeGuard[str]:
     """A product link label: 1–20 ASCII letters or digits that is not a button label (§5.2 [GUESS])."""
     return (
         isinstance(value, str)
@@ -279,7 +279,7 @@ def _render_item(product: Mapping[str, Any]) -> str:
     price = product.get("price")
     brand = product.get("brand")
     category = product.get("category")
-    attributes = product.get("key_attributes")
+    attributes: Any = product.get("key_attributes")
     if (
         (price is None or type(price) is str)
         and (title is None or type(title) is str)

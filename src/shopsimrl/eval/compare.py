@@ -92,8 +92,9 @@ def _jobs(plan: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
 
 def _seed_conflicts(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any]) -> int:
     """Episodes both plans hold (same split, task, sample) but with different seeds: never comparable."""
-    seeds_a = {job[:3]: job[3] for job in _jobs(plan_a)}
-    return sum(1 for *key, seed in _jobs(plan_b) if tuple(key) in seeds_a and seeds_a[tuple(key)] != seed)
+    seeds_a = {(split, task, sample): seed for split, task, sample, seed in _jobs(plan_a)}
+    return sum(1 for split, task, sample, seed in _jobs(plan_b)
+               if seeds_a.get((split, task, sample), seed) != seed)
 
 
 def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, partial: bool = False) -> dict[str, Any]:

@@ -47,7 +47,8 @@ def _unwrap(response: httpx.Response) -> dict[str, Any]:
         raise ServiceError(response.status_code, response.text[:200]) from exc
     if response.status_code != 200 or "error" in payload:
         raise ServiceError(response.status_code, str(payload.get("error", payload)))
-    return payload["result"]
+    result: dict[str, Any] = payload["result"]
+    return result
 
 
 class _Base:

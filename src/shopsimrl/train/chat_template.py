@@ -113,7 +113,7 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
 
 
 _PROBE_CALL = {"id": "call-0", "type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}
-PROBE_CONVERSATION = [
+PROBE_CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
     {"role": "assistant", "content": None, "tool_calls": [_PROBE_CALL]},
     {"role": "tool", "tool_call_id": "call-0", "content": "o"},
@@ -152,8 +152,8 @@ def stop_texts(tokenizer: Any) -> tuple[str, ...]:
 
 def render_text(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,
                 add_generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(list(messages), tools=list(tools) or None,
-                                         add_generation_prompt=add_generation_prompt, tokenize=False)
+    return str(tokenizer.apply_chat_template(list(messages), tools=list(tools) or None,
+                                             add_generation_prompt=add_generation_prompt, tokenize=False))
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:

@@ -241,7 +241,7 @@ def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]
 WINDOW_HEAD = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
 
 
-def _window(messages: list[dict[str, Any]], turn_start: int) -> tuple[list[dict[str, Any]], int]:
+def _window(messages: list[Mapping[str, Any]], turn_start: int) -> tuple[list[Mapping[str, Any]], int]:
     """The messages of the last turn on, behind a short system and user message.
 
     For a prefix-preserving template (checked by :func:`~shopsimrl.train.chat_template.prepare_tokenizer`)
@@ -465,9 +465,10 @@ async def run_rollout(
                 text = _strip_stops(raw, stops)
                 last_stop = next((s for s in stops if raw.rstrip().endswith(s)), None)
                 tail_ids = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
-                out = parse_turn(tokenizer, raw, text,
-                                 lambda ids=tail_ids: tokenizer.decode(ids, skip_special_tokens=False),
-                                 gen.finish_reason, tools)
+                def prompt_tail(ids: list[int] = tail_ids) -> str:
+                    return str(tokenizer.decode(ids, skip_special_tokens=False))
+
+                out = parse_turn(tokenizer, raw, text, prompt_tail, gen.finish_reason, tools)
                 step: dict[str, Any] = {"step_index": step_index, "action": None,
                                         "sampled_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
                                         "raw_output": text}
@@ -491,7 +492,7 @@ async def run_rollout(
             messages.extend(decision.messages)
             stage = f"environment_step_{step_index}"
             t = clock()
-            result = await env.step(decision.action)
+            result = await env.step(decision.action or "")  # an "act" decision always carries its action
             env_s += clock() - t
             feedback_block = result.get("action_feedback") or {}
             step["valid"] = feedback_block.get("valid")

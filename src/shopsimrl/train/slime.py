@@ -135,7 +135,7 @@ def task_of(sample: Any) -> tuple[int, str]:
     meta = getattr(sample, "metadata", None) or {}
     raw = meta.get("task_id", getattr(sample, "prompt", None))
     try:
-        task_id = int(raw)
+        task_id = int(raw)  # type: ignore[arg-type]  # None and junk raise TypeError/ValueError below
     except (TypeError, ValueError) as exc:
         raise SlimeAdapterError(f"sample has no task id (prompt={raw!r})") from exc
     return task_id, str(meta.get("split", "train"))

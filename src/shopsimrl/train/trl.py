@@ -144,7 +144,8 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
                        "shop/template_errors": float(template_errors),
                        "shop/turns_mean": sum(len(t.steps) for t in trajectories) / max(1, len(prompts))})
         if template_errors and on_template_error == "raise":
-            first = next(t.error for t in trajectories if (t.error or {}).get("type") == "ChatTemplateError")
+            first = next(t.error for t in trajectories
+                         if t.error is not None and t.error.get("type") == "ChatTemplateError")
             raise TrlAdapterError(f"{template_errors}/{len(prompts)} episodes failed on the chat template: "
                                   f"{first['message']}")
         return out

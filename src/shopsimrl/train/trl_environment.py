@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..agent.prompt import PERSONA_HEADER, SYSTEM_PROMPT, first_user_message, persona_line
+from ..agent.policy import PERSONA_HEADER
+from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 

@@ -100,7 +100,7 @@ def task_id_of(kwargs: Mapping[str, Any]) -> int:
     extra = kwargs.get("extra_info") or {}
     raw = extra.get("task_id", kwargs.get("task_id")) if isinstance(extra, Mapping) else kwargs.get("task_id")
     try:
-        return int(raw)
+        return int(raw)  # type: ignore[arg-type]  # None and junk raise TypeError/ValueError below
     except (TypeError, ValueError) as exc:
         raise VerlAdapterError("a shopsim row needs extra_info.task_id") from exc
 
@@ -180,7 +180,7 @@ def output_fields(trajectory: Trajectory | None, episode: EpisodeLog, budget: Bu
     if trajectory is not None and trajectory.scored and len(trajectory.segments) != 1:
         status, error = ABORTED, f"append mode produced {len(trajectory.segments)} segments, verl takes one"
     overflow = cut = 0
-    if usable:
+    if usable and trajectory is not None:
         segment = trajectory.segments[0]
         tokens, mask, log_probs = segment.tokens, segment.loss_mask, segment.log_probs
         split = min(segment.prompt_length, budget.prompt_length)
@@ -277,7 +277,7 @@ def _build_class() -> type:
     except ImportError as exc:
         raise VerlAdapterError(install_hint(exc)) from exc
 
-    class ShopAgentLoop(AgentLoopBase):  # type: ignore[misc, valid-type]
+    class ShopAgentLoop(AgentLoopBase):  # type: ignore[misc]
         """verl agent loop over the shop environment (see the module docstring)."""
 
         def __init__(self, *args: Any, env_url: str | None = None, data_dir: str | None = None,
