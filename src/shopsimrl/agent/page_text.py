@@ -9,7 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MISSING = "未提供"
+from ..contract import INFORMATION_SUBPAGE, PAGE_HEADINGS, PRODUCT_DETAIL
+from ..contract import MISSING_TEXT as MISSING
+
+# The page type of each heading; the (unreachable) attributes subpage reads as its product page.
+_KINDS = {heading: PRODUCT_DETAIL if kind == INFORMATION_SUBPAGE else kind for kind, heading in PAGE_HEADINGS.items()}
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _RANK_LINE = re.compile(r"^(\d+)\. (.*)$")
@@ -81,14 +85,7 @@ def parse_page(text: str) -> Page:
     """Parse one observation text; unknown lines are ignored, so a newer renderer degrades gracefully."""
     lines = text.splitlines()
     head = lines[0] if lines else ""
-    kinds = {
-        "页面：搜索首页": "search_home",
-        "页面：搜索结果": "search_results",
-        "页面：商品详情": "product_detail",
-        "页面：商品属性页": "product_detail",
-        "页面：任务已终止": "terminal",
-    }
-    page = Page(kind=kinds.get(head, "unknown"))
+    page = Page(kind=_KINDS.get(head, "unknown"))
     section = ""
     current: PageItem | None = None
     axis: str | None = None

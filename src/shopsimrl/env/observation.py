@@ -13,22 +13,27 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from ..contract import (
+    BUTTON_LABELS,
+    EXECUTED,
+    INFORMATION_SUBPAGE,
+    PAGE_HEADINGS,
+    PAGE_TYPES,
+    PRODUCT_DETAIL,
+    SEARCH_BUTTON,
+    SEARCH_CAPABILITY_LINE,
+    SEARCH_HOME,
+    SEARCH_RESULTS,
+    TERMINAL,
+)
+from ..contract import MISSING_TEXT as MISSING
 from ..errors import ObservationError
 from ..versions import OBSERVATION_VERSION, PAGE_SIZE
 from .variant_price import price_display
 
-SEARCH_HOME = "search_home"
-SEARCH_RESULTS = "search_results"
-PRODUCT_DETAIL = "product_detail"
-INFORMATION_SUBPAGE = "information_subpage"
-TERMINAL = "terminal"
-PAGE_TYPES = frozenset({SEARCH_HOME, SEARCH_RESULTS, PRODUCT_DETAIL, INFORMATION_SUBPAGE, TERMINAL})
-
 FORBIDDEN_KEYS = frozenset({"goal", "reward", "reward_detail", "target_asin", "answer"})
-BUTTON_LABELS = frozenset({"back to search", "< prev", "next >", "buy now", "attributes", "search"})
 MAX_KEY_ATTRIBUTES = 10
 MAX_VALUES_PER_AXIS = 100
-MISSING = "未提供"
 UNTITLED = "未命名商品"
 MAX_PRODUCT_ID_LENGTH = 20
 ITEM_CACHE_SIZE = 8192  # rendered result items kept per process (the catalog is read-only)
@@ -89,7 +94,7 @@ def _common(
         "observation_version": OBSERVATION_VERSION,
         "page_type": page_type,
         "search_available": search_available,
-        "actions": [a for a in actions if not (isinstance(a, str) and a.casefold() == "search")],
+        "actions": [a for a in actions if not (isinstance(a, str) and a.casefold() == SEARCH_BUTTON)],
     }
     if last_action is not None:
         state["last_action"] = last_action
@@ -293,7 +298,7 @@ def _render_item(product: Mapping[str, Any]) -> str:
 
 
 def _results_lines(state: Mapping[str, Any], lines: list[str]) -> None:
-    lines.append("页面：搜索结果")
+    lines.append(PAGE_HEADINGS[SEARCH_RESULTS])
     lines.append(f"搜索词：{_or(state.get('search_text'), MISSING)}")
     lines.append(
         f"结果：第 {state.get('page')}/{state.get('total_pages')} 页，共 {state.get('total_results')} 项，"
@@ -311,7 +316,7 @@ def _results_lines(state: Mapping[str, Any], lines: list[str]) -> None:
 def _product_lines(state: Mapping[str, Any], lines: list[str], subpage: bool) -> None:
     product = state["product"]
     price = state["selected_price"] if "selected_price" in state else product.get("price")
-    lines.append("页面：商品属性页" if subpage else "页面：商品详情")
+    lines.append(PAGE_HEADINGS[INFORMATION_SUBPAGE if subpage else PRODUCT_DETAIL])
     lines.append("商品：")
     lines.append(f"- 标题：{_or(product.get('title'), UNTITLED)}")
     lines.append(f"- ASIN：{product['asin']}")
@@ -356,9 +361,9 @@ def render_observation(state: Mapping[str, Any]) -> str:
     page_type = check_observation_state(state)
     lines: list[str] = []
     if page_type == SEARCH_HOME:
-        lines.append("页面：搜索首页")
+        lines.append(PAGE_HEADINGS[SEARCH_HOME])
     elif page_type == TERMINAL:
-        lines.append("页面：任务已终止")
+        lines.append(PAGE_HEADINGS[TERMINAL])
         lines.append("不能再执行操作。")
     elif page_type == SEARCH_RESULTS:
         _results_lines(state, lines)
@@ -373,14 +378,14 @@ def render_observation(state: Mapping[str, Any]) -> str:
         if message:
             lines.append(f"- 说明：{_text(message)}")
         reason = last.get("reason")
-        if reason and reason != "executed":
+        if reason and reason != EXECUTED:
             lines.append(f"- 原因代码：{_text(reason)}")
     lines.append("")
     actions = state.get("actions") or ()
     search_available = bool(state.get("search_available"))
     if search_available:
         lines.append("页面能力：")
-        lines.append("- 支持商品搜索")
+        lines.append(SEARCH_CAPABILITY_LINE)
         if actions:
             lines.append("")
     if actions:

@@ -6,12 +6,12 @@ that a model trained through OpenEnv sees what the runtime shows it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
-ToolName = Literal["search", "click"]
+from ..contract import PageToolName as ToolName
 
 
 class ShopSimAction(Action):

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from ...contract import PRODUCT_DETAIL, SEARCH_RESULTS
 from ...generate.vocabulary import load_vocabulary
 from ..page_text import Page, PageItem
 from ..policy import PolicyAction, PolicyContext
@@ -79,9 +80,9 @@ class StrongRulePolicy(HeuristicPolicy):
         clicks = context.click_values()
         if context.search_offered:
             return PolicyAction.search(request.query(), "strong: search the request")
-        if page.kind == "search_results":
+        if page.kind == SEARCH_RESULTS:
             return self._on_results(request, page, context, clicks)
-        if page.kind == "product_detail" and page.product is not None:
+        if page.kind == PRODUCT_DETAIL and page.product is not None:
             return self._on_product_strict(request, page, context, clicks)
         return PolicyAction.click(BACK if BACK in clicks else clicks[0], "strong: recover")
 
@@ -91,7 +92,7 @@ class StrongRulePolicy(HeuristicPolicy):
         assert page.product is not None
         visits = [asin for asin, _ in _visited(context.history)]
         results = next(
-            (p for t in reversed(context.history) if (p := parse_page(t.observation)).kind == "search_results"), None
+            (p for t in reversed(context.history) if (p := parse_page(t.observation)).kind == SEARCH_RESULTS), None
         )
         ranked = self._ranked(request, results)[: self.max_candidates] if results else []
         untried = [item for item in ranked if item.asin not in set(visits)]
