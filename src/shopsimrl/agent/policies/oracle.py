@@ -84,9 +84,9 @@ class OraclePolicy:
         page = parse_page(context.observation)
         clicks = context.click_values()
         if context.search_offered:
-            used = [turn.action for turn in context.history if action_argument(turn.action, SEARCH_TOOL) is not None]
+            used = {action_argument(turn.action, SEARCH_TOOL) for turn in context.history}
             queries = self.queries(task_id)
-            remaining = [query for query in queries if f"search[{query}]" not in used]
+            remaining = [query for query in queries if query not in used]
             query = remaining[0] if remaining else queries[0]
             return PolicyAction.search(query, "oracle: search the gold product")
         if page.kind == SEARCH_RESULTS:

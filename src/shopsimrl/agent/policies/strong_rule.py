@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from ...contract import PRODUCT_DETAIL, SEARCH_RESULTS
+from ...contract import BACK_TO_SEARCH as BACK
+from ...contract import BUY_NOW as BUY
+from ...contract import PREV, PRODUCT_DETAIL, SEARCH_RESULTS
 from ...generate.vocabulary import load_vocabulary
 from ..page_text import Page, PageItem
 from ..policy import PolicyAction, PolicyContext
-from .heuristic import BACK, BUY, PREV, HeuristicPolicy, Request, _option_plan, _strings, _visited, parse_page
+from .heuristic import HeuristicPolicy, Request, _option_plan, _strings, _visited, parse_page
 
 MAX_CANDIDATES = 6
 
