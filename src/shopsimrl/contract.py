@@ -275,7 +275,7 @@ def parse_action(action: object) -> ParsedAction:
 
 
 def check_task_id(task_id: object) -> int:
-    """A task id is an ``int`` and not a ``bool`` (docs/contract.md#tasks); raises InvalidTaskIdError."""
+    """A task id is an ``int`` and not a ``bool`` (docs/contract.md#reset); raises InvalidTaskIdError."""
     if isinstance(task_id, bool) or not isinstance(task_id, int):
         raise InvalidTaskIdError("task idx must be an integer")
     return task_id

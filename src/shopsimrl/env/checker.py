@@ -82,7 +82,7 @@ RULES: tuple[str, ...] = (
     "determinism",
     "unknown-task-typed",
 )
-UNKNOWN_TASK_ID = -1  # task ids are non-negative (docs/contract.md#tasks)
+UNKNOWN_TASK_ID = -1  # task ids are non-negative (docs/contract.md#reset)
 UNAVAILABLE_CLICK = format_action(CLICK_TOOL, "no such clickable value")
 SEARCH_PAGE = SEARCH_HOME
 TERMINAL_PAGE = TERMINAL
