@@ -111,8 +111,7 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
     return info
 
 
-_PROBE_CALL = {"id": "call-0", "type": "function",
-               "function": {"name": SEARCH_TOOL, "arguments": {ARGUMENT_KEYS[SEARCH_TOOL]: "q"}}}
+_PROBE_CALL = {"id": "call-0", "type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}
 PROBE_CONVERSATION = [
     {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
     {"role": "assistant", "content": None, "tool_calls": [_PROBE_CALL]},
