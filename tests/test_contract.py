@@ -46,6 +46,7 @@ WORDS = {
     "页面：搜索首页", "页面：搜索结果", "页面：商品详情", "页面：商品属性页", "页面：任务已终止",  # page headings
     "- 支持商品搜索", "未提供",                                                          # page text words
     "task idx must be an integer",                                                     # the task-id check
+    "Continue interaction", "Invalid action", "Episode terminated: ",                   # result messages
 }
 # The start of a canonical action written by hand (``f"search[{q}]"``); messages quote ``search[...]`` instead.
 ACTION_PREFIXES = tuple(f"{name}[" for name in TOOL_NAMES)

@@ -86,6 +86,21 @@ GENERATION_LENGTH: Final = "generation_length"
 TERMINATION_REASONS: tuple[TerminationReason, ...] = (ACTION_LIMIT, GENERATION_LENGTH)
 END_REASONS: tuple[EndReason, ...] = (PURCHASE, *TERMINATION_REASONS)
 
+# The ``message`` of each result (docs/contract.md#environment-interface).
+CONTINUE_MESSAGE: Final = "Continue interaction"
+INVALID_MESSAGE: Final = "Invalid action"
+
+
+def started_message(task_id: int) -> str:
+    """The ``message`` of a reset."""
+    return f"Task {task_id} started"
+
+
+def terminated_message(reason: str) -> str:
+    """The ``message`` of a ``terminate`` result (the reference's)."""
+    return f"Episode terminated: {reason}"
+
+
 # --------------------------------------------------------------------------------------------- tools
 # docs/contract.md#tools: ``search`` and ``click`` on pages, ``ask_user`` in dialogue mode only.
 ToolName = Literal["search", "click", "ask_user"]
@@ -300,6 +315,7 @@ __all__ = [
     "BUTTON_LABELS",
     "BUY_NOW",
     "CLICK_TOOL",
+    "CONTINUE_MESSAGE",
     "EMPTY_ARGUMENT",
     "END_REASONS",
     "EXECUTED",
@@ -308,6 +324,7 @@ __all__ = [
     "INFORMATION_SUBPAGE",
     "INTERACTION_MODES",
     "INVALID_FORMAT",
+    "INVALID_MESSAGE",
     "MISSING_TEXT",
     "MSG_BAD_FORMAT",
     "MSG_EMPTY_ACTION",
@@ -359,6 +376,8 @@ __all__ = [
     "format_action",
     "option_label",
     "parse_action",
+    "started_message",
     "task_mode",
+    "terminated_message",
     "visible_instruction",
 ]

@@ -41,6 +41,8 @@ from typing import Any, TypeVar
 from ..contract import (
     BUY_NOW,
     CLICK_TOOL,
+    CONTINUE_MESSAGE,
+    INVALID_MESSAGE,
     SEARCH_HOME,
     SEARCH_TOOL,
     SINGLE_TURN,
@@ -49,6 +51,7 @@ from ..contract import (
     VALUE_ARGUMENT,
     format_action,
     task_mode,
+    terminated_message,
 )
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from .interface import (
@@ -186,7 +189,7 @@ class _Checker:
         self.check_step(invalid, UNAVAILABLE_CLICK)
         feedback = invalid.get("action_feedback") or {}
         self.expect("invalid-action", feedback.get("valid") is False and invalid.get("done") is False
-                    and invalid.get("message") == "Invalid action",
+                    and invalid.get("message") == INVALID_MESSAGE,
                     f"an unavailable click must be answered as invalid and keep the episode going; got "
                     f"message={invalid.get('message')!r}, done={invalid.get('done')!r}, feedback={feedback!r}")
         self.expect("invalid-action", _page(invalid) == SEARCH_PAGE,
@@ -275,8 +278,8 @@ class _Checker:
             self.expect("step-keys", feedback.get("action") == action and isinstance(feedback.get("valid"), bool)
                         and isinstance(feedback.get("reason"), str) and isinstance(feedback.get("message"), str),
                         f"action_feedback must echo the action and carry valid/reason/message; got {feedback!r}")
-            self.expect("step-keys", result.get("message") == ("Continue interaction" if feedback.get("valid")
-                                                               else "Invalid action"),
+            self.expect("step-keys", result.get("message") == (CONTINUE_MESSAGE if feedback.get("valid")
+                                                               else INVALID_MESSAGE),
                         f"message must be 'Continue interaction' after a valid action and 'Invalid action' "
                         f"otherwise; got {result.get('message')!r} for valid={feedback.get('valid')!r}")
         self.expect("done-flag", self.env.done == done, f"env.done is {self.env.done!r} but the step said {done!r}")
@@ -328,8 +331,8 @@ class _Checker:
         self.expect("terminate-reference", "action_feedback" not in result,
                     f"the reference terminate result has no action_feedback (no action was taken); got "
                     f"{result.get('action_feedback')!r}")
-        self.expect("terminate-reference", result.get("message") == f"Episode terminated: {reason}",
-                    f"the reference terminate message is 'Episode terminated: {reason}', got "
+        self.expect("terminate-reference", result.get("message") == terminated_message(reason),
+                    f"the reference terminate message is {terminated_message(reason)!r}, got "
                     f"{result.get('message')!r}")
 
     async def check_after_end(self) -> None:

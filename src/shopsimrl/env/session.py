@@ -19,6 +19,8 @@ from ..contract import (
     BACK_TO_SEARCH,
     BUY_NOW,
     CLICK_TOOL,
+    CONTINUE_MESSAGE,
+    INVALID_MESSAGE,
     NEXT,
     OPTION_SEPARATOR,
     PREV,
@@ -31,6 +33,7 @@ from ..contract import (
     TERMINAL,
     TERMINATION_REASONS,
     extract_action,
+    terminated_message,
 )
 from ..errors import EpisodeTerminatedError
 from ..search import normalize_query
@@ -226,7 +229,7 @@ class ShopSession:
         # the reference's terminate result: no action was taken, so no action_feedback (env_spec §9.2)
         result = self._result(self.last_action)
         del result["action_feedback"]
-        result["message"] = f"Episode terminated: {reason}"
+        result["message"] = terminated_message(reason)
         return result
 
     def _end(self, reason: str) -> None:
@@ -246,7 +249,7 @@ class ShopSession:
             "observation": observation,
             "observation_state": state,
             "action_feedback": copy.copy(feedback) if feedback is not None else None,
-            "message": "Continue interaction" if valid else "Invalid action",
+            "message": CONTINUE_MESSAGE if valid else INVALID_MESSAGE,
             "idx": self.session_id,
             "reward_detail": plain_copy(self.reward_detail) if self.done else {},
             "purchase": plain_copy(self.purchase) if self.done else {},

@@ -15,7 +15,15 @@ from typing import Any, ClassVar
 
 from ..catalog.goals import strip_reasoning
 from ..catalog.store import Catalog
-from ..contract import ACTION_LIMIT, MULTI_TURN, SINGLE_TURN, check_task_id, task_mode, visible_instruction
+from ..contract import (
+    ACTION_LIMIT,
+    MULTI_TURN,
+    SINGLE_TURN,
+    check_task_id,
+    started_message,
+    task_mode,
+    visible_instruction,
+)
 from ..dialogue.config import ShopperConfig
 from ..dialogue.rule_shopper import RuleShopper
 from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
@@ -159,7 +167,7 @@ class ShopEnv:
         payload: dict[str, Any] = {
             "task_instruction": visible,
             "observation": observation,
-            "message": f"Task {task_id} started",
+            "message": started_message(task_id),
             "idx": task_id,
             "task_mode": task_mode(persona),
             "interaction_mode": interaction_mode,
