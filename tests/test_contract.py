@@ -45,6 +45,8 @@ WORDS = {
     "ask_user",                                                                        # the dialogue tool
     "页面：搜索首页", "页面：搜索结果", "页面：商品详情", "页面：商品属性页", "页面：任务已终止",  # page headings
     "- 支持商品搜索", "未提供",                                                          # page text words
+    "商品列表：", "商品：", "规格选择：", "上次交互结果：", "页面能力：", "可点击元素：",        # section headings
+    "搜索词：", "结果：第 ", "- 结果：", "- 说明：", "  可选值：", "已选择 ", "仍需选择：", "- 此商品没有规格选项",
     "task idx must be an integer",                                                     # the task-id check
     "Continue interaction", "Invalid action", "Episode terminated: ",                   # result messages
 }

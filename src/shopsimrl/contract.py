@@ -37,6 +37,23 @@ PAGE_HEADINGS: Mapping[str, str] = {
     INFORMATION_SUBPAGE: "页面：商品属性页",
     TERMINAL: "页面：任务已终止",
 }
+# The page text's section headings, and the line prefixes a text-only reader relies on (docs/contract.md#observation-text).
+PRODUCTS_HEADING: Final = "商品列表："
+PRODUCT_HEADING: Final = "商品："
+OPTIONS_HEADING: Final = "规格选择："
+LAST_ACTION_HEADING: Final = "上次交互结果："
+CAPABILITIES_HEADING: Final = "页面能力："
+CLICKABLES_HEADING: Final = "可点击元素："
+SECTION_HEADINGS: tuple[str, ...] = (PRODUCTS_HEADING, PRODUCT_HEADING, OPTIONS_HEADING, LAST_ACTION_HEADING,
+                                     CAPABILITIES_HEADING, CLICKABLES_HEADING)
+SEARCH_TEXT_PREFIX: Final = "搜索词："
+RESULTS_LINE_PREFIX: Final = "结果：第 "
+RESULT_PREFIX: Final = "- 结果："  # then 成功 or 无效
+FEEDBACK_MESSAGE_PREFIX: Final = "- 说明："
+OPTION_VALUES_PREFIX: Final = "  可选值："
+SELECTED_PREFIX: Final = "已选择 "
+MISSING_AXES_PREFIX: Final = "仍需选择："
+NO_OPTIONS_LINE: Final = "- 此商品没有规格选项"
 # The line that says a page offers search (under ``页面能力：``).
 SEARCH_CAPABILITY_LINE: Final = "- 支持商品搜索"
 # What the page text shows for a missing value (price, brand, category, search text).
@@ -314,17 +331,22 @@ __all__ = [
     "BACK_TO_SEARCH",
     "BUTTON_LABELS",
     "BUY_NOW",
+    "CAPABILITIES_HEADING",
+    "CLICKABLES_HEADING",
     "CLICK_TOOL",
     "CONTINUE_MESSAGE",
     "EMPTY_ARGUMENT",
     "END_REASONS",
     "EXECUTED",
+    "FEEDBACK_MESSAGE_PREFIX",
     "GENERATION_LENGTH",
     "INCOMPLETE_OPTIONS",
     "INFORMATION_SUBPAGE",
     "INTERACTION_MODES",
     "INVALID_FORMAT",
     "INVALID_MESSAGE",
+    "LAST_ACTION_HEADING",
+    "MISSING_AXES_PREFIX",
     "MISSING_TEXT",
     "MSG_BAD_FORMAT",
     "MSG_EMPTY_ACTION",
@@ -335,22 +357,32 @@ __all__ = [
     "MULTIPLE_ACTIONS",
     "MULTI_TURN",
     "NEXT",
+    "NO_OPTIONS_LINE",
+    "OPTIONS_HEADING",
     "OPTION_SEPARATOR",
+    "OPTION_VALUES_PREFIX",
     "PAGE_HEADINGS",
     "PAGE_TOOL_NAMES",
     "PAGE_TYPES",
     "PERSONA_MODE",
     "PREV",
+    "PRODUCTS_HEADING",
     "PRODUCT_DETAIL",
+    "PRODUCT_HEADING",
     "PURCHASE",
     "QUERY_ARGUMENT",
     "QUESTION_ARGUMENT",
+    "RESULTS_LINE_PREFIX",
+    "RESULT_PREFIX",
     "SEARCH_BUTTON",
     "SEARCH_CAPABILITY_LINE",
     "SEARCH_HOME",
     "SEARCH_RESULTS",
+    "SEARCH_TEXT_PREFIX",
     "SEARCH_TOOL",
     "SEARCH_UNAVAILABLE",
+    "SECTION_HEADINGS",
+    "SELECTED_PREFIX",
     "SINGLE_TURN",
     "STANDARD_MODE",
     "TASK_MODES",

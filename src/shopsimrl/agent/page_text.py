@@ -9,7 +9,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..contract import INFORMATION_SUBPAGE, PAGE_HEADINGS, PRODUCT_DETAIL
+from ..contract import (
+    CLICKABLES_HEADING,
+    INFORMATION_SUBPAGE,
+    LAST_ACTION_HEADING,
+    MISSING_AXES_PREFIX,
+    NO_OPTIONS_LINE,
+    OPTION_VALUES_PREFIX,
+    OPTIONS_HEADING,
+    PAGE_HEADINGS,
+    PRODUCT_DETAIL,
+    PRODUCT_HEADING,
+    PRODUCTS_HEADING,
+    RESULT_PREFIX,
+    RESULTS_LINE_PREFIX,
+    SEARCH_TEXT_PREFIX,
+    SECTION_HEADINGS,
+    SELECTED_PREFIX,
+)
 from ..contract import MISSING_TEXT as MISSING
 
 # The page type of each heading; the (unreachable) attributes subpage reads as its product page.
@@ -90,22 +107,22 @@ def parse_page(text: str) -> Page:
     current: PageItem | None = None
     axis: str | None = None
     for line in lines[1:]:
-        if line in {"商品列表：", "商品：", "规格选择：", "上次交互结果：", "可点击元素：", "页面能力："}:
+        if line in SECTION_HEADINGS:
             section = line
             continue
         if not line:
             continue
-        if section == "可点击元素：" and line.startswith("- "):
+        if section == CLICKABLES_HEADING and line.startswith("- "):
             page.clickables.append(line[2:])
-        elif section == "上次交互结果：" and line.startswith("- 结果："):
+        elif section == LAST_ACTION_HEADING and line.startswith(RESULT_PREFIX):
             page.last_valid = line.endswith("成功")
-        elif line.startswith("搜索词："):
+        elif line.startswith(SEARCH_TEXT_PREFIX):
             page.search_text = line.split("：", 1)[1]
-        elif line.startswith("结果：第 "):
+        elif line.startswith(RESULTS_LINE_PREFIX):
             numbers = _NUMBER.findall(line)
             if len(numbers) >= 2:
                 page.page_number, page.total_pages = int(numbers[0]), int(numbers[1])
-        elif section == "商品列表：":
+        elif section == PRODUCTS_HEADING:
             rank_match = _RANK_LINE.match(line)
             if rank_match and not line.startswith("   "):
                 current = PageItem(title=rank_match.group(2), rank=int(rank_match.group(1)))
@@ -113,19 +130,19 @@ def parse_page(text: str) -> Page:
             elif current is not None and "：" in line:
                 key, value = line.strip().split("：", 1)
                 _field(current, key, value)
-        elif section == "商品：" and line.startswith("- ") and "：" in line:
+        elif section == PRODUCT_HEADING and line.startswith("- ") and "：" in line:
             if page.product is None:
                 page.product = PageItem()
             key, value = line[2:].split("：", 1)
             _field(page.product, key, value)
-        elif section == "规格选择：":
-            if line.startswith("  可选值：") and axis is not None:
+        elif section == OPTIONS_HEADING:
+            if line.startswith(OPTION_VALUES_PREFIX) and axis is not None:
                 page.options[axis] = line.split("：", 1)[1].split(" / ")
-            elif line.startswith("- ") and "：" in line and line != "- 此商品没有规格选项":
+            elif line.startswith("- ") and "：" in line and line != NO_OPTIONS_LINE:
                 axis, state = line[2:].rsplit("：", 1)
                 page.options.setdefault(axis, [])
-                if state.startswith("已选择 "):
-                    page.selected[axis] = state[len("已选择 ") :]
-            elif line.startswith("仍需选择："):
+                if state.startswith(SELECTED_PREFIX):
+                    page.selected[axis] = state[len(SELECTED_PREFIX) :]
+            elif line.startswith(MISSING_AXES_PREFIX):
                 page.missing = line.split("：", 1)[1].split("、")
     return page

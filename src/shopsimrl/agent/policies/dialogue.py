@@ -10,7 +10,7 @@ asked so far are read from the history).
 from __future__ import annotations
 
 from ...contract import ASK_USER_TOOL as ASK
-from ...contract import QUESTION_ARGUMENT, SEARCH_TOOL, action_argument
+from ...contract import FEEDBACK_MESSAGE_PREFIX, QUESTION_ARGUMENT, SEARCH_TOOL, action_argument
 from ...dialogue.replies import ALL_SAID, LEADS
 from ...dialogue.slots import ATTRIBUTE, BUDGET, OPTION, build_slots
 from ...env.dialogue_session import REPLY_PREFIX
@@ -21,7 +21,7 @@ from .oracle import OraclePolicy
 
 GENERAL_SCRIPT = ("你的预算大概是多少？", "对商品有什么具体要求吗？", "规格上有什么要求吗？")
 FOLLOW_UP = "还有别的要求吗？"
-REPLY_LINE = "- 说明：" + REPLY_PREFIX
+REPLY_LINE = FEEDBACK_MESSAGE_PREFIX + REPLY_PREFIX
 
 
 def ask(question: str, reasoning: str) -> PolicyAction:
@@ -36,7 +36,7 @@ def replies(context: PolicyContext) -> list[str]:
     """The shopper's replies so far, read from the observations after each question."""
     out: list[str] = []
     for turn in context.history:
-        if not action_argument(turn.action, ASK) is not None:
+        if action_argument(turn.action, ASK) is None:
             continue
         for line in turn.observation.splitlines():
             if line.startswith(REPLY_LINE):
