@@ -9,28 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..contract import (
-    CLICKABLES_HEADING,
-    INFORMATION_SUBPAGE,
-    LAST_ACTION_HEADING,
-    MISSING_AXES_PREFIX,
-    NO_OPTIONS_LINE,
-    OPTION_VALUES_PREFIX,
-    OPTIONS_HEADING,
-    PAGE_HEADINGS,
-    PRODUCT_DETAIL,
-    PRODUCT_HEADING,
-    PRODUCTS_HEADING,
-    RESULT_PREFIX,
-    RESULTS_LINE_PREFIX,
-    SEARCH_TEXT_PREFIX,
-    SECTION_HEADINGS,
-    SELECTED_PREFIX,
-)
-from ..contract import MISSING_TEXT as MISSING
+from .. import contract as words
+from ..contract import MISSING_TEXT as MISSING  # the old name
 
 # The page type of each heading; the (unreachable) attributes subpage reads as its product page.
-_KINDS = {heading: PRODUCT_DETAIL if kind == INFORMATION_SUBPAGE else kind for kind, heading in PAGE_HEADINGS.items()}
+_KINDS = {heading: words.PRODUCT_DETAIL if kind == words.INFORMATION_SUBPAGE else kind
+          for kind, heading in words.PAGE_HEADINGS.items()}
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _RANK_LINE = re.compile(r"^(\d+)\. (.*)$")
@@ -107,22 +91,22 @@ def parse_page(text: str) -> Page:
     current: PageItem | None = None
     axis: str | None = None
     for line in lines[1:]:
-        if line in SECTION_HEADINGS:
+        if line in words.SECTION_HEADINGS:
             section = line
             continue
         if not line:
             continue
-        if section == CLICKABLES_HEADING and line.startswith("- "):
+        if section == words.CLICKABLES_HEADING and line.startswith("- "):
             page.clickables.append(line[2:])
-        elif section == LAST_ACTION_HEADING and line.startswith(RESULT_PREFIX):
+        elif section == words.LAST_ACTION_HEADING and line.startswith(words.RESULT_PREFIX):
             page.last_valid = line.endswith("成功")
-        elif line.startswith(SEARCH_TEXT_PREFIX):
+        elif line.startswith(words.SEARCH_TEXT_PREFIX):
             page.search_text = line.split("：", 1)[1]
-        elif line.startswith(RESULTS_LINE_PREFIX):
+        elif line.startswith(words.RESULTS_LINE_PREFIX):
             numbers = _NUMBER.findall(line)
             if len(numbers) >= 2:
                 page.page_number, page.total_pages = int(numbers[0]), int(numbers[1])
-        elif section == PRODUCTS_HEADING:
+        elif section == words.PRODUCTS_HEADING:
             rank_match = _RANK_LINE.match(line)
             if rank_match and not line.startswith("   "):
                 current = PageItem(title=rank_match.group(2), rank=int(rank_match.group(1)))
@@ -130,19 +114,19 @@ def parse_page(text: str) -> Page:
             elif current is not None and "：" in line:
                 key, value = line.strip().split("：", 1)
                 _field(current, key, value)
-        elif section == PRODUCT_HEADING and line.startswith("- ") and "：" in line:
+        elif section == words.PRODUCT_HEADING and line.startswith("- ") and "：" in line:
             if page.product is None:
                 page.product = PageItem()
             key, value = line[2:].split("：", 1)
             _field(page.product, key, value)
-        elif section == OPTIONS_HEADING:
-            if line.startswith(OPTION_VALUES_PREFIX) and axis is not None:
+        elif section == words.OPTIONS_HEADING:
+            if line.startswith(words.OPTION_VALUES_PREFIX) and axis is not None:
                 page.options[axis] = line.split("：", 1)[1].split(" / ")
-            elif line.startswith("- ") and "：" in line and line != NO_OPTIONS_LINE:
+            elif line.startswith("- ") and "：" in line and line != words.NO_OPTIONS_LINE:
                 axis, state = line[2:].rsplit("：", 1)
                 page.options.setdefault(axis, [])
-                if state.startswith(SELECTED_PREFIX):
-                    page.selected[axis] = state[len(SELECTED_PREFIX) :]
-            elif line.startswith(MISSING_AXES_PREFIX):
+                if state.startswith(words.SELECTED_PREFIX):
+                    page.selected[axis] = state[len(words.SELECTED_PREFIX) :]
+            elif line.startswith(words.MISSING_AXES_PREFIX):
                 page.missing = line.split("：", 1)[1].split("、")
     return page
