@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from live_server import DroppingProxy, serve
-from shopsimrl.env.actions import extract_action
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.server import AsyncShopClient, LeasePool, PoolTimeout, ServiceError, ShopClient, create_app
 from shopsimrl.server.leases import LeaseError
@@ -226,7 +225,7 @@ def test_64_concurrent_clients_match_in_process_replay(world):
                 reason = remote[len(expected)]["termination_reason"]
                 expected.append(local.terminate(reason))  # the in-process result is the reference's shape too
             else:
-                expected.append(local.step(extract_action(action)))
+                expected.append(local.step(action))  # ShopEnv reads model text as the service does
         assert len(remote) == len(expected)
         for index, (got, want) in enumerate(zip(remote, expected, strict=True)):
             got, want = dict(got), dict(want)

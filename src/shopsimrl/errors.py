@@ -44,6 +44,10 @@ class UnknownTaskError(ShopSimError, KeyError):
         return str(self.args[0])
 
 
+class InvalidTaskIdError(ShopSimError, ValueError):
+    """A task id that is not an integer (a bool is not one either): the request is malformed."""
+
+
 class InvalidGoalError(ShopSimError, ValueError):
     """A goal that cannot be scored (missing or mistyped fields): it must never silently score partially."""
 

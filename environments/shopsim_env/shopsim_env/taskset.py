@@ -17,12 +17,13 @@ import verifiers.v1 as vf
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from shopsimrl.agent.prompt import first_user_message, system_message
+from shopsimrl.contract import PURCHASE, SINGLE_TURN
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.versions import EPISODE_LIMITS, REPORTED_METRICS
 
 from .toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
 
-MAX_STEPS = EPISODE_LIMITS["single_turn"]
+MAX_STEPS = EPISODE_LIMITS[SINGLE_TURN]
 
 
 class ShopSimTasksetConfig(vf.TasksetConfig):
@@ -58,12 +59,12 @@ class ShopSimTask(vf.Task[ShopSimData, ShopSimState, vf.TaskConfig]):
     @vf.reward(weight=1.0)
     async def r_strict(self, trace: vf.Trace) -> float:
         state = trace.state
-        return float(state.reward) if state.termination_reason == "purchase" else 0.0
+        return float(state.reward) if state.termination_reason == PURCHASE else 0.0
 
     @vf.metric
     async def components(self, trace: vf.Trace) -> dict[str, float]:
         state = trace.state
-        purchased = state.termination_reason == "purchase"
+        purchased = state.termination_reason == PURCHASE
         out = {key: float(state.reward_detail.get(key) or 0.0) if purchased else 0.0
                for key in REPORTED_METRICS if key != "r_strict"}
         out.update(purchased=float(purchased), steps=float(state.steps))

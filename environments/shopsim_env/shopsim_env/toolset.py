@@ -15,6 +15,7 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
+from shopsimrl.contract import CLICK_TOOL, SEARCH_TOOL, format_action
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.errors import ShopSimError
 from shopsimrl.versions import REPORTED_METRICS
@@ -84,12 +85,12 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
     @vf.tool
     async def search(self, query: str) -> str:
         """使用关键词搜索商品。仅在当前页面提供此工具时调用。"""
-        return self._act(f"search[{query.strip()}]")
+        return self._act(format_action(SEARCH_TOOL, query))
 
     @vf.tool
     async def click(self, value: str) -> str:
         """点击当前页面的一个可用按钮、商品或规格选项。value 必须逐字选择页面“可点击元素”中列出的值之一。"""
-        return self._act(f"click[{value.strip()}]")
+        return self._act(format_action(CLICK_TOOL, value))
 
 
 if __name__ == "__main__":

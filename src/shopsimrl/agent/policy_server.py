@@ -28,6 +28,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from ..contract import ARGUMENT_KEYS, CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from .builtin_backend import action_completion, policy_action
@@ -110,7 +111,7 @@ def apply_fault(
     message = choice["message"]
     call = message["tool_calls"][0]
     function = call["function"]
-    key = "query" if action.name == "search" else "value"
+    key = ARGUMENT_KEYS.get(action.name, VALUE_ARGUMENT)
     value = str(action.arguments.get(key, ""))
     if kind == "no_tool_call":
         message["content"] = f"Thought: 我应该这样做。\nAction: {action.canonical}"
@@ -126,14 +127,14 @@ def apply_fault(
         function["arguments"] = function["arguments"][:-1]
     elif kind == "unavailable_tool":
         offered = offered_names(tools)
-        name = next((n for n in ("search", "click") if n not in offered), "checkout")
+        name = next((n for n in PAGE_TOOL_NAMES if n not in offered), "checkout")
         function["name"] = name
-        function["arguments"] = json.dumps({"query" if name == "search" else "value": value}, ensure_ascii=False)
+        function["arguments"] = json.dumps({ARGUMENT_KEYS.get(name, VALUE_ARGUMENT): value}, ensure_ascii=False)
     elif kind == "wrong_keys":
-        function["arguments"] = json.dumps({"q" if action.name == "search" else "val": value}, ensure_ascii=False)
+        function["arguments"] = json.dumps({"q" if action.name == SEARCH_TOOL else "val": value}, ensure_ascii=False)
     elif kind == "click_outside_enum":
-        function["name"] = "click"
-        function["arguments"] = json.dumps({"value": OUTSIDE_ENUM_VALUE}, ensure_ascii=False)
+        function["name"] = CLICK_TOOL
+        function["arguments"] = json.dumps({VALUE_ARGUMENT: OUTSIDE_ENUM_VALUE}, ensure_ascii=False)
     elif kind == "length":
         message["content"] = None
         message["reasoning_content"] = (message.get("reasoning_content") or "") + " …"

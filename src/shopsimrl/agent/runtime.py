@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from ..contract import ACTION_LIMIT, ASK_USER_TOOL, SINGLE_TURN, action_argument
 from ..env.tools import tools_for_state
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, TRACE_SCHEMA_VERSION
 from .prompt import SYSTEM_PROMPT, first_user_message, system_message
 from .skills import SkillBank, render_skills
-from .turn import ACTION_LIMIT, REPAIR, TERMINATE, decide_turn, observation_message
+from .turn import REPAIR, TERMINATE, decide_turn, observation_message
 from .validation import ModelOutput
 
 ACTION_PROTOCOL = "openai-function-tools-repair-v3"
@@ -168,9 +169,9 @@ class EpisodeJob:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    max_steps: int = EPISODE_LIMITS["single_turn"]
+    max_steps: int = EPISODE_LIMITS[SINGLE_TURN]
     persona: bool | None = None  # None: each task in its own mode (persona iff it has one)
-    interaction_mode: str = "single_turn"
+    interaction_mode: str = SINGLE_TURN
     prompt: str = SYSTEM_PROMPT
     shopper: str | None = None  # dialogue mode (issue 16): "rule"; None: the reference single-agent episode
 
@@ -280,9 +281,10 @@ class AgentRuntime:
                 result = _without(await env.step(action), LEASE_FIELDS)
                 env_s += clock() - t
                 step["environment"] = result
-                if action.startswith("ask_user["):
+                question = action_argument(action, ASK_USER_TOOL)
+                if question is not None:
                     feedback = result.get("action_feedback") or {}
-                    step["dialogue"] = {"question": action[len("ask_user["):-1], "reply": result.get("shopper_reply"),
+                    step["dialogue"] = {"question": question, "reply": result.get("shopper_reply"),
                                         "valid": bool(feedback.get("valid"))}
                 messages.append(observation_message(decision, result["observation"]))
                 if result.get("done"):

@@ -167,11 +167,6 @@ class Catalog:
         """Every product in archive order (decodes them all: for offline tools, not for serving)."""
         return tuple(self.products_by_asin.values())
 
-    @cached_property
-    def product_of_task(self) -> dict[int, Product]:
-        by_asin = self.products_by_asin
-        return {task_id: by_asin[goal["asin"]] for task_id, goal in self.goals.items()}
-
     @property
     def search_index(self) -> SearchIndex:
         with self._search_lock:

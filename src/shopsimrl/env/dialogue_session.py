@@ -11,27 +11,25 @@ feedback: ``empty_argument``, ``question_too_long``, ``multiple_actions_not_allo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..contract import ASK_USER_TOOL, TERMINAL, TOOL_NAMES, chained_actions
 from ..dialogue.rule_shopper import RuleShopper
 from ..versions import DIALOGUE_OBSERVATION_VERSION, MAX_QUESTION_CHARS
 from . import actions as act
 from .observation import render_observation
-from .session import TERMINAL, ShopSession
+from .session import ShopSession
 
-ASK_USER = "ask_user"
 QUESTION_TOO_LONG = "question_too_long"
 ASK_USER_UNAVAILABLE = "ask_user_unavailable"
-DIALOGUE_FEEDBACK_CODES = (QUESTION_TOO_LONG, ASK_USER_UNAVAILABLE)
 MSG_EMPTY_QUESTION = "ask_user[...] 的问题不能为空"
 MSG_QUESTION_TOO_LONG = f"问题不能超过 {MAX_QUESTION_CHARS} 个字符"
 MSG_ASK_USER_UNAVAILABLE = "提问次数已用完，不能再向顾客提问"
 MSG_MULTIPLE = "一次调用只能执行一个 search[...]、click[...] 或 ask_user[...] 动作"
 REPLY_PREFIX = "顾客回复："
 # ``]`` followed (optionally after one separator) by another action: ``ask_user[a] ask_user[b]``.
-_CHAINED = re.compile(r"\]\s*(?:[,;，；]\s*)?(?:search|click|ask_user)\s*\[", re.IGNORECASE)
+_CHAINED = chained_actions(TOOL_NAMES)
 
 
 def dialogue_lines(dialogue: Mapping[str, Any]) -> str:
@@ -101,7 +99,7 @@ class DialogueSession(ShopSession):
 
     def _apply(self, action: object) -> dict[str, Any]:
         parsed = act.parse_action(action)
-        if not parsed.ok or (parsed.name or "").casefold() != ASK_USER:
+        if not parsed.ok or (parsed.name or "").casefold() != ASK_USER_TOOL:
             return super()._apply(action)
         shown = action if isinstance(action, str) else repr(action)
         question = parsed.argument
@@ -116,7 +114,7 @@ class DialogueSession(ShopSession):
         self.questions += 1
         reply = self.shopper.reply(question.strip()).text
         self.last_reply = reply
-        self.counters["ask_user"] += 1
+        self.counters[ASK_USER_TOOL] += 1
         payload = act.feedback(shown, True, act.EXECUTED, REPLY_PREFIX + reply)
         payload["reply"] = reply
         return payload

@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium
 
+from ..contract import PURCHASE, SINGLE_TURN
 from ..dialogue.config import ShopperConfig
 from ..errors import ShopSimError
 from .shop_env import ShopEnv, ShopWorld
@@ -57,7 +58,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         world: ShopWorld | None = None,
         split: str = "test",
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         render_mode: str | None = None,
         shopper: str | None = None,
         shopper_config: ShopperConfig | None = None,
@@ -116,7 +117,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         result = self.env.step(action)
         self._last_observation = result["observation"]
         reason = result.get("termination_reason")
-        terminated = bool(result["done"]) and reason == "purchase"
+        terminated = bool(result["done"]) and reason == PURCHASE
         truncated = bool(result["done"]) and not terminated
         info = {
             "action_feedback": result["action_feedback"],

@@ -14,16 +14,17 @@ The result types describe the dicts exactly as ``ShopEnv`` returns them; the HTT
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
-TaskMode = Literal["persona", "standard"]
-InteractionMode = Literal["single_turn", "multi_turn"]
-TerminationReason = Literal["action_limit", "generation_length"]
-EndReason = Literal["purchase", "action_limit", "generation_length"]
-
-INTERACTION_MODES: tuple[InteractionMode, ...] = ("single_turn", "multi_turn")
-TERMINATION_REASONS: tuple[TerminationReason, ...] = ("action_limit", "generation_length")
-END_REASONS: tuple[EndReason, ...] = ("purchase", *TERMINATION_REASONS)
+# The contract's words (modes, reasons) are defined in ``shopsimrl.contract``; re-exported here with the types.
+from ..contract import ACTION_LIMIT, SINGLE_TURN
+from ..contract import END_REASONS as END_REASONS
+from ..contract import INTERACTION_MODES as INTERACTION_MODES
+from ..contract import TERMINATION_REASONS as TERMINATION_REASONS
+from ..contract import EndReason as EndReason
+from ..contract import InteractionMode as InteractionMode
+from ..contract import TaskMode as TaskMode
+from ..contract import TerminationReason as TerminationReason
 
 # Result fields whose value legitimately depends on the path (not on the episode): ``idx`` of a step is the
 # session name, ``session-<task>`` in process and ``slot-<n>-<task>`` behind the service.
@@ -144,14 +145,14 @@ class ShopEnvironment(Protocol):
         self,
         task_id: int,
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
     ) -> ResetResult: ...
 
     def step(self, action: str) -> StepResult: ...
 
-    def terminate(self, reason: str = "action_limit") -> TerminateResult: ...
+    def terminate(self, reason: str = ACTION_LIMIT) -> TerminateResult: ...
 
     def tools(self) -> list[Tool]: ...
 
@@ -172,14 +173,14 @@ class AsyncShopEnvironment(Protocol):
         self,
         task_id: int,
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
     ) -> ResetResult: ...
 
     async def step(self, action: str) -> StepResult: ...
 
-    async def terminate(self, reason: str = "action_limit") -> TerminateResult: ...
+    async def terminate(self, reason: str = ACTION_LIMIT) -> TerminateResult: ...
 
     def tools(self) -> list[Tool]: ...
 

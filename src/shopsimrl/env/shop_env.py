@@ -16,6 +16,15 @@ from typing import Any, ClassVar
 
 from ..catalog.goals import strip_reasoning
 from ..catalog.store import Catalog
+from ..contract import (
+    ACTION_LIMIT,
+    MULTI_TURN,
+    SINGLE_TURN,
+    check_task_id,
+    started_message,
+    task_mode,
+    visible_instruction,
+)
 from ..dialogue.config import ShopperConfig
 from ..dialogue.rule_shopper import RuleShopper
 from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
@@ -105,7 +114,7 @@ class ShopEnv:
         self,
         task_id: int,
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
         session_id: str | None = None,
@@ -122,8 +131,7 @@ class ShopEnv:
         ``shopper_config.max_questions`` questions have been answered. None (the default) is the reference
         behaviour, byte for byte.
         """
-        if isinstance(task_id, bool) or not isinstance(task_id, int):
-            raise ShopSimError("task idx must be an integer")
+        check_task_id(task_id)
         if shopper is not None and shopper != "rule":
             if shopper == "llm":
                 raise DialogueError("the LLM shopper is not available yet; use shopper='rule'")
@@ -142,7 +150,7 @@ class ShopEnv:
                 session_id=session_id,
             )
         else:
-            interaction_mode = "multi_turn"
+            interaction_mode = MULTI_TURN
             product = self.world.catalog.products_by_asin.get(goal["asin"])
             rule_shopper = RuleShopper(goal, product.raw if product is not None else None, shopper_config)
             session = DialogueSession(
@@ -155,16 +163,14 @@ class ShopEnv:
             )
         self._session = session
         persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
-        visible = goal["instruction_simple"] if persona and goal.get("user_persona") else goal["instruction_text"]
-        if rule_shopper is not None:
-            visible = ""
+        visible = visible_instruction(goal, persona) if rule_shopper is None else ""
         observation, state = session.observe()
         payload: dict[str, Any] = {
             "task_instruction": visible,
             "observation": observation,
-            "message": f"Task {task_id} started",
+            "message": started_message(task_id),
             "idx": task_id,
-            "task_mode": "persona" if persona else "standard",
+            "task_mode": task_mode(persona),
             "interaction_mode": interaction_mode,
             "environment_version": ENVIRONMENT_VERSION,
             "observation_state": state,
@@ -185,9 +191,11 @@ class ShopEnv:
         return payload
 
     def step(self, action: str) -> dict[str, Any]:
+        """Apply ``action``: a canonical ``search[...]`` / ``click[...]`` string, or a model's whole answer whose
+        one ``Action:`` line holds it (read the same way on every path: docs/contract.md#model-text)."""
         return self._require_session().step(action)
 
-    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+    def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         """End the episode with zero reward, shaped as the reference's ``terminate`` result (env_spec §9.2): no
         ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``."""
         return self._require_session().terminate(reason)

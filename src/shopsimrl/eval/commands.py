@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..contract import MULTI_TURN, SINGLE_TURN
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS
 
@@ -42,7 +43,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
         concurrency=args.concurrency, repeats=args.repeats, limit=args.limit, sample_size=args.sample_size,
         seed=args.seed, persona=args.persona, skills=args.skills, shopper=args.shopper,
-        max_steps=args.max_steps or EPISODE_LIMITS["multi_turn" if args.shopper else "single_turn"],
+        max_steps=args.max_steps or EPISODE_LIMITS[MULTI_TURN if args.shopper else SINGLE_TURN],
         experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
         ray_data=args.ray_data,
     )
@@ -191,7 +192,7 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--sample-size", type=_positive_int, help="a seeded random sample of N tasks")
     ev.add_argument("--seed", type=int, default=20260830)
     ev.add_argument("--max-steps", type=int, default=None,
-                    help=f"turn limit (default {EPISODE_LIMITS['single_turn']}; {EPISODE_LIMITS['multi_turn']} with --shopper)")
+                    help=f"turn limit (default {EPISODE_LIMITS[SINGLE_TURN]}; {EPISODE_LIMITS[MULTI_TURN]} with --shopper)")
     ev.add_argument("--shopper", choices=("rule",), default=None,
                     help="dialogue mode: a simulated shopper the agent can ask (ask_user); the instruction is withheld")
     ev.add_argument("--persona", action=argparse.BooleanOptionalAction, default=None,

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..contract import PURCHASE
 from ..dialogue.replies import NEUTRAL_REPLY, PURCHASE_INCOMPLETE
 
 INCOMPLETE_PREFIX = PURCHASE_INCOMPLETE.split("{", 1)[0]
-PURCHASE = "purchase"
 
 
 def episode_dialogue(record: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from ..agent.runtime import (
 )
 from ..agent.skills import NO_SKILLS, SkillBank
 from ..catalog.store import Catalog
+from ..contract import MULTI_TURN, SINGLE_TURN
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from ..versions import (
@@ -69,7 +70,7 @@ class EvalSettings:
     limit: int | None = None
     sample_size: int | None = None
     seed: int = DEFAULT_EVAL_SEED
-    max_steps: int = EPISODE_LIMITS["single_turn"]
+    max_steps: int = EPISODE_LIMITS[SINGLE_TURN]
     persona: bool | None = None
     shopper: str | None = None  # dialogue mode (issue 16): "rule"; recorded in the plan so runs never mix
     skills: str | None = None
@@ -126,14 +127,14 @@ def environment_identity(
 ) -> dict[str, Any]:
     manifest = catalog.manifest
     out = {
-        **adapter, "persona": persona, "interaction_mode": "single_turn",
+        **adapter, "persona": persona, "interaction_mode": SINGLE_TURN,
         "environment_version": ENVIRONMENT_VERSION, "observation_version": OBSERVATION_VERSION,
         "tool_version": TOOL_VERSION,
         "catalog": {"data_sha256": manifest.get("output_data_sha256"),
                     "schema_version": manifest.get("schema_version")},
     }
     if shopper is not None:  # dialogue mode: its own versions; absent otherwise (single-turn plans unchanged)
-        out.update(interaction_mode="multi_turn", shopper=shopper, dialogue_version=DIALOGUE_OBSERVATION_VERSION,
+        out.update(interaction_mode=MULTI_TURN, shopper=shopper, dialogue_version=DIALOGUE_OBSERVATION_VERSION,
                    dialogue_tool_version=DIALOGUE_TOOL_VERSION)
     return out
 

@@ -14,6 +14,7 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from ..contract import ACTION_LIMIT, ARGUMENT_KEYS, PERSONA_MODE, SINGLE_TURN, format_action
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..env.tools import tools_for_state
 from ..errors import ShopSimError
@@ -27,7 +28,6 @@ from ..versions import (
 )
 from .models import ShopSimAction, ShopSimObservation, ShopSimState
 
-ARGUMENT_KEYS = {"search": "query", "click": "value"}
 DEFAULT_SPLIT = "test"
 
 
@@ -60,7 +60,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, task_id: int | None = None,
         split: str | None = None, index: int | None = None, persona: bool | None = None,
-        interaction_mode: str = "single_turn", **kwargs: Any,
+        interaction_mode: str = SINGLE_TURN, **kwargs: Any,
     ) -> ShopSimObservation:
         """Start ``task_id``, or the ``index``-th task of ``split`` (default split test, index ``seed`` or 0)."""
         if task_id is None:
@@ -75,7 +75,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
         payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
                                   session_id=episode_id)
         self._state = ShopSimState(
-            episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == "persona",
+            episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == PERSONA_MODE,
             interaction_mode=interaction_mode, action_limit=EPISODE_LIMITS[interaction_mode], **version_strings(),
         )
         state = payload["observation_state"]
@@ -91,11 +91,11 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
         value = action.arguments.get(ARGUMENT_KEYS[action.tool])
         if not isinstance(value, str):
             raise OpenEnvUsageError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
-        result = self._env.step(f"{action.tool}[{value.strip()}]")
+        result = self._env.step(format_action(action.tool, value))
         self._state.step_count += 1
         return self._observation(result)
 
-    def terminate(self, reason: str = "action_limit") -> ShopSimObservation:
+    def terminate(self, reason: str = ACTION_LIMIT) -> ShopSimObservation:
         """End the episode for the runner (``generation_length`` / ``action_limit``); not a tool of the model."""
         if self._env.session is None:
             raise OpenEnvUsageError("no active episode: reset first")

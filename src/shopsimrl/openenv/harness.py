@@ -17,6 +17,7 @@ from openenv.core.env_server.mcp_types import Tool
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, VerifyResult
 
 from ..agent.prompt import first_user_message, system_message
+from ..contract import BACK_TO_SEARCH, VALUE_ARGUMENT
 from ..env.shop_env import ShopWorld
 from ..env.tools import tools_for_state
 from .environment import OpenEnvUsageError, ShopSimEnvironment
@@ -25,8 +26,8 @@ from .models import ShopSimAction
 
 def _static_tools() -> list[dict[str, Any]]:
     """``search`` and ``click`` for a whole episode: the click schema without the page's enum."""
-    tools = tools_for_state({"search_available": True, "actions": ["back to search"]})
-    del tools[1]["function"]["parameters"]["properties"]["value"]["enum"]
+    tools = tools_for_state({"search_available": True, "actions": [BACK_TO_SEARCH]})
+    del tools[1]["function"]["parameters"]["properties"][VALUE_ARGUMENT]["enum"]
     return tools
 
 

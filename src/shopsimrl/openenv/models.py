@@ -6,12 +6,14 @@ that a model trained through OpenEnv sees what the runtime shows it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
-ToolName = Literal["search", "click"]
+from ..contract import SINGLE_TURN
+from ..contract import PageToolName as ToolName
+from ..versions import EPISODE_LIMITS
 
 
 class ShopSimAction(Action):
@@ -39,8 +41,8 @@ class ShopSimState(State):
 
     task_id: int | None = None
     persona: bool = False
-    interaction_mode: str = "single_turn"
-    action_limit: int = 30
+    interaction_mode: str = SINGLE_TURN
+    action_limit: int = EPISODE_LIMITS[SINGLE_TURN]
     done: bool = False
     termination_reason: str | None = None
     environment_version: str = ""

@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..contract import ACTION_LIMIT, INTERACTION_MODES, SINGLE_TURN, TERMINATION_REASONS
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
@@ -74,12 +75,12 @@ REFERENCE_BODY = {
     "content": {"application/json": {"schema": {"oneOf": [
         _variant("reset", ["idx"], idx=_INT64, if_persona={"type": ["boolean", "null"]},
                  include_private_goal={"type": "boolean"},
-                 interaction_mode={"type": "string", "enum": ["single_turn", "multi_turn"]},
+                 interaction_mode={"type": "string", "enum": list(INTERACTION_MODES)},
                  shopper={"type": ["string", "null"], "enum": ["rule", None]},
                  wait_timeout={"type": "number", "minimum": 0, "maximum": 86_400}),
         _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),
         _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
-                 termination_reason={"type": "string", "enum": ["action_limit", "generation_length"]}),
+                 termination_reason={"type": "string", "enum": list(TERMINATION_REASONS)}),
         _variant("release_one", ["env_idx", "lease_id"], **_LEASE),
         _variant("release_all", []),
     ]}}},
@@ -230,7 +231,7 @@ def create_app(
         idx = json_int(body["idx"])
         lease, payload = await service.reset(
             body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
-            interaction_mode=body.get("interaction_mode", "single_turn"),
+            interaction_mode=body.get("interaction_mode", SINGLE_TURN),
             include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
             shopper=body.get("shopper"),
         )
@@ -245,7 +246,7 @@ def create_app(
 
     async def _terminate(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "terminate")
-        result = service.terminate(lease, body.get("termination_reason", "action_limit"))
+        result = service.terminate(lease, body.get("termination_reason", ACTION_LIMIT))
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..env.tools import tools_for_state
 from ..errors import PersonaUnavailableError, ShopSimError
 from .guard import API_KEY_ENV
@@ -112,7 +113,7 @@ class ShopClient(_Base):
                 time.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
-    def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
+    def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
               include_private_goal: bool = False, wait_timeout: float | None = None,
               shopper: str | None = None) -> dict[str, Any]:
         """Start an episode, as ``ShopEnv.reset``: a lease still held (a finished or running episode) is
@@ -134,7 +135,7 @@ class ShopClient(_Base):
     def step(self, action: str) -> dict[str, Any]:
         return self._strip(self._post({"action": "interact", **self._require_lease(), "response": action}))
 
-    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+    def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(self._post(body))
 
@@ -181,7 +182,7 @@ class AsyncShopClient(_Base):
                 await asyncio.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
+    async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
                     include_private_goal: bool = False, wait_timeout: float | None = None,
                     shopper: str | None = None) -> dict[str, Any]:
         """As :meth:`ShopClient.reset` (a held lease is released first)."""
@@ -201,7 +202,7 @@ class AsyncShopClient(_Base):
     async def step(self, action: str) -> dict[str, Any]:
         return self._strip(await self._post({"action": "interact", **self._require_lease(), "response": action}))
 
-    async def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+    async def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(await self._post(body))
 

@@ -10,8 +10,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-InteractionMode = Literal["single_turn", "multi_turn"]
-TerminationReason = Literal["action_limit", "generation_length"]
+from ..contract import ACTION_LIMIT, SINGLE_TURN
+from ..contract import InteractionMode as InteractionMode
+from ..contract import TaskMode as TaskMode
+from ..contract import TerminationReason as TerminationReason
 
 
 class ErrorBody(BaseModel):
@@ -26,7 +28,7 @@ class CreateSession(BaseModel):
     persona: StrictBool | None = Field(
         None, description="persona mode (the simple instruction plus the user profile); null or absent: the task's "
                           "own mode, as ShopEnv.reset; true on a standard task is a 400")
-    interaction_mode: InteractionMode = "single_turn"
+    interaction_mode: InteractionMode = SINGLE_TURN
     include_private_goal: StrictBool = False
     wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
     shopper: Literal["rule"] | None = Field(
@@ -42,7 +44,7 @@ class StepRequest(BaseModel):
 
 class TerminateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: TerminationReason = "action_limit"
+    reason: TerminationReason = ACTION_LIMIT
 
 
 class SessionCreated(BaseModel):
@@ -52,7 +54,7 @@ class SessionCreated(BaseModel):
     observation: str
     message: str
     idx: int
-    task_mode: Literal["persona", "standard"]
+    task_mode: TaskMode
     interaction_mode: InteractionMode
     environment_version: str
     observation_state: dict[str, Any]

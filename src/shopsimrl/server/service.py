@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..env.actions import extract_action
-from ..env.session import TERMINATION_REASONS
+from ..contract import ACTION_LIMIT, SINGLE_TURN, TERMINATION_REASONS, check_task_id
 from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS
@@ -54,14 +53,13 @@ class EnvService:
         task_id: int,
         *,
         persona: bool | None = False,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         include_private_goal: bool = False,
         wait_timeout: float | None = None,
         shopper: str | None = None,
     ) -> tuple[Lease[ShopEnv], dict[str, Any]]:
         """Check the request, wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
-        if isinstance(task_id, bool) or not isinstance(task_id, int):
-            raise ServiceRequestError("task idx must be an integer")
+        check_task_id(task_id)
         if interaction_mode not in EPISODE_LIMITS:
             raise ServiceRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
@@ -96,16 +94,17 @@ class EnvService:
         return self.pool.find(session_id)
 
     def step(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
-        """One step; ``response`` is the model's text, the action taken from it as env_spec §4.3 says."""
+        """One step; ``response`` is the model's text (the session reads the action out of it, as on every
+        path: docs/contract.md#model-text)."""
         if not isinstance(response, str):
             raise ServiceRequestError("interact action requires response parameter")
         if len(response) > self.max_response_chars:
             raise ResponseTooLong(f"response is {len(response)} characters; this server accepts at most "
                                   f"{self.max_response_chars} per step (--max-response-chars)")
-        return lease.session.step(extract_action(response))
+        return lease.session.step(response)
 
     @staticmethod
-    def terminate(lease: Lease[ShopEnv], reason: object = "action_limit") -> dict[str, Any]:
+    def terminate(lease: Lease[ShopEnv], reason: object = ACTION_LIMIT) -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
             raise ServiceRequestError(f"unsupported termination reason: {reason}")
         return lease.session.terminate(str(reason))  # reward 0, no action_feedback, "Episode terminated: …"

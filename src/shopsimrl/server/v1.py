@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Query
 
+from ..contract import ACTION_LIMIT, visible_instruction
 from ..env.shop_env import ShopEnv
 from ..errors import ShopSimError
 from .leases import Lease, LeaseError
@@ -54,9 +55,9 @@ def v1_router(service: EnvService) -> APIRouter:
     def all_tasks() -> list[dict[str, Any]]:
         if not task_rows:
             for task_id, goal in sorted(service.world.catalog.goals.items()):
-                visible = goal.get("instruction_simple") if goal.get("user_persona") else goal.get("instruction_text")
-                task_rows.append({"task_id": task_id, "has_persona": bool(goal.get("user_persona")),
-                                  "preview": str(visible or "")[:48]})
+                has_persona = bool(goal.get("user_persona"))  # the task's own mode
+                task_rows.append({"task_id": task_id, "has_persona": has_persona,
+                                  "preview": visible_instruction(goal, has_persona)[:48]})
         return task_rows
 
     @router.get("/tasks", response_model=TaskList, summary="Active task ids (for choosing one), a page at a time")
@@ -91,7 +92,7 @@ def v1_router(service: EnvService) -> APIRouter:
     @router.post("/sessions/{session_id}/terminate", response_model=StepResult, response_model_exclude_unset=True, responses=_errors(400, 404, 409),
                  summary="End the episode with zero reward (action_limit or generation_length)")
     async def terminate(body: TerminateRequest | None = None, session_id: str = SessionId) -> dict[str, Any]:
-        return service.terminate(find(session_id), body.reason if body is not None else "action_limit")
+        return service.terminate(find(session_id), body.reason if body is not None else ACTION_LIMIT)
 
     @router.delete("/sessions/{session_id}", response_model=Released, responses=_errors(404),
                    summary="Release the session's slot")

@@ -26,8 +26,9 @@ from typing import Any, Protocol
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, system_message
 from ..agent.runtime import AsyncEnv, EnvironmentFactory
 from ..agent.skills import Skill, render_skills
-from ..agent.turn import ACTION_LIMIT, REPAIR, TERMINATE, decide_turn, observation_message
+from ..agent.turn import REPAIR, TERMINATE, decide_turn, observation_message
 from ..agent.validation import ModelOutput, interpret
+from ..contract import ACTION_LIMIT, GENERATION_LENGTH, SINGLE_TURN
 from ..env.tools import tools_for_state
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
@@ -43,7 +44,6 @@ from .chat_template import (
 from .chat_template import stop_texts as template_stops
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
-GENERATION_LENGTH = "generation_length"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
 COMPLETED, TRUNCATED, ABORTED = "completed", "truncated", "aborted"
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
@@ -91,7 +91,7 @@ class RolloutContext:
     persona: bool | None = None  # None: the task's own mode (persona iff it has one)
     skills: tuple[Skill, ...] = ()
     prompt: str = SYSTEM_PROMPT
-    interaction_mode: str = "single_turn"
+    interaction_mode: str = SINGLE_TURN
     shopper: str | None = None  # dialogue mode (issue 16): the shopper's replies come back as tool messages (mask 0)
 
     def fingerprint(self) -> tuple[Any, ...]:
@@ -101,7 +101,7 @@ class RolloutContext:
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    max_steps: int = EPISODE_LIMITS["single_turn"]
+    max_steps: int = EPISODE_LIMITS[SINGLE_TURN]
     max_context_len: int | None = None  # a prompt longer than this ends the episode as generation_length
     keep_reasoning: bool = False  # echo parsed reasoning into the assistant history ("wire message")
     stop_texts: tuple[str, ...] | None = None  # stripped from the decoded text end; None: the tokenizer's eos
@@ -511,7 +511,7 @@ async def run_rollout(
         termination = final.get("termination_reason")
         if not ledger.trainable():
             raise RolloutError("the episode produced no trainable token")
-        status = TRUNCATED if termination == "generation_length" else COMPLETED
+        status = TRUNCATED if termination == GENERATION_LENGTH else COMPLETED
     except Exception as exc:
         status, reward, detail = ABORTED, 0.0, None
         error = {"stage": stage, "type": type(exc).__name__, "message": str(exc)}

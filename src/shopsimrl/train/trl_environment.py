@@ -21,6 +21,7 @@ from typing import Any
 
 from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
+from ..contract import ACTION_LIMIT, CLICK_TOOL, SEARCH_TOOL, SINGLE_TURN, format_action
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 
@@ -30,7 +31,7 @@ EPISODE_OVER = "本回合已结束，不能再调用工具。"
 class ShopToolEnvironment:
     """One shop session per rollout; ``search``/``click`` are the tools, ``get_reward`` the terminal r_strict."""
 
-    def __init__(self, world: Any, *, max_steps: int = EPISODE_LIMITS["single_turn"], persona: bool | None = None
+    def __init__(self, world: Any, *, max_steps: int = EPISODE_LIMITS[SINGLE_TURN], persona: bool | None = None
                  ) -> None:
         self.world = world
         self.max_steps = max_steps
@@ -69,7 +70,7 @@ class ShopToolEnvironment:
         if result.get("done"):
             self._final = result
         elif self._steps >= self.max_steps:
-            self._final = self._env.terminate("action_limit")
+            self._final = self._env.terminate(ACTION_LIMIT)
         return str(result["observation"])
 
     def search(self, query: str) -> str:
@@ -82,7 +83,7 @@ class ShopToolEnvironment:
         Returns:
             The new page as text.
         """
-        return self._act(f"search[{query.strip()}]")
+        return self._act(format_action(SEARCH_TOOL, query))
 
     def click(self, value: str) -> str:
         """
@@ -94,14 +95,14 @@ class ShopToolEnvironment:
         Returns:
             The new page as text.
         """
-        return self._act(f"click[{value.strip()}]")
+        return self._act(format_action(CLICK_TOOL, value))
 
     def get_reward(self) -> float:
         """The episode's r_strict (an unfinished episode is ended with ``action_limit`` first)."""
         if self._env is None:
             return 0.0
         if self._final is None:
-            self._final = self._env.terminate("action_limit")
+            self._final = self._env.terminate(ACTION_LIMIT)
         return float(self._final["reward_detail"][PRIMARY_REWARD])
 
 
