@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from .. import versions
-from .index import SearchIndex
+from ._index import SearchIndex
 
 METRIC_SCOPE = "Gold-ASIN retrieval proxy; alternatives may also be valid"
 MIN_TOP_K = 20
