@@ -15,7 +15,7 @@ from shopsimrl import hashing
 from shopsimrl.catalog import archive
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.search import SearchIndex, build_search_index, search_tokens
-from shopsimrl.search import _pool
+from shopsimrl.search import _pool as pool_module
 
 PRODUCTS = [
     {"asin": f"{i:012d}", "title": f"{['冰箱', '耳机', '水壶'][i % 3]}{['静音', '节能'][i % 2]}款{i % 5}号",
@@ -33,13 +33,13 @@ def built(tmp_path: Path) -> tuple[Path, dict]:
 @pytest.fixture
 def opened_connections(monkeypatch: pytest.MonkeyPatch) -> list[sqlite3.Connection]:
     opened: list[sqlite3.Connection] = []
-    real = _pool.read_only_connection
+    real = pool_module.read_only_connection
 
     def counting(path):
         opened.append(real(path))
         return opened[-1]
 
-    monkeypatch.setattr(_pool, "read_only_connection", counting)
+    monkeypatch.setattr(pool_module, "read_only_connection", counting)
     return opened
 
 
@@ -73,13 +73,13 @@ def test_a_file_replaced_while_opening_is_refused(built, tmp_path, monkeypatch):
     path, _ = built
     other = tmp_path / "other.sqlite3"
     build_search_index(PRODUCTS[:10], other, product_data_sha256="x")
-    real = _pool.read_only_connection
+    real = pool_module.read_only_connection
 
     def replace_then_open(target):
         other.replace(path)  # a rebuild renamed over the index between the identity and the connection
         return real(target)
 
-    monkeypatch.setattr(_pool, "read_only_connection", replace_then_open)
+    monkeypatch.setattr(pool_module, "read_only_connection", replace_then_open)
     with pytest.raises(SearchIndexError, match="replaced or removed"):
         SearchIndex.open(path)
 
