@@ -20,8 +20,8 @@ from typing import Any
 
 from .. import versions
 from ._pool import writable_temp_schema
+from ._postings import Postings, PostingsUnavailable
 from ._schema import FTS_COLUMNS, bm25_column_weights, match_expression
-from .postings import Postings, PostingsUnavailable
 from .stored import AsinColumn, load_postings
 
 logger = logging.getLogger("shopsimrl.search")

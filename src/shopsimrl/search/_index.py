@@ -12,7 +12,7 @@ rowid order *is* ASIN order; such an index is queried by ``ORDER BY score, rowid
 in memory afterwards, which gives exactly the contract's results. Any other index (e.g. one built by the
 reference) is queried with the contract SQL itself.
 
-Faster still: when opened, the index ranks with its postings in numpy arrays (``postings.Postings``, rebuilt
+Faster still: when opened, the index ranks with its postings in numpy arrays (``_postings.Postings``, rebuilt
 from SQLite or memory-mapped from what ``prepare`` stored) once they pass the check in ``_backend``.
 """
 
@@ -32,8 +32,8 @@ from ..errors import SearchIndexError
 from ._backend import FORCED_SQLITE, Backend, RankingQuery, rebuilt_postings, stored_postings, wants_postings
 from ._manifest import manifest_problems, manifest_row, read_table, table_definition_problems
 from ._pool import ConnectionPool
+from ._postings import Postings
 from ._schema import bm25_call, match_expression, rebuild_hint
-from .postings import Postings
 from .stored import AsinColumn, load_asin_column
 from .text import search_tokens
 
