@@ -14,7 +14,7 @@ import pytest
 from shopsimrl import hashing
 from shopsimrl.catalog import archive
 from shopsimrl.env.shop_env import ShopWorld
-from shopsimrl.search import SearchIndex, build_search_index, search_tokens
+from shopsimrl.search import SearchIndex, build_search_index, evaluate_retrieval, search_tokens
 from shopsimrl.search import _pool as pool_module
 
 PRODUCTS = [
@@ -102,3 +102,15 @@ def test_the_environment_search_passes_one_cache(prepared_dir):
     assert first == tuple(hit.asin for hit in index.search_uncached(query))
     assert search_tokens(query) and not hasattr(world.search, "cache_info")
     world.catalog.close()
+
+
+def test_retrieval_evaluation_does_not_fill_the_result_cache(built):
+    path, _ = built
+    with SearchIndex.open(path) as index:
+        queries = [(i, f"{i:012d}", "" if i % 2 else "冰箱 静音", f"想买{i % 5}号水壶") for i in range(20)]
+        report = evaluate_retrieval(index, queries)
+        assert index.cache_info().currsize == 0
+        ranks = [next((h.rank for h in index.search(q, k=150) if h.asin == gold), None) for _, gold, _, q in queries]
+        found = [r for r in ranks if r is not None]
+        assert found and len(found) < len(queries)
+        assert report["metrics"]["full"]["recall_at_150"] == len(found) / len(queries)
