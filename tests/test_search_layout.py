@@ -98,7 +98,10 @@ def test_the_environment_search_passes_one_cache(prepared_dir):
     before = index.cache_info()
     first = world.search(query)
     assert index.cache_info().misses == before.misses + 1
-    assert world.search(query) == first and index.cache_info().hits == before.hits + 1  # no cache in front
+    again = world.search(query)
+    assert again == first and index.cache_info().hits == before.hits + 1  # no cache in front of the index's
+    assert again is first  # sessions share the cached ASIN tuple instead of holding copies
+    assert first == index.result_asins(search_tokens(query)) == tuple(h.asin for h in index.search_tokens(search_tokens(query)))
     assert first == tuple(hit.asin for hit in index.search_uncached(query))
     assert search_tokens(query) and not hasattr(world.search, "cache_info")
     world.catalog.close()

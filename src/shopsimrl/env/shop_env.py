@@ -43,8 +43,8 @@ class ShopWorld:
 
         def search(query: str) -> tuple[str, ...]:
             """The result ASINs of ``query``; the index's own cache (keyed by the query's tokens) is the only one."""
-            hits = index.search_tokens(search_tokens(query), SEARCH_TOP_K)
-            return tuple(hit.asin for hit in hits if known is None or hit.asin in known)
+            asins = index.result_asins(search_tokens(query), SEARCH_TOP_K)
+            return asins if known is None else tuple(asin for asin in asins if asin in known)
 
         self.search = search
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import versions
 from ..errors import SearchIndexError
@@ -40,7 +40,7 @@ from .text import search_tokens
 if TYPE_CHECKING:
     from functools import _CacheInfo
 
-#: Cached result lists (one per distinct token tuple and k); about 14 KB each at k = 150.
+#: Cached results (one per distinct token tuple and k: hits and their ASINs); about 15 KB each at k = 150.
 DEFAULT_CACHE_SIZE = 4096
 
 
@@ -51,6 +51,13 @@ class SearchHit:
     rank: int
     asin: str
     score: float
+
+
+class _Ranking(NamedTuple):
+    """One cache entry: the hits and, shared by every caller that only needs them, their ASINs in rank order."""
+
+    hits: tuple[SearchHit, ...]
+    asins: tuple[str, ...]
 
 
 def _refusal(file: Path, problems: list[str]) -> SearchIndexError:
@@ -101,7 +108,7 @@ class SearchIndex:
             else self.contract_sql
         )
         self._pool = ConnectionPool(path) if pool is None else pool
-        self._cached = lru_cache(maxsize=cache_size)(self._run)
+        self._cached = lru_cache(maxsize=cache_size)(self._ranking)
         backend = FORCED_SQLITE
         if wants_postings(accelerate):
             with self._pool.connection() as connection:
@@ -274,6 +281,10 @@ class SearchIndex:
             return tuple(SearchHit(rank, asin_of[rowid], -score) for rank, (rowid, score) in enumerate(rows, start=1))
         return tuple(SearchHit(rank, asin, -score) for rank, (asin, score) in enumerate(rows, start=1))
 
+    def _ranking(self, tokens: tuple[str, ...], k: int) -> _Ranking:
+        hits = self._run(tokens, k)
+        return _Ranking(hits, tuple(hit.asin for hit in hits))
+
     def search_tokens(self, tokens: tuple[str, ...], k: int = versions.SEARCH_TOP_K) -> tuple[SearchHit, ...]:
         """Ranked hits for already-tokenised text (cached; the tuple is shared, so it is immutable).
 
@@ -290,7 +301,28 @@ class SearchIndex:
         if not tokens or k <= 0:
             return ()
         self._pool.check_open()
-        return self._cached(tuple(tokens), k)
+        return self._cached(tuple(tokens), k).hits
+
+    def result_asins(self, tokens: tuple[str, ...], k: int = versions.SEARCH_TOP_K) -> tuple[str, ...]:
+        """The ASINs of ``search_tokens(tokens, k)`` in rank order, from the same cache entry.
+
+        Why: a session keeps only the ASINs of its results; every session that searched the same tokens then
+        holds the one cached tuple instead of a copy of its own.
+
+        Args:
+            tokens: query tokens as ``search.search_tokens`` makes them.
+            k: most hits.
+
+        Returns:
+            Up to ``k`` ASINs (a shared, immutable tuple); ``()`` for no tokens or ``k <= 0``.
+
+        Raises:
+            SearchIndexError: the index is closed, or its file was replaced or removed.
+        """
+        if not tokens or k <= 0:
+            return ()
+        self._pool.check_open()
+        return self._cached(tuple(tokens), k).asins
 
     def search(self, query: str, k: int = versions.SEARCH_TOP_K) -> list[SearchHit]:
         """The top-``k`` hits of ``query`` (normalised and tokenised first; cached by its tokens).
