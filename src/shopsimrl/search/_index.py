@@ -21,11 +21,12 @@ from __future__ import annotations
 import itertools
 import os
 import sqlite3
+from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from .. import versions
 from ..errors import SearchIndexError
@@ -40,7 +41,7 @@ from .text import search_tokens
 if TYPE_CHECKING:
     from functools import _CacheInfo
 
-#: Cached results (one per distinct token tuple and k: hits and their ASINs); about 15 KB each at k = 150.
+#: Cached rankings (one per distinct token tuple and k); about 10 KB each at k = 150, 24 KB once ``search`` made hits.
 DEFAULT_CACHE_SIZE = 4096
 
 
@@ -53,11 +54,28 @@ class SearchHit:
     score: float
 
 
-class _Ranking(NamedTuple):
-    """One cache entry: the hits and, shared by every caller that only needs them, their ASINs in rank order."""
+class _Ranking:
+    """One cache entry: the ASINs in rank order (shared by every caller that needs only them) and the scores;
+    the ``SearchHit`` objects are made on first use.
 
-    hits: tuple[SearchHit, ...]
-    asins: tuple[str, ...]
+    Why: the environment keeps only ASINs, and hit objects would more than double an entry's memory (about
+    10 KB without them, 24 KB with them at k = 150), which matters with tens of thousands of entries.
+    """
+
+    __slots__ = ("_hits", "asins", "scores")
+
+    def __init__(self, asins: tuple[str, ...], scores: array[float]) -> None:
+        self.asins = asins
+        self.scores = scores
+        self._hits: tuple[SearchHit, ...] | None = None
+
+    def hits(self) -> tuple[SearchHit, ...]:
+        """The hits, made once (two threads may both make them; the results are equal)."""
+        hits = self._hits
+        if hits is None:
+            pairs = zip(self.asins, self.scores, strict=True)
+            hits = self._hits = tuple(SearchHit(rank, asin, score) for rank, (asin, score) in enumerate(pairs, 1))
+        return hits
 
 
 def _refusal(file: Path, problems: list[str]) -> SearchIndexError:
@@ -108,7 +126,7 @@ class SearchIndex:
             else self.contract_sql
         )
         self._pool = ConnectionPool(path) if pool is None else pool
-        self._cached = lru_cache(maxsize=cache_size)(self._ranking)
+        self._cached = lru_cache(maxsize=cache_size)(self._run)
         backend = FORCED_SQLITE
         if wants_postings(accelerate):
             with self._pool.connection() as connection:
@@ -262,28 +280,22 @@ class SearchIndex:
             rows: list[tuple[Any, float]] = connection.execute(sql, (match_expression(tokens), k)).fetchall()
             return rows
 
-    def _run(self, tokens: tuple[str, ...], k: int) -> tuple[SearchHit, ...]:
+    def _run(self, tokens: tuple[str, ...], k: int) -> _Ranking:
         postings = self.postings
         if postings is not None:
             self._pool.check_open()
             self._pool.check_same_file()
             ranked = postings.rank(tokens, k)
-            if ranked is not None and isinstance(self._asin_of_rowid, AsinColumn):
-                asins = self._asin_of_rowid.many([rowid for rowid, _ in ranked])
-                return tuple(SearchHit(rank, asin, score) for rank, (asin, (_, score)) in
-                             enumerate(zip(asins, ranked, strict=True), 1))
             if ranked is not None:
+                rowids = [rowid for rowid, _ in ranked]
                 asin_of = self._asin_of_rowid
-                return tuple(SearchHit(rank, asin_of[rowid], score) for rank, (rowid, score) in enumerate(ranked, 1))
+                asins = asin_of.many(rowids) if isinstance(asin_of, AsinColumn) else [asin_of[r] for r in rowids]
+                return _Ranking(tuple(asins), array("d", [score for _, score in ranked]))
         rows = self.raw_fts_query(tokens, k)
         if self.rowid_is_asin_order:
             asin_of = self._asin_of_rowid
-            return tuple(SearchHit(rank, asin_of[rowid], -score) for rank, (rowid, score) in enumerate(rows, start=1))
-        return tuple(SearchHit(rank, asin, -score) for rank, (asin, score) in enumerate(rows, start=1))
-
-    def _ranking(self, tokens: tuple[str, ...], k: int) -> _Ranking:
-        hits = self._run(tokens, k)
-        return _Ranking(hits, tuple(hit.asin for hit in hits))
+            return _Ranking(tuple(asin_of[rowid] for rowid, _ in rows), array("d", [-score for _, score in rows]))
+        return _Ranking(tuple(asin for asin, _ in rows), array("d", [-score for _, score in rows]))
 
     def search_tokens(self, tokens: tuple[str, ...], k: int = versions.SEARCH_TOP_K) -> tuple[SearchHit, ...]:
         """Ranked hits for already-tokenised text (cached; the tuple is shared, so it is immutable).
@@ -301,7 +313,7 @@ class SearchIndex:
         if not tokens or k <= 0:
             return ()
         self._pool.check_open()
-        return self._cached(tuple(tokens), k).hits
+        return self._cached(tuple(tokens), k).hits()
 
     def result_asins(self, tokens: tuple[str, ...], k: int = versions.SEARCH_TOP_K) -> tuple[str, ...]:
         """The ASINs of ``search_tokens(tokens, k)`` in rank order, from the same cache entry.
@@ -344,7 +356,7 @@ class SearchIndex:
         tokens = search_tokens(query)
         if not tokens or k <= 0:
             return []
-        return list(self._run(tokens, k))
+        return list(self._run(tokens, k).hits())
 
     def cache_info(self) -> _CacheInfo:
         """Hits, misses, bound and size of the result cache (``functools.lru_cache``'s ``cache_info``)."""
