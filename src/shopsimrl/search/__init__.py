@@ -2,8 +2,9 @@
 
 ``__all__`` is the public surface. The index is implemented in private modules, one per job: ``_schema``
 (columns, tokenizer, weights, MATCH expression), ``_build`` (atomic build), ``_manifest`` (open-time checks),
-``_backend`` (in-memory postings verified against SQLite), ``_pool`` (read-only connections) and ``_index``
-(``SearchIndex``: open and cached queries). ``shopsimrl.search.index`` remains as an import path.
+``_backend`` (the in-memory postings of ``_postings``, verified against SQLite), ``_pool`` (read-only
+connections) and ``_index`` (``SearchIndex``: open and cached queries). ``search.stored`` is the on-disk form
+that ``catalog`` writes and opens. ``shopsimrl.search.index`` and ``search.postings`` remain as import paths.
 """
 
 from ._backend import BACKEND_ENV
