@@ -8,7 +8,6 @@ problem and names the record index, the ASIN and the field, so a broken archive 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import math
 import os
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArchiveError
+from ..hashing import file_sha256 as file_sha256  # re-exported (old import path): the one SHA-256 helper
+from ..hashing import sha256_hex as sha256_hex
 from .records import Instruction, Product
 
 MAX_REPORTED_PROBLEMS = 20
@@ -52,18 +53,6 @@ def parse_archive_json(data: bytes, *, source: str = "archive") -> list[dict[str
     if not isinstance(records, list):
         raise ArchiveError(f"{source} must be a top-level JSON array of product records, got {type(records).__name__}")
     return records
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class _Problems:

@@ -38,6 +38,9 @@ from .prepare import (
 )
 from .records import Product
 
+#: Result lists the catalog's search index caches (LRU, keyed by query tokens): the bound the environment's
+#: search had when it kept a second cache of its own, keyed by the raw query text.
+SEARCH_CACHE_SIZE = 65536
 SPLIT_ALIASES = {"validation": "val", "persona_test": "test", "persona_val": "val", "persona_train": "train"}
 #: Manifest entries that must equal this package's versions: a change in any of them changes prepared data.
 _VERSION_KEYS = {
@@ -178,13 +181,15 @@ class Catalog:
         expected = {"expected_product_sha256": self.manifest["output_data_sha256"],
                     "expected_field_weights": DEFAULT_FIELD_WEIGHTS}
         if not self.stored_search:
-            return SearchIndex.open(self.root / INDEX_FILE, **expected)
+            return SearchIndex.open(self.root / INDEX_FILE, cache_size=SEARCH_CACHE_SIZE, **expected)
         stored = self.manifest["open_format"]["search"]
         if stored.get("index_sha256") != self.manifest["files"].get(INDEX_FILE):
             raise DataIntegrityError(
                 f"{self.root / SEARCH_DIR} was stored for another {INDEX_FILE}; {_rerun(self.root)}"
             )
-        return SearchIndex.open_stored(self.root / INDEX_FILE, self.root / SEARCH_DIR, stored, **expected)
+        return SearchIndex.open_stored(
+            self.root / INDEX_FILE, self.root / SEARCH_DIR, stored, cache_size=SEARCH_CACHE_SIZE, **expected
+        )
 
     def goal(self, task_id: object) -> Mapping[str, Any]:
         if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id not in self.goals:

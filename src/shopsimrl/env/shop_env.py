@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..catalog.goals import strip_reasoning
+from ..catalog.store import SEARCH_CACHE_SIZE as SEARCH_CACHE_SIZE  # re-exported (old import path)
 from ..catalog.store import Catalog
 from ..contract import (
     ACTION_LIMIT,
@@ -28,13 +28,12 @@ from ..contract import (
 from ..dialogue.config import ShopperConfig
 from ..dialogue.rule_shopper import RuleShopper
 from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
+from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
 from .dialogue_session import DialogueSession
 from .product_view import ProductView
 from .session import ShopSession
 from .tools import tools_for_state
-
-SEARCH_CACHE_SIZE = 65536
 
 
 class ShopWorld:
@@ -52,10 +51,10 @@ class ShopWorld:
         # prepare checks that every hit is a catalog product; only an index built elsewhere needs the filter
         known = None if catalog.index_covers_products else catalog.products_by_asin
 
-        @lru_cache(maxsize=SEARCH_CACHE_SIZE)
         def search(query: str) -> tuple[str, ...]:
-            hits = index.search(query, k=SEARCH_TOP_K)
-            return tuple(hit.asin for hit in hits if known is None or hit.asin in known)
+            """The result ASINs of ``query``; the index's own cache (keyed by the query's tokens) is the only one."""
+            asins = index.result_asins(search_tokens(query), SEARCH_TOP_K)
+            return asins if known is None else tuple(asin for asin in asins if asin in known)
 
         self.search = search
 
