@@ -171,6 +171,30 @@ def test_agent_view_plays_a_dialogue_by_hand_until_the_question_limit(page: Any,
     page.click("#release")
 
 
+def test_agent_view_buys_in_a_dialogue_and_shows_the_slots_revealed(page: Any, base: str, world: ShopWorld) -> None:
+    mirror = ShopEnv(world)
+    mirror.reset(0, persona=True, shopper="rule")
+    actions = ["ask_user[预算多少？]", "search[可移动小吃车 煤气灶 三个锅]", "click[824100258497]",
+               "click[颜色分类=三锅小吃车煮面炉＋关东煮＋油炸]", "click[buy now]"]  # fmt: skip
+    final = [mirror.step(action) for action in actions][-1]
+    assert final["termination_reason"] == "purchase"
+    _open_agent_view(page, base)
+    _start_dialogue(page, 0)
+    _ask(page, "预算多少？", 3)
+    page.fill("#search-input", "可移动小吃车 煤气灶 三个锅")
+    page.click("#search-button")
+    page.locator("#actions button[data-value='824100258497']").click()
+    page.locator("#actions button[data-value='颜色分类=三锅小吃车煮面炉＋关东煮＋油炸']").click()
+    page.locator("#actions button[data-value='buy now']").click()
+    page.wait_for_selector("#reward-card:not([hidden])")
+    summary = page.inner_text("#reward-summary")
+    revealed = f"{final['dialogue']['slots_revealed']} / {final['dialogue']['slots_total']}"
+    assert f"slots revealed\t{revealed}" in summary and "questions asked\t1" in summary
+    assert page.is_disabled("#ask-input") and page.inner_text("#ask-note").startswith("episode over")
+    assert len(_dialogue(page)) == 3  # the shop actions are not part of the dialogue
+    _shot(page, "dialogue-4-purchase")
+
+
 def test_agent_view_shows_shopper_text_as_text(page: Any, base: str) -> None:
     """Whatever a shopper says (an LLM shopper may say anything) is shown as text: the server's answers are
     rewritten in flight with markup in the opening and the reply."""

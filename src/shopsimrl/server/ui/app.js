@@ -241,6 +241,11 @@ function renderReward(result) {
   }
   row(summary, "price_verifiable", fmt(detail.price_verifiable), detail.price_verifiable ? "match" : "mismatch");
   row(summary, "target_asin_match", fmt(detail.target_asin_match), detail.target_asin_match ? "match" : "mismatch");
+  const dialogue = result.dialogue || {};
+  if (typeof dialogue.slots_total === "number") {  // dialogue mode: how much of the request the agent asked for
+    row(summary, "questions asked", fmt(dialogue.questions_asked));
+    row(summary, "slots revealed", `${dialogue.slots_revealed} / ${dialogue.slots_total}`);
+  }
   panel.appendChild(summary);
 
   const heading = document.createElement("h3");
