@@ -45,6 +45,7 @@ from shopsimrl.env.actions import extract_action
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import tools_for_state
 from shopsimrl.server import create_app
+from shopsimrl.server.client import ShopClient
 
 # Question kinds of the lexicon, plus goal words (attribute keywords and paraphrases of the vocabulary).
 KINDS: dict[str, tuple[str, ...]] = {
@@ -72,6 +73,12 @@ def world(prepared_dir: Path) -> ShopWorld:
 def base(world: ShopWorld) -> Iterator[str]:
     with serve(create_app(world, slots=4)) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def client(base: str) -> Iterator[ShopClient]:
+    with ShopClient(base) as shop:
+        yield shop
 
 
 @pytest.fixture(scope="module")
@@ -144,12 +151,14 @@ def check_payload(payload: Mapping[str, Any], secret: list[str], hidden: list[st
 task_ids = st.sampled_from([0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15])
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(task_id=task_ids, asked=st.lists(questions, min_size=1, max_size=6), persona=st.sampled_from([None, False]),
-       api=st.sampled_from(["reference", "v1"]))
+       api=st.sampled_from(["reference", "v1", "client"]))
 def test_nothing_unasked_reaches_the_agent_over_either_http_api(
-    world: ShopWorld, http: httpx.Client, task_id: int, asked: list[str], persona: bool | None, api: str
+    world: ShopWorld, http: httpx.Client, client: ShopClient, task_id: int, asked: list[str], persona: bool | None,
+    api: str,
 ) -> None:
+    """``client``: ``ShopClient`` (reference API underneath) with its own ``tools()`` and ``observation_state()``."""
     secret = secrets(world, task_id)
     mirror = ShopEnv(world)  # the same episode in process: which slots have been revealed after each question
     mirror.reset(task_id, persona=persona, shopper="rule")
@@ -160,6 +169,8 @@ def test_nothing_unasked_reaches_the_agent_over_either_http_api(
         assert reset.status_code == 200, reset.text
         payload = reset.json()["result"]
         lease = {"env_idx": payload["env_idx"], "lease_id": payload["lease_id"]}
+    elif api == "client":
+        payload = client.reset(task_id, persona, shopper="rule")
     else:
         reset = http.post("/v1/sessions", json={"task_id": task_id, "persona": persona, "shopper": "rule"})
         assert reset.status_code == 201, reset.text
@@ -176,6 +187,9 @@ def test_nothing_unasked_reaches_the_agent_over_either_http_api(
                 answer = http.post("/api/shop_agent", json={"action": "interact", **lease, "response": action})
                 assert answer.status_code == 200, answer.text
                 result = answer.json()["result"]
+            elif api == "client":
+                result = client.step(action)
+                assert_clean([values(client.tools()), values(client.observation_state())], secret, hidden, "client")
             else:
                 answer = http.post(f"/v1/sessions/{session}/step", json={"action": action})
                 assert answer.status_code == 200, answer.text
@@ -188,6 +202,8 @@ def test_nothing_unasked_reaches_the_agent_over_either_http_api(
     finally:
         if api == "reference":
             http.post("/api/shop_agent", json={"action": "release_one", **lease})
+        elif api == "client":
+            client.release()
         else:
             http.delete(f"/v1/sessions/{session}")
 
@@ -226,7 +242,7 @@ class Asker:
 AGENT_KEYS = frozenset({"action", "question", "model", "tool_calls"})  # the agent's own words in a trace
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(task_id=task_ids, asked=st.lists(questions, min_size=1, max_size=6), over_http=st.booleans())
 def test_trace_fields_before_the_purchase_hold_nothing_unasked(
     world: ShopWorld, base: str, task_id: int, asked: list[str], over_http: bool
