@@ -151,7 +151,7 @@ def check_payload(payload: Mapping[str, Any], secret: list[str], hidden: list[st
 task_ids = st.sampled_from([0, 1, 2, 3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14, 15])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(task_id=task_ids, asked=st.lists(questions, min_size=1, max_size=6), persona=st.sampled_from([None, False]),
        api=st.sampled_from(["reference", "v1", "client"]))
 def test_nothing_unasked_reaches_the_agent_over_either_http_api(
@@ -242,7 +242,7 @@ class Asker:
 AGENT_KEYS = frozenset({"action", "question", "model", "tool_calls"})  # the agent's own words in a trace
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(task_id=task_ids, asked=st.lists(questions, min_size=1, max_size=6), over_http=st.booleans())
 def test_trace_fields_before_the_purchase_hold_nothing_unasked(
     world: ShopWorld, base: str, task_id: int, asked: list[str], over_http: bool
