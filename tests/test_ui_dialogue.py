@@ -94,6 +94,11 @@ def _shot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def _fmt(value: float) -> str:
+    """A number as the replay view prints it (integers bare, else three decimals)."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+
+
 def _dialogue(page: Any) -> list[str]:
     return [" ".join(text.split()) for text in page.locator("#dialogue li").all_inner_texts()]
 
@@ -227,6 +232,11 @@ def test_replay_view_shows_questions_and_replies_in_the_turn_list(page: Any, bas
     page.goto(f"{base}/replay-ui")
     page.locator("#runs li[data-run='dialogue-run']").click()
     page.wait_for_selector("#run-card:not([hidden])")
+    summary = json.loads((runs / "dialogue-run" / "summary.json").read_text("utf-8"))["dialogue"]
+    shown = page.inner_text("#run-summary")
+    assert "shopper\trule" in shown
+    assert f"questions / episode\t{_fmt(summary['questions_per_episode'])}" in shown
+    assert f"slot recall\t{_fmt(summary['slot_recall'])}" in shown
     row = page.locator(f"#episodes tr[data-episode='{record['episode_id']}'] td")
     assert row.nth(5).inner_text() == str(len(turns))  # the questions column
     page.click(f"#episodes tr[data-episode='{record['episode_id']}']")

@@ -69,6 +69,15 @@ async function openRun(name) {
     const summary = run.artifact_summary || {};
     const computed = run.computed_summary;
     const plan = (run.manifest || {}).plan || {};
+    const shopper = (plan.environment || {}).shopper;
+    const dialogue = summary.dialogue;  // summary.json's dialogue block (dialogue runs only)
+    const dialogueRows = dialogue ? [
+      ["shopper", shopper],
+      ["questions / episode", dialogue.questions_per_episode],
+      ["slot recall", dialogue.slot_recall],
+      ["purchases after \"not complete\"", dialogue.purchases_after_incomplete],
+      ["unanswered-question rate", dialogue.unanswered_question_rate],
+    ] : (shopper ? [["shopper", shopper]] : []);
     keyValues($("run-summary"), [
       ["model", plan.model_id],
       ["experiment", plan.experiment],
@@ -82,6 +91,7 @@ async function openRun(name) {
       ["invalid action rate", computed.behavior.invalid_action_rate],
       ["termination reasons", computed.termination_reasons],
       ["trace lines (dup / invalid)", `${run.trace_index.records} (${run.trace_index.duplicate_records} / ${run.trace_index.invalid_lines})`],
+      ...dialogueRows,
     ]);
     const table = $("episodes");
     table.replaceChildren();
