@@ -269,3 +269,33 @@ def test_the_episode_api_carries_the_dialogue_view(tmp_path):
     assert [turn["question"] for turn in payload["dialogue"]["turns"]] == ["预算？", ""]
     assert "transcript" not in payload["dialogue"]
     assert store.run("dlg")["episodes"][0]["questions"] == 2
+
+
+def test_dialogue_view_never_raises_on_malformed_traces():
+    """Trace files are input: any JSON shape gives a view or None, never an exception (hypothesis)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from shopsimrl.server.replay import dialogue_view, episode_summary
+
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
+                     st.sampled_from(["ask_user[预算？]", "ASK_USER[]", "ask_user[", "search[x]"]))
+    json_values = st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(["question", "reply", "valid", "step_index", "action", "dialogue", "turns",
+                                         "environment", "shopper_reply", "action_feedback", "shopper", "opening"]),
+                        inner, max_size=5)), max_leaves=20)
+    records = st.fixed_dictionaries({}, optional={
+        "episode_id": st.text(max_size=5), "dialogue": json_values, "reset": json_values, "steps": json_values,
+        "final": json_values, "job": json_values})
+
+    @settings(max_examples=300, deadline=None)
+    @given(record=records)
+    def check(record):
+        view = dialogue_view(record)
+        assert view is None or isinstance(view["turns"], list)
+        if view is not None:
+            assert all(set(turn) == {"step_index", "question", "reply", "valid"} for turn in view["turns"])
+        assert episode_summary(record)["questions"] == (None if view is None else len(view["turns"]))
+
+    check()
