@@ -46,6 +46,8 @@ def runs(world: ShopWorld, prepared_dir: Path, tmp_path_factory: pytest.TempPath
     root = tmp_path_factory.mktemp("runs")
     evaluate(EvalSettings(data=str(prepared_dir), out=str(root / "dialogue-run"), split="all", limit=3, concurrency=1,
                           policy="dialogue-heuristic", shopper="rule", max_steps=40), world=world)
+    evaluate(EvalSettings(data=str(prepared_dir), out=str(root / "plain-run"), split="all", limit=1, concurrency=1,
+                          policy="heuristic"), world=world)
     traces = root / "dialogue-run" / "traces.jsonl"
     record = json.loads(json.dumps(next(iter(latest_records(traces).values()))))
     record["episode_id"] = "task-999999__sample-000"
@@ -238,7 +240,8 @@ def test_replay_view_shows_questions_and_replies_in_the_turn_list(page: Any, bas
     assert f"questions / episode\t{_fmt(summary['questions_per_episode'])}" in shown
     assert f"slot recall\t{_fmt(summary['slot_recall'])}" in shown
     row = page.locator(f"#episodes tr[data-episode='{record['episode_id']}'] td")
-    assert row.nth(5).inner_text() == str(len(turns))  # the questions column
+    assert page.inner_text("#episodes tr th:nth-child(6)") == "questions"
+    assert row.nth(5).inner_text() == str(len(turns))  # the questions column (dialogue runs only)
     page.click(f"#episodes tr[data-episode='{record['episode_id']}']")
     page.wait_for_selector("#outcomeComparison:not([hidden])")
     assert "instruction was withheld" in page.inner_text("#episode-instruction")
@@ -279,3 +282,16 @@ def test_replay_view_shows_markup_in_a_trace_as_text(page: Any, base: str) -> No
     assert INJECTED + "问" in first and INJECTED + "答" in first
     assert page.inner_text("#step-reasoning") == INJECTED
     _shot(page, "replay-dialogue-2-escaped")
+
+
+def test_replay_view_of_a_run_without_a_shopper_has_no_dialogue_parts(page: Any, base: str) -> None:
+    page.goto(f"{base}/replay-ui")
+    page.locator("#runs li[data-run='plain-run']").click()
+    page.wait_for_selector("#run-card:not([hidden])")
+    assert "questions" not in page.inner_text("#episodes tr:first-child")
+    assert "shopper" not in page.inner_text("#run-summary")
+    page.locator("#episodes tr.selectable").first.click()
+    page.wait_for_selector("#outcomeComparison:not([hidden])")
+    assert page.locator("#turn-list li.opening, #turn-list li.ask").count() == 0
+    assert page.locator("#turn-list li[data-step]").count() > 0 and page.is_hidden("#step-dialogue")
+    assert "withheld" not in page.inner_text("#episode-instruction")

@@ -96,7 +96,9 @@ async function openRun(name) {
     const table = $("episodes");
     table.replaceChildren();
     const head = document.createElement("tr");
-    for (const label of ["episode", "task", "status", "reward", "steps", "questions", "end"]) head.appendChild(cell("th", label));
+    const asked = run.episodes.some((episode) => episode.questions !== null && episode.questions !== undefined);
+    const labels = ["episode", "task", "status", "reward", "steps", ...(asked ? ["questions"] : []), "end"];
+    for (const label of labels) head.appendChild(cell("th", label));
     table.appendChild(head);
     for (const episode of run.episodes) {
       const tr = document.createElement("tr");
@@ -104,8 +106,8 @@ async function openRun(name) {
       tr.dataset.episode = episode.episode_id;
       tr.append(
         cell("td", episode.episode_id), cell("td", fmt(episode.task_id)), cell("td", fmt(episode.status)),
-        cell("td", fmt(episode.reward)), cell("td", fmt(episode.steps)), cell("td", fmt(episode.questions)),
-        cell("td", fmt(episode.termination_reason)),
+        cell("td", fmt(episode.reward)), cell("td", fmt(episode.steps)),
+        ...(asked ? [cell("td", fmt(episode.questions))] : []), cell("td", fmt(episode.termination_reason)),
       );
       tr.addEventListener("click", () => openEpisode(episode.episode_id));
       table.appendChild(tr);
