@@ -76,6 +76,53 @@ def _sort_key(record: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
+ASK_PREFIX = "ask_user["
+
+
+def _ask_question(step: dict[str, Any]) -> str | None:
+    """The question of an ``ask_user`` step, from its canonical action (``ask_user[QUESTION]``)."""
+    action = step.get("action")
+    if isinstance(action, str) and action[: len(ASK_PREFIX)].casefold() == ASK_PREFIX and action.endswith("]"):
+        return action[len(ASK_PREFIX):-1]
+    return None
+
+
+def dialogue_view(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A dialogue episode's conversation for the replay view: the shopper, its opening and every question with
+    its reply in step order (None for an episode without a shopper).
+
+    Read from the trace's ``dialogue`` block (``turns``, each with its ``step_index``) when it has one, else from
+    the steps themselves (each step's ``dialogue`` entry, or an ``ask_user[...]`` action and the environment's
+    ``shopper_reply``), so a failed episode, which has no block, still shows what was said. The private
+    ``transcript`` (matched slots, noise) is never part of it.
+    """
+    block, reset = _dict(record.get("dialogue")), _dict(record.get("reset"))
+    shopper = block.get("shopper") or reset.get("shopper")
+    if not block and not shopper:
+        return None
+    turns: list[dict[str, Any]] = []
+    if isinstance(block.get("turns"), list):
+        for turn in block["turns"]:
+            turn = _dict(turn)
+            turns.append({"step_index": turn.get("step_index"), "question": turn.get("question"),
+                          "reply": turn.get("reply"), "valid": turn.get("valid") is True})
+    else:
+        for step in _list(record.get("steps")):
+            step = _dict(step)
+            entry = _dict(step.get("dialogue"))
+            question = entry.get("question") if entry else _ask_question(step)
+            if question is None:
+                continue
+            environment = _dict(step.get("environment"))
+            feedback = _dict(environment.get("action_feedback"))
+            reply = entry.get("reply") if entry else environment.get("shopper_reply")
+            valid = entry.get("valid") if entry else feedback.get("valid")
+            turns.append({"step_index": step.get("step_index"), "question": question, "reply": reply,
+                          "valid": valid is True})
+    return {"shopper": shopper, "shopper_version": block.get("shopper_version") or reset.get("shopper_version"),
+            "opening": block.get("opening") or reset.get("shopper_opening"), "turns": turns}
+
+
 def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
     """One row of a run's episode list."""
     job, final = _dict(record.get("job")), _dict(record.get("final"))
@@ -83,6 +130,7 @@ def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
     steps = [step for step in _list(record.get("steps")) if isinstance(step, dict)]
     invalid = sum(1 for s in steps if _dict(_dict(s.get("environment")).get("action_feedback")).get("valid") is False)
     error = record.get("error")
+    dialogue = dialogue_view(record)
     return {
         "episode_id": record.get("episode_id"),
         "task_id": job.get("task_id"),
@@ -101,6 +149,8 @@ def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
         "instruction": _dict(record.get("reset")).get("task_instruction"),
         "task_mode": _dict(record.get("reset")).get("task_mode"),
         "schema_version": record.get("schema_version"),
+        "shopper": dialogue["shopper"] if dialogue else None,
+        "questions": len(dialogue["turns"]) if dialogue else None,
         "error": error if isinstance(error, (str, type(None))) else _dict(error).get("type", str(error)),
     }
 
@@ -303,4 +353,5 @@ class RunsStore:
         record = index.episodes.get(episode_id)
         if record is None:
             raise ReplayError(404, f"run {name!r} has no episode {episode_id!r}")
-        return {"summary": episode_summary(record), "episode": record, "outcome_comparison": outcome_comparison(record)}
+        return {"summary": episode_summary(record), "episode": record, "outcome_comparison": outcome_comparison(record),
+                "dialogue": dialogue_view(record)}
