@@ -29,9 +29,12 @@ class CreateSession(BaseModel):
     interaction_mode: InteractionMode = "single_turn"
     include_private_goal: StrictBool = False
     wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
-    shopper: Literal["rule"] | None = Field(
+    shopper: Literal["rule", "llm"] | None = Field(
         None, description="dialogue mode: the simulated shopper the agent can ask (ask_user); implies multi_turn and "
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
+    shopper_seed: StrictInt | None = Field(
+        None, ge=-(2**63), le=2**63 - 1,
+        description="the shopper's sample seed (the LLM shopper sends it with each request); null: 0")
 
 
 class StepRequest(BaseModel):
