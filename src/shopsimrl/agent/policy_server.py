@@ -240,7 +240,8 @@ def create_policy_app(
                 status = 429 if kind == "http_429_once" else 500
                 return _error(status, "injected transient failure", "rate_limit_error" if status == 429 else "server_error")
             kind = None
-        seed = body.get("seed") if isinstance(body.get("seed"), int) else 0
+        raw_seed = body.get("seed")
+        seed: int = raw_seed if isinstance(raw_seed, int) else 0
         if scripted is not None:
             try:
                 text = "" if kind == "empty_reply" else scripted.reply(messages, seed=seed)

@@ -47,10 +47,10 @@ class ScriptedShopper:
             for task_id, goal in sorted(self.world.catalog.goals.items()):
                 index.setdefault(str(goal.get("instruction_text") or ""), int(task_id))
             self._by_instruction = index
-        task_id = self._by_instruction.get(instruction)
-        if task_id is None:
+        found = self._by_instruction.get(instruction)
+        if found is None:
             raise ShopperScriptError("no task of this catalog has the instruction in the shopper prompt")
-        return task_id
+        return found
 
     def reply(self, messages: Sequence[Mapping[str, Any]], *, seed: int = 0) -> str:
         """The rule shopper's reply to the last user message of ``messages``."""
