@@ -242,7 +242,7 @@ def create_app(
             body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
             interaction_mode=body.get("interaction_mode", "single_turn"),
             include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
-            shopper=body.get("shopper"), shopper_seed=body.get("shopper_seed"),
+            shopper=body.get("shopper"), shopper_seed=_seed(body.get("shopper_seed")),
         )
         payload.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return payload
@@ -317,6 +317,13 @@ def _headers_only(send: Any) -> Any:
         await send(message)
 
     return sending
+
+
+def _seed(value: Any) -> Any:
+    """``shopper_seed`` as an int where JSON Schema counts it one (``7.0``); anything else is left for the
+    service to refuse."""
+    as_int = json_int(value)
+    return value if as_int is None else as_int
 
 
 def json_int(value: Any) -> int | None:

@@ -77,8 +77,9 @@ class EnvService:
                                       "include_private_goal must be a boolean")
         if shopper not in (None, "rule", "llm"):  # dialogue mode (issue 16)
             raise ServiceRequestError(f"unsupported shopper {shopper!r}; choose 'rule', 'llm' or null (no dialogue)")
-        if shopper_seed is not None and (isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int)):
-            raise ServiceRequestError("shopper_seed must be an integer or null")
+        if shopper_seed is not None and (isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int)
+                                         or not -(2**63) <= shopper_seed < 2**63):
+            raise ServiceRequestError("shopper_seed must be a 64-bit integer or null")
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
