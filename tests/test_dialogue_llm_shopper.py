@@ -267,3 +267,28 @@ def test_cache_keys_follow_everything_that_shapes_a_reply(tmp_path):
     shutil.rmtree(tmp_path / key[:2])
     with pytest.raises(DialogueError, match="may not set"):
         LLMShopperSettings(base_url="http://a/v1", model="m", extra_body={"temperature": 1})
+
+
+def test_eval_command_with_the_llm_shopper(prepared_dir, shopper_server, tmp_path, capsys, monkeypatch):
+    from shopsimrl.cli import main
+
+    app, url = shopper_server
+    out = tmp_path / "cli"
+    common = ["eval", "--data", str(prepared_dir), "--split", "test", "--policy", "dialogue-oracle", "--shopper", "llm",
+              "--out", str(out), "--no-progress", "--no-report"]
+    endpoint = ["--shopper-base-url", f"{url}/v1", "--shopper-model", MODEL]
+    assert main([*common, *endpoint, "--shopper-extra-body", '{"shopsim_note": 1}']) == 0
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    assert summary["primary"]["success_rate"] == 1.0 and summary["dialogue"]["questions"] > 0
+    assert app.state.last_request["shopsim_note"] == 1
+    assert list((out / CACHE_DIRNAME).glob("*/*.json"))
+    capsys.readouterr()
+    assert main(common) == 2  # no endpoint
+    assert "--shopper-base-url" in capsys.readouterr().err
+    assert main([*common, "--shopper-base-url", f"{url}/v1"]) == 2  # the model is missing
+    assert "go together" in capsys.readouterr().err
+    assert main([*common, *endpoint, "--shopper-extra-body", "[1]"]) == 2
+    assert "JSON object" in capsys.readouterr().err
+    monkeypatch.delenv("SHOPSIM_TEST_SHOPPER_KEY", raising=False)
+    assert main([*common, *endpoint, "--shopper-api-key-env", "SHOPSIM_TEST_SHOPPER_KEY"]) == 2
+    assert "SHOPSIM_TEST_SHOPPER_KEY" in capsys.readouterr().err
