@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from live_server import serve
 from shopsimrl.agent.model_client import ModelSettings
 from shopsimrl.agent.policy_server import create_policy_app
+from shopsimrl.dialogue import LLMShopperSettings, ShopperEndpoint
 from shopsimrl.dialogue.llm_prompt import OPENING_REQUEST, conversation_start, task_instruction
-from shopsimrl.dialogue.llm_shopper import MAX_REPLY_CHARS, LLMShopperSettings, ShopperEndpoint, clean_reply
+from shopsimrl.dialogue.llm_shopper import MAX_REPLY_CHARS, clean_reply
 from shopsimrl.dialogue.reply_cache import CACHE_DIRNAME, ReplyCache, cache_key
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.errors import DialogueError, ShopperCallError
@@ -72,6 +73,7 @@ def test_llm_shopper_plays_the_rule_shoppers_dialogue_and_replays_its_cache(worl
     assert llm.summary["counts"]["failed"] == 0 and llm.summary["counts"]["completed"] == len(world.catalog.split("all"))
     assert dialogues(tmp_path / "llm") == dialogues(tmp_path / "rule")  # the scripted endpoint is the rule shopper
     assert llm.summary["dialogue"]["questions"] == rule.summary["dialogue"]["questions"] > 0
+    assert llm.summary["dialogue"]["slot_recall"] == rule.summary["dialogue"]["slot_recall"]  # read from replies
     assert llm.summary["primary"]["success_rate"] == rule.summary["primary"]["success_rate"] > 0
     # one request per question plus one per opening, each cached under the run directory
     assert calls == llm.summary["dialogue"]["questions"] + llm.summary["counts"]["completed"]

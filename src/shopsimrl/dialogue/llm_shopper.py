@@ -9,7 +9,8 @@ episode fails technically at ``shopper_step_k`` and no reply is ever made up. Re
 ``MAX_REPLY_CHARS`` on one line.
 
 Slot recall for the metrics is read from the replies: a slot counts as revealed once a reply contains one of
-its wordings (an LLM may paraphrase, so this is a lower bound).
+its wordings (an LLM may paraphrase, so this is a lower bound); a slot with nothing to say (no budget) once a
+question names it (the rule shopper's lexicon).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from ..errors import DialogueError, ShopperCallError
 from ..versions import LLM_SHOPPER_VERSION
 from .config import ShopperConfig
+from .lexicon import match_question
 from .llm_prompt import INCOMPLETE_PREFIX, conversation_start
 from .replies import NEUTRAL_REPLY
 from .reply_cache import ReplyCache, cache_key
@@ -205,6 +207,8 @@ class LLMShopper:
         text, cached = self.endpoint.complete(asked, seed=self.config.sample_seed, question_index=self.turns + 1)
         self.messages = [*asked, {"role": "assistant", "content": text}]
         named = self._notice(text)
+        asked_about = match_question(question, self.slots).slots
+        self.revealed.update(i for i in asked_about if not _wordings(self.slots[i]))  # nothing to say: asked = told
         answer = ShopperReply(text, reply_intent(text), named)
         self.turns += 1
         self.transcript.append({"question": question, **answer.as_dict(), "cached": cached})
