@@ -294,3 +294,41 @@ def test_eval_command_with_the_llm_shopper(prepared_dir, shopper_server, tmp_pat
     monkeypatch.delenv("SHOPSIM_TEST_SHOPPER_KEY", raising=False)
     assert main([*common, *endpoint, "--shopper-api-key-env", "SHOPSIM_TEST_SHOPPER_KEY"]) == 2
     assert "SHOPSIM_TEST_SHOPPER_KEY" in capsys.readouterr().err
+
+
+QUESTION_PARTS = ["预算", "多少钱", "颜色", "尺码", "规格", "要求", "还有别的吗", "可以下单吗", "需要防水吗", "你好", "款式",
+                  "材质", "多大", "？"]
+
+
+@given(st.lists(st.lists(st.sampled_from(QUESTION_PARTS), min_size=1, max_size=3).map("".join), max_size=8),
+       st.integers(0, 1), st.integers(-5, 5))
+def test_the_scripted_shopper_replays_a_conversation_as_the_rule_shopper_answers_it(world, questions, which, seed):
+    """The policy server rebuilds the rule shopper's state from the conversation alone (no session)."""
+    from shopsimrl.agent.shopper_backend import ScriptedShopper
+    from shopsimrl.dialogue import RuleShopper, ShopperConfig
+
+    task_id = world.catalog.split("all")[which]
+    goal = world.catalog.goal(task_id)
+    rule = RuleShopper(goal, world.catalog.products_by_asin[goal["asin"]].raw, ShopperConfig(sample_seed=seed))
+    scripted = ScriptedShopper(world)
+    messages = conversation_start(goal)
+    opening = scripted.reply(messages, seed=seed)
+    assert opening == rule.opening()
+    messages.append({"role": "assistant", "content": opening})
+    for question in questions:
+        messages.append({"role": "user", "content": question})
+        answer = scripted.reply(messages, seed=seed)
+        assert answer == rule.reply(question).text
+        messages.append({"role": "assistant", "content": answer})
+
+
+def test_shopper_seed_is_the_llm_request_seed_and_needs_a_shopper(world, shopper_server):
+    app, url = shopper_server
+    task_id = world.catalog.split("all")[0]
+    env = ShopEnv(world, llm_shopper=settings(url))
+    env.reset(task_id, shopper="llm", shopper_seed=11)
+    assert app.state.last_request["seed"] == 11
+    env.reset(task_id, shopper="llm")
+    assert app.state.last_request["seed"] == 0  # ShopperConfig.sample_seed
+    with pytest.raises(DialogueError, match="needs shopper"):
+        env.reset(task_id, shopper_seed=3)

@@ -144,6 +144,8 @@ class ShopEnv:
             raise DialogueError(NO_ENDPOINT)
         if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
             raise DialogueError("shopper_config must be a ShopperConfig")
+        if shopper_seed is not None and shopper is None:
+            raise DialogueError("shopper_seed is the shopper's seed: it needs shopper='rule' or 'llm'")
         if shopper_seed is not None:  # the episode seed (eval passes the job's): it replaces the config's sample seed
             base = shopper_config or ShopperConfig()
             shopper_config = ShopperConfig(max_questions=base.max_questions, sample_seed=shopper_seed, noise=base.noise)
