@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..env.tools import tools_for_state
 from ..errors import ShopperCallError, ShopSimError
@@ -30,6 +30,9 @@ from .prompt import SYSTEM_PROMPT, first_user_message, system_message
 from .skills import SkillBank, render_skills
 from .turn import ACTION_LIMIT, REPAIR, TERMINATE, decide_turn, observation_message
 from .validation import ModelOutput
+
+if TYPE_CHECKING:
+    from ..dialogue.llm_shopper import ShopperEndpoint
 
 ACTION_PROTOCOL = "openai-function-tools-repair-v3"
 HIDDEN_RESET_FIELDS = ("env_idx", "lease_id", "private_task_instruction", "goal_options", "reason_key")
@@ -126,7 +129,7 @@ class InProcessEnvironment:
     ``llm_shopper`` (a ``ShopperEndpoint``) serves ``shopper="llm"``; its calls block, so it implies threaded.
     """
 
-    def __init__(self, world: Any, *, threaded: bool = False, llm_shopper: Any = None) -> None:
+    def __init__(self, world: Any, *, threaded: bool = False, llm_shopper: ShopperEndpoint | None = None) -> None:
         self.world = world
         self.llm_shopper = llm_shopper
         self.threaded = threaded or llm_shopper is not None

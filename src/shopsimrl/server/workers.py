@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError
 from .app import FREE_SLOTS_HEADER, decode, encode
 from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
@@ -227,7 +228,7 @@ class Front:
 
 def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size: int, idle_timeout: float | None,
                  wait_timeout: float | None, runs: str, log_level: str, limits: tuple[int, int],
-                 shopper: Any = None) -> None:
+                 shopper: LLMShopperSettings | None = None) -> None:
     import threading
 
     import uvicorn
@@ -272,7 +273,7 @@ def _wait_ready(workers: list[Worker]) -> None:
 def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, idle_timeout: float | None,
                   wait_timeout: float | None, runs: str, log_level: str, progress: Any = None,
                   guard: Guard | None = None, max_response_chars: int = 65_536,
-                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, shopper: Any = None) -> None:
+                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, shopper: LLMShopperSettings | None = None) -> None:
     # shopper: LLMShopperSettings for shopper "llm" (each worker opens its own client on the same cache)
     """Start ``workers`` worker processes and the front on ``host:port``; stop the workers when it stops."""
     import uvicorn
