@@ -42,7 +42,8 @@ class CreateSession(BaseModel):
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
     shopper_seed: Seed | None = Field(
         None,
-        description="the shopper's sample seed (the LLM shopper sends it with each request); null: 0")
+        description="the shopper's sample seed (the LLM shopper sends it with each request); null: 0; ignored "
+                    "without a shopper")
 
 
 class StepRequest(BaseModel):

@@ -95,7 +95,7 @@ class EnvService:
             call = functools.partial(
                 env.reset, task_id, persona=persona, interaction_mode=interaction_mode,
                 include_private_goal=include_private_goal, session_id=f"slot-{lease.slot}-{task_id}", shopper=shopper,
-                shopper_seed=shopper_seed,
+                shopper_seed=shopper_seed if shopper is not None else None,  # ignored without a shopper
             )
             # the LLM shopper's opening is an HTTP call: a worker thread keeps the event loop free
             payload = await asyncio.to_thread(call) if shopper == "llm" else call()
