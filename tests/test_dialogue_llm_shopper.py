@@ -27,6 +27,7 @@ from shopsimrl.dialogue.llm_shopper import MAX_REPLY_CHARS, clean_reply
 from shopsimrl.dialogue.reply_cache import CACHE_DIRNAME, ReplyCache, cache_key
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.errors import DialogueError, ShopperCallError
+from shopsimrl.eval.compare import check_alignment
 from shopsimrl.eval.rundir import latest_records
 from shopsimrl.eval.runner import EvalSettings, evaluate
 from shopsimrl.server import create_app
@@ -97,6 +98,18 @@ def test_llm_shopper_plays_the_rule_shoppers_dialogue_and_replays_its_cache(worl
     again = run(prepared_dir, tmp_path / "again", shopper_llm=settings(url))
     assert app.state.requests - before == 2 * calls and again.summary["counts"]["failed"] == 0
     assert dialogues(tmp_path / "again") == dialogues(tmp_path / "llm")
+
+    # compare: two runs of one LLM shopper pair up; another shopper model or the rule shopper does not
+    plans = {name: json.loads((tmp_path / name / "manifest.json").read_text("utf-8"))["plan"]
+             for name in ("llm", "again", "rule")}
+    assert check_alignment(plans["llm"], plans["again"])["problems"] == []
+    assert "environment shopper differs (llm vs rule)" in check_alignment(plans["llm"], plans["rule"])["problems"]
+    other = json.loads(json.dumps(plans["again"]))
+    other["environment"]["shopper_llm"]["model"] = "another-model"
+    assert any("shopper model differs" in p for p in check_alignment(plans["llm"], other)["problems"])
+    moved = json.loads(json.dumps(plans["again"]))
+    moved["environment"]["shopper_llm"]["base_url"] = "http://elsewhere/v1"
+    assert not any("shopper" in p for p in check_alignment(plans["llm"], moved)["problems"])
 
 
 def test_the_prompt_carries_only_the_shoppers_knowledge(world, shopper_server):
