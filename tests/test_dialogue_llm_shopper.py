@@ -345,3 +345,16 @@ def test_shopper_seed_is_the_llm_request_seed_and_needs_a_shopper(world, shopper
     assert app.state.last_request["seed"] == 0  # ShopperConfig.sample_seed
     with pytest.raises(DialogueError, match="needs shopper"):
         env.reset(task_id, shopper_seed=3)
+
+
+def test_gymnasium_env_with_the_llm_shopper(world, shopper_server):
+    from shopsimrl.env.gym import ShopGymEnv
+
+    _, url = shopper_server
+    task_id = world.catalog.split("all")[0]
+    gym_env = ShopGymEnv(world, shopper="llm", llm_shopper=settings(url))
+    _, info = gym_env.reset(options={"task_id": task_id})
+    rule = ShopEnv(world).reset(task_id, shopper="rule")
+    assert info["shopper_opening"] == rule["shopper_opening"]
+    _, _, _, _, step_info = gym_env.step("ask_user[预算多少？]")
+    assert step_info["shopper_reply"]
