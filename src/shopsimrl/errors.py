@@ -78,3 +78,23 @@ class PersonaUnavailableError(ShopSimError, ValueError):
 
 class DialogueError(ShopSimError, ValueError):
     """A dialogue-mode request that cannot be served (unknown or unavailable shopper, bad shopper settings)."""
+
+
+class ShopperCallError(ShopSimError):
+    """The LLM shopper's endpoint failed to answer question ``question_index`` (0: the opening).
+
+    The episode fails technically at stage ``shopper_step_<k>``; no reply is ever made up in its place.
+    """
+
+    def __init__(self, question_index: int, message: str) -> None:
+        super().__init__(f"shopper call failed at {shopper_stage(question_index)}: {message}")
+        self.question_index = question_index
+
+    @property
+    def stage(self) -> str:
+        return shopper_stage(self.question_index)
+
+
+def shopper_stage(question_index: int) -> str:
+    """The runtime stage of a failed shopper call: ``shopper_step_0`` is the opening, ``k`` the k-th question."""
+    return f"shopper_step_{question_index}"

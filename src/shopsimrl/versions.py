@@ -49,3 +49,4 @@ DIALOGUE_TOOL_VERSION = "shopsimrl-dialogue-tools-v1"
 RULE_SHOPPER_VERSION = "shopsimrl-rule-shopper-v1"
 MAX_QUESTION_CHARS = 200
 DEFAULT_MAX_QUESTIONS = 10
+LLM_SHOPPER_VERSION = "shopsimrl-llm-shopper-v1"  # the LLM shopper's prompt and request protocol (dialogue/llm_shopper.py)

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..contract import ASK_USER_TOOL, TERMINAL, TOOL_NAMES, chained_actions
-from ..dialogue.rule_shopper import RuleShopper
+from ..dialogue.shopper import Shopper
+from ..errors import ShopperCallError
 from ..versions import DIALOGUE_OBSERVATION_VERSION, MAX_QUESTION_CHARS
 from . import actions as act
 from .observation import render_observation
@@ -54,7 +55,7 @@ class DialogueSession(ShopSession):
 
     __slots__ = ("last_reply", "max_questions", "questions", "shopper")
 
-    def __init__(self, *, shopper: RuleShopper, **kwargs: Any) -> None:
+    def __init__(self, *, shopper: Shopper, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.shopper = shopper
         self.max_questions = shopper.config.max_questions
@@ -85,7 +86,12 @@ class DialogueSession(ShopSession):
 
     def step(self, action: object) -> dict[str, Any]:
         self.last_reply = None
-        return super().step(action)
+        before = self.action_count
+        try:
+            return super().step(action)
+        except ShopperCallError:  # the LLM shopper failed: the step did not happen (the caller may retry it)
+            self.action_count = before
+            raise
 
     def _result(self, feedback: Mapping[str, Any] | None) -> dict[str, Any]:
         result = super()._result(feedback)
@@ -111,8 +117,8 @@ class DialogueSession(ShopSession):
             return act.feedback(shown, False, act.MULTIPLE_ACTIONS, MSG_MULTIPLE)
         if self.questions >= self.max_questions:
             return act.feedback(shown, False, ASK_USER_UNAVAILABLE, MSG_ASK_USER_UNAVAILABLE)
+        reply = self.shopper.reply(question.strip()).text  # may raise ShopperCallError: nothing counted yet
         self.questions += 1
-        reply = self.shopper.reply(question.strip()).text
         self.last_reply = reply
         self.counters[ASK_USER_TOOL] += 1
         payload = act.feedback(shown, True, act.EXECUTED, REPLY_PREFIX + reply)

@@ -2,8 +2,8 @@
 
 Observations are the rendered ``shopping-observation-v7`` text and actions are canonical action strings;
 ``reset(options={"task_id": …, "persona": …})`` chooses the task (else a seeded choice from the split);
-``shopper="rule"`` (or ``options["shopper"]``) plays dialogue mode: ``info`` carries ``shopper_opening`` after a
-reset and ``shopper_reply`` after each step.
+``shopper="rule"`` (or ``options["shopper"]``; ``"llm"`` with ``llm_shopper=``) plays dialogue mode: ``info``
+carries ``shopper_opening`` after a reset and ``shopper_reply`` after each step.
 A purchase ends the episode as ``terminated``; the action limit ends it as ``truncated``.
 """
 
@@ -16,6 +16,7 @@ import gymnasium
 
 from ..contract import PURCHASE, SINGLE_TURN
 from ..dialogue.config import ShopperConfig
+from ..dialogue.llm_shopper import LLMShopperSettings, ShopperEndpoint
 from ..errors import ShopSimError
 from .shop_env import ShopEnv, ShopWorld
 
@@ -62,6 +63,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         render_mode: str | None = None,
         shopper: str | None = None,
         shopper_config: ShopperConfig | None = None,
+        llm_shopper: LLMShopperSettings | ShopperEndpoint | None = None,
     ) -> None:
         """``ShopGymEnv(data_dir)`` or ``ShopGymEnv(world)`` (a ``ShopWorld``, positionally or as ``world=``).
 
@@ -77,7 +79,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
                 raise ShopSimError("ShopGymEnv needs a data directory or a ShopWorld")
             world = ShopWorld.shared(data_dir)
         self.world = world
-        self.env = ShopEnv(world)
+        self.env = ShopEnv(world, llm_shopper=llm_shopper)  # llm_shopper: the endpoint behind shopper="llm"
         self.task_ids = world.catalog.split(split)
         self.persona = persona
         self.interaction_mode = interaction_mode

@@ -65,7 +65,7 @@ class _ResetRequired(TypedDict):
 
 class ResetResult(_ResetRequired, total=False):
     """The result of ``reset``; the private keys are present only with ``include_private_goal=True``, the
-    ``shopper*``/``dialogue_version``/``tool_version`` keys only in dialogue mode (``shopper="rule"``)."""
+    ``shopper*``/``dialogue_version``/``tool_version`` keys only in dialogue mode (``shopper="rule"`` or ``"llm"``)."""
 
     private_task_instruction: str
     goal_options: list[str]

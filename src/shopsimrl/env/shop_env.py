@@ -26,7 +26,9 @@ from ..contract import (
     visible_instruction,
 )
 from ..dialogue.config import ShopperConfig
+from ..dialogue.llm_shopper import NO_ENDPOINT, LLMShopper, LLMShopperSettings, ShopperEndpoint
 from ..dialogue.rule_shopper import RuleShopper
+from ..dialogue.shopper import Shopper
 from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
 from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
@@ -81,8 +83,8 @@ class ShopWorld:
                     view = self._views[asin] = ProductView.of(self.catalog.products_by_asin[asin])
         return view
 
-    def new_env(self) -> ShopEnv:
-        return ShopEnv(self)
+    def new_env(self, *, llm_shopper: ShopperEndpoint | None = None) -> ShopEnv:
+        return ShopEnv(self, llm_shopper=llm_shopper)
 
 
 def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | None) -> bool:
@@ -98,15 +100,25 @@ def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | 
 class ShopEnv:
     """One shopping session: ``reset`` a task, then ``step`` canonical actions until ``done``."""
 
-    def __init__(self, world: ShopWorld) -> None:
+    def __init__(
+        self, world: ShopWorld, *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None
+    ) -> None:
+        """``llm_shopper``: the endpoint ``reset(..., shopper="llm")`` asks (settings get their own client)."""
         self.world = world
         self._session: ShopSession | None = None
         self._persona = False
+        if isinstance(llm_shopper, LLMShopperSettings):
+            llm_shopper = ShopperEndpoint(llm_shopper)
+        if llm_shopper is not None and not isinstance(llm_shopper, ShopperEndpoint):
+            raise DialogueError("llm_shopper must be LLMShopperSettings or a ShopperEndpoint")
+        self.llm_shopper = llm_shopper
 
     @classmethod
-    def from_data_dir(cls, root: str | os.PathLike[str]) -> ShopEnv:
+    def from_data_dir(
+        cls, root: str | os.PathLike[str], *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None
+    ) -> ShopEnv:
         """A session over the process-wide shared world of ``root`` (a ``shopsimrl data prepare`` directory)."""
-        return cls(ShopWorld.shared(root))
+        return cls(ShopWorld.shared(root), llm_shopper=llm_shopper)
 
     # ------------------------------------------------------------------ API
     def reset(
@@ -119,6 +131,7 @@ class ShopEnv:
         session_id: str | None = None,
         shopper: str | None = None,
         shopper_config: ShopperConfig | None = None,
+        shopper_seed: int | None = None,
     ) -> dict[str, Any]:
         """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
 
@@ -128,18 +141,26 @@ class ShopEnv:
         ``shopper="rule"`` starts a dialogue episode (always ``multi_turn``): ``task_instruction`` is withheld
         (``""``), ``shopper_opening`` carries the shopper's first message, and ``ask_user`` is offered until
         ``shopper_config.max_questions`` questions have been answered. None (the default) is the reference
-        behaviour, byte for byte.
+        behaviour, byte for byte. ``shopper="llm"`` asks the endpoint this env was given (``llm_shopper``) for
+        the opening and every reply; a failed call raises :class:`ShopperCallError`. ``shopper_seed`` replaces
+        ``shopper_config.sample_seed`` (the LLM shopper sends it as the request seed).
         """
         check_task_id(task_id)
-        if shopper is not None and shopper != "rule":
-            if shopper == "llm":
-                raise DialogueError("the LLM shopper is not available yet; use shopper='rule'")
-            raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' (or None for no dialogue)")
+        if shopper is not None and shopper not in ("rule", "llm"):
+            raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
+        if shopper == "llm" and self.llm_shopper is None:
+            raise DialogueError(NO_ENDPOINT)
         if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
             raise DialogueError("shopper_config must be a ShopperConfig")
+        if shopper_seed is not None and shopper is None:
+            raise DialogueError("shopper_seed is the shopper's seed: it needs shopper='rule' or 'llm'")
+        if shopper_seed is not None:  # the episode seed (eval passes the job's): it replaces the config's sample seed
+            base = shopper_config or ShopperConfig()
+            shopper_config = ShopperConfig(max_questions=base.max_questions, sample_seed=shopper_seed, noise=base.noise)
         goal = self.world.catalog.goal(task_id)
         persona = resolve_persona_mode(task_id, goal, persona)
-        rule_shopper: RuleShopper | None = None
+        chat_shopper: Shopper | None = None
+        opening = ""
         if shopper is None:
             session: ShopSession = ShopSession(
                 goal=goal,
@@ -151,9 +172,15 @@ class ShopEnv:
         else:
             interaction_mode = MULTI_TURN
             product = self.world.catalog.products_by_asin.get(goal["asin"])
-            rule_shopper = RuleShopper(goal, product.raw if product is not None else None, shopper_config)
+            raw = product.raw if product is not None else None
+            if shopper == "llm":
+                assert self.llm_shopper is not None
+                chat_shopper = LLMShopper(goal, raw, shopper_config, self.llm_shopper)
+            else:
+                chat_shopper = RuleShopper(goal, raw, shopper_config)
+            opening = chat_shopper.opening()  # the LLM is asked here: a failure leaves the env as it was
             session = DialogueSession(
-                shopper=rule_shopper,
+                shopper=chat_shopper,
                 goal=goal,
                 search=self.world.search,
                 view=self.world.view,
@@ -162,7 +189,7 @@ class ShopEnv:
             )
         self._session = session
         persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
-        visible = visible_instruction(goal, persona) if rule_shopper is None else ""
+        visible = visible_instruction(goal, persona) if chat_shopper is None else ""
         observation, state = session.observe()
         payload: dict[str, Any] = {
             "task_instruction": visible,
@@ -175,18 +202,18 @@ class ShopEnv:
             "observation_state": state,
             "user_persona": persona_dict,
         }
-        if rule_shopper is not None:
-            payload["shopper"] = rule_shopper.name
-            payload["shopper_version"] = rule_shopper.version
-            payload["shopper_opening"] = rule_shopper.opening()
+        if chat_shopper is not None:
+            payload["shopper"] = chat_shopper.name
+            payload["shopper_version"] = chat_shopper.version
+            payload["shopper_opening"] = opening
             payload["dialogue_version"] = DIALOGUE_OBSERVATION_VERSION
             payload["tool_version"] = DIALOGUE_TOOL_VERSION
         if include_private_goal:
             payload["private_task_instruction"] = goal["instruction_text"]
             payload["goal_options"] = list(goal["goal_options"])
             payload["reason_key"] = goal.get("reason_key")
-            if rule_shopper is not None:
-                payload["shopper_slots"] = [slot.name for slot in rule_shopper.slots]
+            if chat_shopper is not None:
+                payload["shopper_slots"] = [slot.name for slot in chat_shopper.slots]
         return payload
 
     def step(self, action: str) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..contract import ACTION_LIMIT, INTERACTION_MODES, SINGLE_TURN, TERMINATION_REASONS
+from ..dialogue.llm_shopper import ShopperEndpoint
 from ..env.shop_env import ShopEnv, ShopWorld
-from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
+from ..errors import EpisodeTerminatedError, ShopperCallError, ShopSimError, UnknownTaskError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from .api_docs import install_offline_docs
 from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect, send_refusal
@@ -53,6 +54,7 @@ ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (UnknownTaskError, 404),
     (EpisodeTerminatedError, 409),
     (ResponseTooLong, 413),
+    (ShopperCallError, 502),  # the LLM shopper's endpoint failed (the message names shopper_step_k)
     (ServiceRequestError, 400),
     (ShopSimError, 400),
 )
@@ -76,7 +78,8 @@ REFERENCE_BODY = {
         _variant("reset", ["idx"], idx=_INT64, if_persona={"type": ["boolean", "null"]},
                  include_private_goal={"type": "boolean"},
                  interaction_mode={"type": "string", "enum": list(INTERACTION_MODES)},
-                 shopper={"type": ["string", "null"], "enum": ["rule", None]},
+                 shopper={"type": ["string", "null"], "enum": ["rule", "llm", None]},
+                 shopper_seed={"type": ["integer", "null"], "minimum": -(2**63), "maximum": 2**63 - 1},
                  wait_timeout={"type": "number", "minimum": 0, "maximum": 86_400}),
         _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),
         _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
@@ -112,13 +115,15 @@ def create_app(
     advertise_free_slots: bool = False,
     guard: Guard | None = None,
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+    llm_shopper: ShopperEndpoint | None = None,
 ) -> FastAPI:
     """The service app. ``first_slot``, ``lease_prefix`` and ``advertise_free_slots`` are for a worker behind
     ``shopsimrl serve --workers`` (see ``workers.py``); a single process keeps the defaults. ``guard`` holds
     the admission rules (body cap, Content-Type, Host, Origin, API key: guard.py); the default admits loopback
     and IP-address hosts, same-origin browsers and bodies up to 1 MiB, with no key."""
     service = EnvService(world, slots=slots, idle_timeout=idle_timeout, reset_wait_timeout=reset_wait_timeout,
-                         first_slot=first_slot, lease_prefix=lease_prefix, max_response_chars=max_response_chars)
+                         first_slot=first_slot, lease_prefix=lease_prefix, max_response_chars=max_response_chars,
+                         llm_shopper=llm_shopper)
     pool = service.pool
 
     @contextlib.asynccontextmanager
@@ -233,14 +238,14 @@ def create_app(
             body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
             interaction_mode=body.get("interaction_mode", SINGLE_TURN),
             include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
-            shopper=body.get("shopper"),
+            shopper=body.get("shopper"), shopper_seed=_seed(body.get("shopper_seed")),
         )
         payload.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return payload
 
     async def _interact(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "interact")
-        result = service.step(lease, body.get("response"))
+        result = await service.step_async(lease, body.get("response"))
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
@@ -308,6 +313,13 @@ def _headers_only(send: Any) -> Any:
         await send(message)
 
     return sending
+
+
+def _seed(value: Any) -> Any:
+    """``shopper_seed`` as an int where JSON Schema counts it one (``7.0``); anything else is left for the
+    service to refuse."""
+    as_int = json_int(value)
+    return value if as_int is None else as_int
 
 
 def json_int(value: Any) -> int | None:

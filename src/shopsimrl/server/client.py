@@ -7,6 +7,7 @@ on ``close()`` and on context-manager exit.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -14,7 +15,7 @@ import httpx
 
 from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..env.tools import tools_for_state
-from ..errors import PersonaUnavailableError, ShopSimError
+from ..errors import PersonaUnavailableError, ShopperCallError, ShopSimError
 from .guard import API_KEY_ENV
 
 LEASE_FIELDS = ("env_idx", "lease_id")
@@ -41,13 +42,21 @@ def _persona_unavailable(exc: ServiceError) -> bool:
     return exc.status == 400 and "standard task without a persona" in str(exc)
 
 
+# The service's 502 for a failed LLM shopper call: "shopper call failed at shopper_step_K: ..."
+_SHOPPER_FAILURE = re.compile(r"shopper call failed at shopper_step_(\d{1,6}): ")
+
+
 def _unwrap(response: httpx.Response) -> dict[str, Any]:
     try:
         payload = response.json()
     except ValueError as exc:
         raise ServiceError(response.status_code, response.text[:200]) from exc
     if response.status_code != 200 or "error" in payload:
-        raise ServiceError(response.status_code, str(payload.get("error", payload)))
+        message = str(payload.get("error", payload))
+        failed = _SHOPPER_FAILURE.match(message) if response.status_code == 502 else None
+        if failed is not None:  # the same typed error as in process, so traces name shopper_step_K
+            raise ShopperCallError(int(failed.group(1)), message[failed.end():])
+        raise ServiceError(response.status_code, message)
     result: dict[str, Any] = payload["result"]
     return result
 
@@ -66,11 +75,13 @@ class _Base:
         return result
 
     def _reset_body(self, task_id: int, persona: bool | None, interaction_mode: str, include_private_goal: bool,
-                    shopper: str | None = None) -> dict[str, Any]:
+                    shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         body = {"action": "reset", "idx": task_id, "if_persona": persona, "interaction_mode": interaction_mode,
                 "include_private_goal": include_private_goal}
         if shopper is not None:  # dialogue mode; absent otherwise, so the reference body is unchanged
             body["shopper"] = shopper
+        if shopper_seed is not None:  # the LLM shopper's request seed (the episode seed)
+            body["shopper_seed"] = shopper_seed
         return body
 
     def _require_lease(self) -> dict[str, Any]:
@@ -115,12 +126,12 @@ class ShopClient(_Base):
 
     def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
               include_private_goal: bool = False, wait_timeout: float | None = None,
-              shopper: str | None = None) -> dict[str, Any]:
+              shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         """Start an episode, as ``ShopEnv.reset``: a lease still held (a finished or running episode) is
         released first; ``persona=None`` takes the task's own mode, ``True`` on a standard task raises
         :class:`PersonaUnavailableError`."""
         self.release()
-        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper)
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
         try:
@@ -184,10 +195,10 @@ class AsyncShopClient(_Base):
 
     async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
                     include_private_goal: bool = False, wait_timeout: float | None = None,
-                    shopper: str | None = None) -> dict[str, Any]:
+                    shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         """As :meth:`ShopClient.reset` (a held lease is released first)."""
         await self.release()
-        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper)
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
         try:

@@ -6,14 +6,22 @@ Page data (``observation_state``, ``reward_detail``, ``purchase``, ``goal``) is 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
 from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..contract import InteractionMode as InteractionMode
 from ..contract import TaskMode as TaskMode
 from ..contract import TerminationReason as TerminationReason
+
+
+def _integral(value: object) -> object:
+    """``7.0`` is the integer 7 for JSON Schema (and so for the schema's clients); other values go on unchanged."""
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**63 else value
+
+
+Seed = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), BeforeValidator(_integral)]
 
 
 class ErrorBody(BaseModel):
@@ -31,9 +39,13 @@ class CreateSession(BaseModel):
     interaction_mode: InteractionMode = SINGLE_TURN
     include_private_goal: StrictBool = False
     wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
-    shopper: Literal["rule"] | None = Field(
+    shopper: Literal["rule", "llm"] | None = Field(
         None, description="dialogue mode: the simulated shopper the agent can ask (ask_user); implies multi_turn and "
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
+    shopper_seed: Seed | None = Field(
+        None,
+        description="the shopper's sample seed (the LLM shopper sends it with each request); null: 0; ignored "
+                    "without a shopper")
 
 
 class StepRequest(BaseModel):

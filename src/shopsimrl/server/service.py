@@ -7,11 +7,15 @@ the same operations, so they cannot drift apart: both call this class, which spe
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
 from ..contract import ACTION_LIMIT, SINGLE_TURN, TERMINATION_REASONS, check_task_id
+from ..dialogue.llm_shopper import NO_ENDPOINT, ShopperEndpoint
+from ..env.dialogue_session import DialogueSession
 from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
-from ..errors import ShopSimError
+from ..errors import DialogueError, ShopSimError
 from ..versions import EPISODE_LIMITS
 from .leases import Lease, LeasePool
 
@@ -41,8 +45,10 @@ class EnvService:
         first_slot: int = 0,
         lease_prefix: str = "",
         max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+        llm_shopper: ShopperEndpoint | None = None,
     ) -> None:
         self.world = world
+        self.llm_shopper = llm_shopper  # the endpoint behind shopper "llm" (None: such resets are refused)
         self.max_response_chars = max_response_chars
         self.pool: LeasePool[ShopEnv] = LeasePool(
             slots, idle_timeout=idle_timeout, first_slot=first_slot, lease_prefix=lease_prefix)
@@ -57,6 +63,7 @@ class EnvService:
         include_private_goal: bool = False,
         wait_timeout: float | None = None,
         shopper: str | None = None,
+        shopper_seed: int | None = None,
     ) -> tuple[Lease[ShopEnv], dict[str, Any]]:
         """Check the request, wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
         check_task_id(task_id)
@@ -66,8 +73,11 @@ class EnvService:
         if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
             raise ServiceRequestError("if_persona must be a boolean or null (the task's own mode); "
                                       "include_private_goal must be a boolean")
-        if shopper not in (None, "rule"):  # dialogue mode (issue 16); the LLM shopper is not served yet
-            raise ServiceRequestError(f"unsupported shopper {shopper!r}; choose 'rule' or null (no dialogue)")
+        if shopper not in (None, "rule", "llm"):  # dialogue mode (issue 16)
+            raise ServiceRequestError(f"unsupported shopper {shopper!r}; choose 'rule', 'llm' or null (no dialogue)")
+        if shopper_seed is not None and (isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int)
+                                         or not -(2**63) <= shopper_seed < 2**63):
+            raise ServiceRequestError("shopper_seed must be a 64-bit integer or null")
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
@@ -75,17 +85,29 @@ class EnvService:
             raise ServiceRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
         # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
         resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
-        env = self.world.new_env()
+        env = self.world.new_env(llm_shopper=self.llm_shopper)
+        if shopper == "llm" and self.llm_shopper is None:
+            raise DialogueError(NO_ENDPOINT)  # 400, before a slot is taken
         lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
         try:
-            payload = env.reset(
-                task_id, persona=persona, interaction_mode=interaction_mode,
+            call = functools.partial(
+                env.reset, task_id, persona=persona, interaction_mode=interaction_mode,
                 include_private_goal=include_private_goal, session_id=f"slot-{lease.slot}-{task_id}", shopper=shopper,
+                shopper_seed=shopper_seed if shopper is not None else None,  # ignored without a shopper
             )
+            # the LLM shopper's opening is an HTTP call: a worker thread keeps the event loop free
+            payload = await asyncio.to_thread(call) if shopper == "llm" else call()
         except BaseException:
             self.pool.release(lease.slot, lease.lease_id)
             raise
         return lease, payload
+
+    async def step_async(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+        """``step`` for the HTTP handlers: in a worker thread when an LLM shopper may be asked (a blocking call)."""
+        session = lease.session.session
+        if isinstance(session, DialogueSession) and session.shopper.name == "llm":
+            return await asyncio.to_thread(self.step, lease, response)
+        return self.step(lease, response)
 
     def lease(self, slot: object, lease_id: object) -> Lease[ShopEnv]:
         return self.pool.get(slot, lease_id)

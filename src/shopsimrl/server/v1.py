@@ -75,6 +75,7 @@ def v1_router(service: EnvService) -> APIRouter:
         lease, payload = await service.reset(
             body.task_id, persona=body.persona, interaction_mode=body.interaction_mode,
             include_private_goal=body.include_private_goal, wait_timeout=body.wait_timeout, shopper=body.shopper,
+            shopper_seed=body.shopper_seed,
         )
         payload.update(session_id=lease.lease_id, env_idx=lease.slot)
         return payload
@@ -87,7 +88,7 @@ def v1_router(service: EnvService) -> APIRouter:
     @router.post("/sessions/{session_id}/step", response_model=StepResult, response_model_exclude_unset=True, responses=_errors(400, 404, 409),
                  summary="One action (interact)")
     async def step(body: StepRequest, session_id: str = SessionId) -> dict[str, Any]:
-        return service.step(find(session_id), body.action)
+        return await service.step_async(find(session_id), body.action)
 
     @router.post("/sessions/{session_id}/terminate", response_model=StepResult, response_model_exclude_unset=True, responses=_errors(400, 404, 409),
                  summary="End the episode with zero reward (action_limit or generation_length)")

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError
 from .app import FREE_SLOTS_HEADER, decode, encode
 from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
@@ -226,11 +227,13 @@ class Front:
 
 
 def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size: int, idle_timeout: float | None,
-                 wait_timeout: float | None, runs: str, log_level: str, limits: tuple[int, int]) -> None:
+                 wait_timeout: float | None, runs: str, log_level: str, limits: tuple[int, int],
+                 shopper: LLMShopperSettings | None = None) -> None:
     import threading
 
     import uvicorn
 
+    from ..dialogue.llm_shopper import ShopperEndpoint
     from ..env.shop_env import ShopWorld
     from .app import create_app
 
@@ -245,7 +248,8 @@ def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size:
     app = create_app(ShopWorld.from_data_dir(data), slots=size, idle_timeout=idle_timeout,
                      reset_wait_timeout=wait_timeout, runs_dir=runs, first_slot=first_slot,
                      lease_prefix=f"{index:02x}", advertise_free_slots=True,
-                     guard=Guard(max_body_bytes=limits[0], trusted=True), max_response_chars=limits[1])
+                     guard=Guard(max_body_bytes=limits[0], trusted=True), max_response_chars=limits[1],
+                     llm_shopper=ShopperEndpoint(shopper) if shopper is not None else None)
     uvicorn.run(app, uds=socket_path, log_level=log_level, access_log=False, proxy_headers=False,
                 server_header=False, date_header=False, timeout_keep_alive=24 * 3600)
 
@@ -269,7 +273,8 @@ def _wait_ready(workers: list[Worker]) -> None:
 def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, idle_timeout: float | None,
                   wait_timeout: float | None, runs: str, log_level: str, progress: Any = None,
                   guard: Guard | None = None, max_response_chars: int = 65_536,
-                  header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> None:
+                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, shopper: LLMShopperSettings | None = None) -> None:
+    # shopper: LLMShopperSettings for shopper "llm" (each worker opens its own client on the same cache)
     """Start ``workers`` worker processes and the front on ``host:port``; stop the workers when it stops."""
     import uvicorn
 
@@ -288,7 +293,7 @@ def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, 
         worker.process = context.Process(
             target=_worker_main, name=f"shopsimrl-worker-{index}", daemon=True,
             args=(data, worker.socket_path, index, first, size, idle_timeout, wait_timeout, runs, log_level,
-                  (guard.max_body_bytes, max_response_chars)))
+                  (guard.max_body_bytes, max_response_chars), shopper))
         worker.process.start()
         pool.append(worker)
         first += size
