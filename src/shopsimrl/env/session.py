@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..catalog.plain_copy import plain_copy
-from ..errors import EpisodeTerminatedError
+from ..errors import EpisodeTerminatedError, InvalidActionError, InvalidRequestError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import actions as act
@@ -34,6 +34,16 @@ NEXT = "next >"
 BUY_NOW = "buy now"
 
 TERMINATION_REASONS = ("action_limit", "generation_length")
+
+
+
+def require_action_text(action: object) -> str:
+    """A step's action must be text (a canonical action or model text); anything else is the caller's bug,
+    raised the same way in process and behind the service (a string that does not parse is feedback)."""
+    if not isinstance(action, str):
+        raise InvalidActionError(f"a step action must be a string, got {type(action).__name__}")
+    return action
+
 
 SearchFn = Callable[[str], tuple[str, ...]]
 ViewFn = Callable[[str], ProductView]
@@ -88,7 +98,7 @@ class ShopSession:
         session_id: str | None = None,
     ) -> None:
         if interaction_mode not in EPISODE_LIMITS:
-            raise ValueError(
+            raise InvalidRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}"
             )
         self._search = search
@@ -200,6 +210,7 @@ class ShopSession:
 
     # ----------------------------------------------------------------- stepping
     def step(self, action: object) -> dict[str, Any]:
+        require_action_text(action)
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated; reset before stepping")
         self.action_count += 1
@@ -211,7 +222,7 @@ class ShopSession:
 
     def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
-            raise ValueError(f"unsupported termination reason: {reason}")
+            raise InvalidRequestError(f"unsupported termination reason: {reason}")
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated")
         self._end(reason)

@@ -17,7 +17,7 @@ from ..catalog.goals import strip_reasoning
 from ..catalog.store import Catalog
 from ..dialogue.config import ShopperConfig
 from ..dialogue.rule_shopper import RuleShopper
-from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
+from ..errors import DialogueError, InvalidRequestError, NoActiveEpisodeError, PersonaUnavailableError
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
 from .dialogue_session import DialogueSession
 from .product_view import ProductView
@@ -76,6 +76,14 @@ class ShopWorld:
         return ShopEnv(self)
 
 
+def check_shopper(shopper: object) -> None:
+    """Refuse a dialogue shopper this version cannot run (the service checks before it waits for a slot)."""
+    if shopper is not None and shopper != "rule":
+        if shopper == "llm":
+            raise DialogueError("the LLM shopper is not available yet; use shopper='rule'")
+        raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' (or None for no dialogue)")
+
+
 def resolve_persona_mode(task_id: int, goal: dict[str, Any], persona: bool | None) -> bool:
     """The mode a reset runs in: None → persona iff the task has one; True on a standard task is an error."""
     has_persona = bool(goal.get("user_persona"))
@@ -122,11 +130,8 @@ class ShopEnv:
         behaviour, byte for byte.
         """
         if isinstance(task_id, bool) or not isinstance(task_id, int):
-            raise ShopSimError("task idx must be an integer")
-        if shopper is not None and shopper != "rule":
-            if shopper == "llm":
-                raise DialogueError("the LLM shopper is not available yet; use shopper='rule'")
-            raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' (or None for no dialogue)")
+            raise InvalidRequestError("task idx must be an integer")
+        check_shopper(shopper)
         if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
             raise DialogueError("shopper_config must be a ShopperConfig")
         goal = self.world.catalog.goal(task_id)
@@ -229,6 +234,6 @@ class ShopEnv:
 
     def _require_session(self) -> ShopSession:
         if self._session is None:
-            raise ShopSimError("no active episode: call reset(task_id) first")
+            raise NoActiveEpisodeError("no active episode: call reset(task_id) first")
         return self._session
 

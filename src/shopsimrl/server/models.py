@@ -15,7 +15,9 @@ TerminationReason = Literal["action_limit", "generation_length"]
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="what was wrong with the request")
+    error: str = Field(description="what was wrong with the request, for a person to read")
+    code: str = Field(description="the error's stable machine-readable code (docs/contract.md, HTTP errors): "
+                                  "match on it, never on the message")
 
 
 class CreateSession(BaseModel):
