@@ -39,6 +39,10 @@ class OpenEnvUsageError(InvalidRequestError):
     ``NoActiveEpisodeError``, ``InvalidRequestError``, ...) pass through unchanged."""
 
 
+class TaskIndexError(OpenEnvUsageError, IndexError):
+    """A task index outside its split; an ``IndexError`` too, which OpenEnv's task route answers with 400."""
+
+
 def public_components(detail: Mapping[str, Any]) -> dict[str, Any]:
     """The reward components a trainer may see (``r_*``, ``price_verifiable``, ``target_asin_match``)."""
     return {key: detail[key] for key in REPORTED_METRICS if key in detail}
@@ -141,7 +145,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def get_task(self, split: str, index: int) -> dict[str, Any]:
         ids = self.world.catalog.split(split)
         if not 0 <= index < len(ids):
-            raise IndexError(index)
+            raise TaskIndexError(f"task index {index!r} is outside split {split!r} (0..{len(ids) - 1})")
         return {"id": ids[index], "index": index}
 
     def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import ShopSimError
+from ..errors import InvalidRequestError, ShopSimError
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step is a few hundred bytes, a full model response a few KiB
 DEFAULT_MAX_RESPONSE_CHARS = 65_536  # the ``response``/``action`` text of one step
@@ -127,7 +127,7 @@ class Guard:
         if bound_host and bound_host not in ("0.0.0.0", "::", ""):
             hosts.add(host_name(bound_host) if ":" not in bound_host.strip("[]") else bound_host.strip("[]").lower())
         if max_body_bytes < 1:
-            raise ValueError("the body size limit must be at least 1 byte")
+            raise InvalidRequestError("the body size limit must be at least 1 byte")
         return cls(max_body_bytes=max_body_bytes, allowed_hosts=frozenset(hosts),
                    cors_origins=frozenset(o.rstrip("/").lower() for o in cors_origins if o),
                    api_key=api_key or None, trusted=trusted)
