@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -84,7 +85,7 @@ def check_shopper(shopper: object) -> None:
         raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' (or None for no dialogue)")
 
 
-def resolve_persona_mode(task_id: int, goal: dict[str, Any], persona: bool | None) -> bool:
+def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | None) -> bool:
     """The mode a reset runs in: None → persona iff the task has one; True on a standard task is an error."""
     has_persona = bool(goal.get("user_persona"))
     if persona is None:

@@ -22,12 +22,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..env.shop_env import ShopWorld
+from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from .api_docs import install_offline_docs
 from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect, send_refusal
 from .http_errors import INTERNAL_ERROR, VALIDATION_ERROR, error_payload, http_code, status_of
+from .leases import Lease
 from .models import ErrorBody, Health
 from .replay import RunsStore
 from .service import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_CHARS, DEFAULT_SLOTS, EnvService
@@ -37,7 +38,7 @@ from .v1 import v1_router
 try:  # optional: about 5x faster JSON for the responses that carry each step
     import orjson
 except ImportError:  # pragma: no cover - the standard library encoder gives the same JSON
-    orjson = None
+    orjson = None  # type: ignore[assignment]
 
 REAP_INTERVAL = 5.0
 FREE_SLOTS_HEADER = b"x-shopsim-free-slots"  # free slots, or minus the queued resets when there are none
@@ -194,7 +195,7 @@ def create_app(
         except (ValueError, TypeError) as exc:  # a library check not yet typed: still the caller's mistake
             return error_answer(InvalidRequestError(str(exc)))
 
-    def _lease(body: dict[str, Any], action: str):
+    def _lease(body: dict[str, Any], action: str) -> Lease[ShopEnv]:
         slot, lease_id = json_int(body.get("env_idx")), body.get("lease_id")
         if slot is None or not isinstance(lease_id, str) or not lease_id:
             raise InvalidRequestError(f"{action} requires a valid env_idx and lease_id")
@@ -305,7 +306,8 @@ def decode(raw: bytes) -> Any:
 def encode(payload: dict[str, Any]) -> bytes:
     if orjson is not None:
         return orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"),  # type: ignore[unreachable]
+                      allow_nan=False).encode("utf-8")
 
 
 class ServiceApp(FastAPI):

@@ -53,7 +53,8 @@ def _unwrap(response: httpx.Response) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise ServiceError(status, "the answer is not a JSON object")
     if status == 200 and "error" not in payload and isinstance(payload.get("result"), dict):
-        return payload["result"]
+        result: dict[str, Any] = payload["result"]
+        return result
     message, code = str(payload.get("error", payload)), payload.get("code")
     error = rebuild(code, message) if isinstance(code, str) else None
     if error is not None:

@@ -59,7 +59,7 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _sort_key(record: dict[str, Any]) -> tuple:
+def _sort_key(record: dict[str, Any]) -> tuple[Any, ...]:
     job = _dict(record.get("job"))
     task, sample = job.get("task_id"), job.get("sample_id")
     return (
@@ -272,7 +272,7 @@ class RunsStore:
         path = self.run_dir(name)
         manifest, summary = self._json(path, "manifest.json"), self._json(path, "summary.json")
         index = self.traces(path)
-        artifacts = {}
+        artifacts: dict[str, dict[str, Any]] = {}
         for artifact in ARTIFACTS:
             file = self.artifact(path, artifact)
             artifacts[artifact] = ({"present": True, "bytes": file.stat().st_size, "modified_at": _mtime(file)}

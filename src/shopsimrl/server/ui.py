@@ -6,6 +6,7 @@ a fixed allow-list (the files in that folder), uncached, so a page always matche
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,12 @@ def ui_router(runs: RunsStore) -> APIRouter:
     async def replay_view() -> Any:
         return _asset("replay.html")
 
-    errors = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}}
+    errors: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}}
     # The pattern is documented, not enforced by FastAPI: RunsStore checks it and answers 400 itself.
     run_name = PathParam(description="a run directory's name inside the runs directory",
                          json_schema_extra={"pattern": RUN_NAME_PATTERN})
 
-    def guarded(call, *args: Any) -> Any:
+    def guarded(call: Callable[..., Any], *args: Any) -> Any:
         try:
             return call(*args)
         except ReplayError as exc:

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Query
 
+from ..env.shop_env import ShopEnv
 from ..errors import LeaseError, SessionNotFound
 from .leases import Lease
 from .models import (
@@ -38,7 +39,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 def v1_router(service: EnvService) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["sessions"])
 
-    def find(session_id: str) -> Lease:
+    def find(session_id: str) -> Lease[ShopEnv]:
         try:
             return service.find(session_id)
         except LeaseError as exc:

@@ -216,7 +216,7 @@ class Front:
         await send({"type": "http.response.start", "status": status, "headers": out})
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else data})
 
-    async def _health(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, list, bytes]:
+    async def _health(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         answers = await asyncio.gather(*(w.request("GET", b"/healthz", headers, b"") for w in self.workers))
         reports = [decode(data) for _, _, data in answers]
         merged = dict(reports[0])
