@@ -15,6 +15,7 @@ import builtins
 import importlib
 import inspect
 import pkgutil
+import re
 import types
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,13 @@ def test_codes_name_one_class_each_and_the_clients_rebuild_them():
         rebuilt = rebuild(row.code, "the service's own words")
         assert type(rebuilt) is row.error and str(rebuilt) == "the service's own words"
     assert rebuild("no_such_code", "x") is None
+
+
+def test_the_contract_documents_the_table_row_for_row():
+    doc = (SRC.parent.parent / "docs" / "contract.md").read_text("utf-8")
+    section = doc[doc.index('<a id="http-errors"></a>'):doc.index('<a id="health-and-ui"></a>')]
+    rows = re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \| `(\w+)` \|$", section, re.MULTILINE)
+    assert rows == [(row.code, str(row.status), row.error.__name__) for row in ERROR_TABLE]
 
 
 # ---------------------------------------------------------------------------------------------- one behaviour
