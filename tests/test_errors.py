@@ -339,5 +339,9 @@ def test_http_answers_carry_the_code_of_the_table(base_url):
     assert not_json.status_code == 400 and not_json.json()["code"] == "invalid_request"
     invalid = httpx.post(f"{base_url}/v1/sessions", json={"task_id": "x"})
     assert invalid.status_code == 422 and invalid.json()["code"] == "validation_error"
+    run = httpx.get(f"{base_url}/api/runs/no-such-run")  # the replay API
+    assert run.status_code == 404 and run.json()["code"] == "replay_not_found"
+    bad_run = httpx.get(f"{base_url}/api/runs/..hidden")
+    assert bad_run.status_code == 400 and bad_run.json()["code"] == "invalid_replay_request"
     form = httpx.post(f"{base_url}/api/shop_agent", data={"action": "release_all"})  # the guard refuses it
     assert form.status_code == 415 and form.json()["code"] == "unsupported_media_type"
