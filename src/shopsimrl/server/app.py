@@ -168,7 +168,7 @@ def create_app(
 
     @app.post(
         "/api/shop_agent", tags=["reference"], openapi_extra={"requestBody": REFERENCE_BODY},
-        responses={status: {"model": ErrorBody} for status in (400, 404, 409, 503)},
+        responses={status: {"model": ErrorBody} for status in (400, 404, 409, 413, 503)},
         summary="The reference API (env_spec §9.2): reset, interact, terminate, release_one, release_all",
     )
     async def shop_agent(request: Request) -> Response:
