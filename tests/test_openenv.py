@@ -23,7 +23,8 @@ from shopsimrl.agent.builtin_backend import BuiltinPolicyModel, policy_action  #
 from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.agent.prompt import first_user_message, system_message  # noqa: E402
 from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment  # noqa: E402
-from shopsimrl.env.shop_env import ShopWorld  # noqa: E402
+from shopsimrl.env.shop_env import ShopEnv, ShopWorld  # noqa: E402
+from shopsimrl.errors import InvalidRequestError, NoActiveEpisodeError, UnknownTaskError  # noqa: E402
 from shopsimrl.openenv import (  # noqa: E402
     ShopSimAction,
     ShopSimClient,
@@ -211,8 +212,15 @@ def test_reset_by_split_and_index_and_errors(world, url):
     env = ShopSimEnvironment(world)
     with pytest.raises(OpenEnvUsageError):
         env.reset(split="val", index=len(ids))
-    with pytest.raises(OpenEnvUsageError):
-        env.step(ShopSimAction(tool="search", arguments={"query": "x"}))
+    with pytest.raises(NoActiveEpisodeError, match=r"^no active episode: call reset\(task_id\) first$"):
+        env.step(ShopSimAction(tool="search", arguments={"query": "x"}))  # ShopEnv's error and message
+    with pytest.raises(UnknownTaskError) as caught:  # ShopEnv's errors pass through the adapter unchanged
+        env.reset(task_id=10**9)
+    with pytest.raises(UnknownTaskError) as direct:
+        ShopEnv(world).reset(10**9)
+    assert str(caught.value) == str(direct.value)
+    with pytest.raises(InvalidRequestError, match="unsupported interaction_mode"):
+        env.reset(task_id=ids[0], interaction_mode="three_turn")
     with pytest.raises(ValueError):  # pydantic: only the two tools exist
         ShopSimAction(tool="checkout", arguments={})
 

@@ -13,6 +13,7 @@ import pytest
 from live_server import serve
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.server import ReplayError, RunsStore, create_app
+from shopsimrl.server.http_errors import status_of
 
 RUNS = Path(__file__).parent / "data" / "runs"
 RUN = "fixture-run"
@@ -152,7 +153,7 @@ def test_store_refuses_a_symlink_out_of_the_root(tmp_path):
     assert store.list_runs()["runs"] == []
     with pytest.raises(ReplayError) as info:
         store.run("escape")
-    assert info.value.status == 400
+    assert type(info.value) is ReplayError and status_of(info.value) == 400  # malformed, not "not found"
 
 
 def test_store_counts_broken_lines_and_keeps_the_last_record(tmp_path):

@@ -19,6 +19,7 @@ from typing import Any
 from ..contract import ARGUMENT_KEYS as ARGUMENT_KEYS
 from ..contract import ASK_USER_TOOL, format_action
 from ..contract import GENERATION_LENGTH as GENERATION_LENGTH
+from ..errors import ShopSimError
 from ..versions import MAX_QUESTION_CHARS
 
 REPAIR_INSTRUCTION = "上一轮未执行任何环境动作。请基于同一页面重新作答，只调用一个当前提供的函数工具，不要输出可见文本。"
@@ -170,7 +171,7 @@ class ModelOutput:
         return out
 
 
-class _Reject(Exception):
+class _Reject(ShopSimError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -139,7 +139,7 @@ class EnvCheckError(ShopSimError, AssertionError):
             f"({', '.join(self.rules)}):\n{lines}")
 
 
-class _Abort(Exception):
+class _Abort(ShopSimError):
     """A failure after which the episode cannot go on (the remaining rules are not checked)."""
 
 

@@ -139,6 +139,9 @@ class ShopEnvironment(Protocol):
     ``reset`` starts task ``task_id`` (``persona`` None: the task's own mode; True on a standard task raises
     ``PersonaUnavailableError``); ``step`` applies one canonical action string; ``terminate`` ends the
     episode with zero reward; ``step`` or ``terminate`` after the end raise ``EpisodeTerminatedError``.
+    Every implementation raises the same classes with the same messages (``shopsimrl.errors``): an unknown task
+    ``UnknownTaskError``, a malformed argument ``InvalidRequestError`` (a non-string action ``InvalidActionError``),
+    a call before the first reset ``NoActiveEpisodeError`` (docs/contract.md, HTTP errors).
     """
 
     def reset(

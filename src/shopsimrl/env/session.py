@@ -35,7 +35,7 @@ from ..contract import (
     extract_action,
     terminated_message,
 )
-from ..errors import EpisodeTerminatedError
+from ..errors import EpisodeTerminatedError, InvalidActionError, InvalidRequestError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import actions as act
@@ -43,6 +43,15 @@ from .observation import home_state, product_state, render_observation, results_
 from .product_view import ProductView
 from .reward import empty_reward_detail, score_purchase
 from .variant_price import resolve_variant_price
+
+
+def require_action_text(action: object) -> str:
+    """A step's action must be text (a canonical action or model text); anything else is the caller's bug,
+    raised the same way in process and behind the service (a string that does not parse is feedback)."""
+    if not isinstance(action, str):
+        raise InvalidActionError(f"a step action must be a string, got {type(action).__name__}")
+    return action
+
 
 SearchFn = Callable[[str], tuple[str, ...]]
 ViewFn = Callable[[str], ProductView]
@@ -97,7 +106,7 @@ class ShopSession:
         session_id: str | None = None,
     ) -> None:
         if interaction_mode not in EPISODE_LIMITS:
-            raise ValueError(
+            raise InvalidRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}"
             )
         self._search = search
@@ -211,10 +220,11 @@ class ShopSession:
     def step(self, action: object) -> dict[str, Any]:
         """Apply one action: a canonical action string or a model's whole answer (its ``Action:`` line is
         read out by ``extract_action``, here and nowhere else, so every path reads model text alike)."""
+        text = require_action_text(action)
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated; reset before stepping")
         self.action_count += 1
-        feedback = self._apply(extract_action(action))
+        feedback = self._apply(extract_action(text))
         self.last_action = feedback
         if not self.done and self.action_count >= self.max_actions:
             self._end(ACTION_LIMIT)
@@ -222,7 +232,7 @@ class ShopSession:
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
-            raise ValueError(f"unsupported termination reason: {reason}")
+            raise InvalidRequestError(f"unsupported termination reason: {reason}")
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated")
         self._end(reason)

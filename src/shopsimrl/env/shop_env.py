@@ -29,7 +29,7 @@ from ..dialogue.config import ShopperConfig
 from ..dialogue.llm_shopper import NO_ENDPOINT, LLMShopper, LLMShopperSettings, ShopperEndpoint
 from ..dialogue.rule_shopper import RuleShopper
 from ..dialogue.shopper import Shopper
-from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
+from ..errors import DialogueError, NoActiveEpisodeError, PersonaUnavailableError
 from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
 from .dialogue_session import DialogueSession
@@ -85,6 +85,12 @@ class ShopWorld:
 
     def new_env(self, *, llm_shopper: ShopperEndpoint | None = None) -> ShopEnv:
         return ShopEnv(self, llm_shopper=llm_shopper)
+
+
+def check_shopper(shopper: object) -> None:
+    """Refuse a dialogue shopper this version does not know (the service checks before it waits for a slot)."""
+    if shopper is not None and shopper not in ("rule", "llm"):
+        raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
 
 
 def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | None) -> bool:
@@ -146,8 +152,7 @@ class ShopEnv:
         ``shopper_config.sample_seed`` (the LLM shopper sends it as the request seed).
         """
         check_task_id(task_id)
-        if shopper is not None and shopper not in ("rule", "llm"):
-            raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
+        check_shopper(shopper)
         if shopper == "llm" and self.llm_shopper is None:
             raise DialogueError(NO_ENDPOINT)
         if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
@@ -264,6 +269,6 @@ class ShopEnv:
 
     def _require_session(self) -> ShopSession:
         if self._session is None:
-            raise ShopSimError("no active episode: call reset(task_id) first")
+            raise NoActiveEpisodeError("no active episode: call reset(task_id) first")
         return self._session
 

@@ -17,7 +17,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from ..contract import ACTION_LIMIT, ARGUMENT_KEYS, PERSONA_MODE, SINGLE_TURN, format_action
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..env.tools import tools_for_state
-from ..errors import ShopSimError
+from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
 from ..versions import (
     ENVIRONMENT_VERSION,
     EPISODE_LIMITS,
@@ -29,10 +29,18 @@ from ..versions import (
 from .models import ShopSimAction, ShopSimObservation, ShopSimState
 
 DEFAULT_SPLIT = "test"
+NO_EPISODE = "no active episode: call reset(task_id) first"  # ShopEnv's message
 
 
-class OpenEnvUsageError(ShopSimError, ValueError):
-    """A reset or step the OpenEnv adapter cannot honour (no episode, unknown split index, bad arguments)."""
+class OpenEnvUsageError(InvalidRequestError):
+    """A reset the OpenEnv adapter cannot honour (a split index outside the split, a task that is not a task id).
+
+    The errors ``ShopEnv`` itself raises (``UnknownTaskError``, ``EpisodeTerminatedError``,
+    ``NoActiveEpisodeError``, ``InvalidRequestError``, ...) pass through unchanged."""
+
+
+class TaskIndexError(OpenEnvUsageError, IndexError):
+    """A task index outside its split; an ``IndexError`` too, which OpenEnv's task route answers with 400."""
 
 
 def public_components(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,8 +78,6 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
                 raise OpenEnvUsageError(f"task index {position!r} is outside split {split or DEFAULT_SPLIT!r} "
                                         f"(0..{len(ids) - 1})")
             task_id = ids[position]
-        if interaction_mode not in EPISODE_LIMITS:
-            raise OpenEnvUsageError(f"interaction_mode must be one of {sorted(EPISODE_LIMITS)}")
         payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
                                   session_id=episode_id)
         self._state = ShopSimState(
@@ -87,10 +93,10 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
 
     def step(self, action: ShopSimAction, timeout_s: float | None = None, **kwargs: Any) -> ShopSimObservation:
         if self._env.session is None:
-            raise OpenEnvUsageError("no active episode: reset first")
+            raise NoActiveEpisodeError(NO_EPISODE)
         value = action.arguments.get(ARGUMENT_KEYS[action.tool])
         if not isinstance(value, str):
-            raise OpenEnvUsageError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
+            raise InvalidActionError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
         result = self._env.step(format_action(action.tool, value))
         self._state.step_count += 1
         return self._observation(result)
@@ -98,7 +104,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def terminate(self, reason: str = ACTION_LIMIT) -> ShopSimObservation:
         """End the episode for the runner (``generation_length`` / ``action_limit``); not a tool of the model."""
         if self._env.session is None:
-            raise OpenEnvUsageError("no active episode: reset first")
+            raise NoActiveEpisodeError(NO_EPISODE)
         return self._observation(self._env.terminate(reason))
 
     def _observation(self, result: Mapping[str, Any]) -> ShopSimObservation:
@@ -139,7 +145,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def get_task(self, split: str, index: int) -> dict[str, Any]:
         ids = self.world.catalog.split(split)
         if not 0 <= index < len(ids):
-            raise IndexError(index)
+            raise TaskIndexError(f"task index {index!r} is outside split {split!r} (0..{len(ids) - 1})")
         return {"id": ids[index], "index": index}
 
     def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:

@@ -24,6 +24,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..errors import ShopSimError
+
 K1 = 1.2  # FTS5's constants (fts5_aux.c)
 B = 0.75
 _K1_PLUS_1 = K1 + 1.0
@@ -42,7 +44,7 @@ _KEY_COL_SHIFT = 32
 _KEY_DOC_SHIFT = 35
 
 
-class PostingsUnavailable(Exception):
+class PostingsUnavailable(ShopSimError):
     """The postings could not be built or do not agree with SQLite's own statistics (the reason is the text)."""
 
 

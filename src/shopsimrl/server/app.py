@@ -2,7 +2,8 @@
 the resource-style ``/v1`` API, and the browser UIs with their read-only replay API.
 
 A thin layer: it checks the request, maps a lease to its in-process ``ShopEnv`` (through ``EnvService``)
-and turns library errors into 4xx JSON errors ``{"error": ...}``. One ``ShopWorld`` (catalog + index) per
+and turns library errors into JSON errors ``{"error": ..., "code": ...}`` through the one table of
+``http_errors.py``. One ``ShopWorld`` (catalog + index) per
 process is shared by all sessions.
 """
 
@@ -24,40 +25,21 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..contract import ACTION_LIMIT, INTERACTION_MODES, SINGLE_TURN, TERMINATION_REASONS
 from ..dialogue.llm_shopper import ShopperEndpoint
 from ..env.shop_env import ShopEnv, ShopWorld
-from ..errors import EpisodeTerminatedError, ShopperCallError, ShopSimError, UnknownTaskError
+from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from .api_docs import install_offline_docs
 from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect, send_refusal
-from .leases import Lease, LeaseError, PoolTimeout
+from .http_errors import INTERNAL_ERROR, VALIDATION_ERROR, error_payload, http_code, status_of
+from .leases import Lease
 from .models import ErrorBody, Health
-from .replay import ReplayError, RunsStore
-from .service import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_RESPONSE_CHARS,
-    DEFAULT_SLOTS,
-    EnvService,
-    ResponseTooLong,
-    ServiceRequestError,
-)
+from .replay import RunsStore
+from .service import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_CHARS, DEFAULT_SLOTS, EnvService
 from .ui import ui_router
-from .v1 import SessionNotFound, v1_router
+from .v1 import v1_router
 
 REAP_INTERVAL = 5.0
 FREE_SLOTS_HEADER = b"x-shopsim-free-slots"  # free slots, or minus the queued resets when there are none
 logger = logging.getLogger("shopsimrl.server")
-
-# Library error -> HTTP status; the first matching class wins.
-ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
-    (SessionNotFound, 404),
-    (LeaseError, 409),
-    (PoolTimeout, 503),
-    (UnknownTaskError, 404),
-    (EpisodeTerminatedError, 409),
-    (ResponseTooLong, 413),
-    (ShopperCallError, 502),  # the LLM shopper's endpoint failed (the message names shopper_step_k)
-    (ServiceRequestError, 400),
-    (ShopSimError, 400),
-)
 
 # The reference request body, one schema per action, for the OpenAPI schema (the handler parses the body
 # itself, so that a non-JSON body is a clear 400 in the reference's own error shape). Unknown fields are
@@ -90,17 +72,13 @@ REFERENCE_BODY = {
 }
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, code: str) -> JSONResponse:
+    return JSONResponse({"error": message, "code": code}, status_code=status)
 
 
-def status_of(exc: BaseException) -> int | None:
-    if isinstance(exc, ReplayError):
-        return exc.status
-    for kind, status in ERROR_STATUS:
-        if isinstance(exc, kind):
-            return status
-    return None
+def error_answer(exc: ShopSimError) -> tuple[int, dict[str, str]]:
+    """A library error's status and body, from the table in http_errors.py."""
+    return status_of(exc), error_payload(exc)
 
 
 def create_app(
@@ -152,30 +130,25 @@ def create_app(
 
     @app.exception_handler(ShopSimError)
     async def library_error(_: Request, exc: ShopSimError) -> JSONResponse:
-        return _error(status_of(exc) or 400, str(exc))
-
-    @app.exception_handler(LeaseError)
-    async def lease_error(_: Request, exc: LeaseError) -> JSONResponse:
-        return _error(409, str(exc))
-
-    @app.exception_handler(PoolTimeout)
-    async def pool_timeout(_: Request, exc: PoolTimeout) -> JSONResponse:
-        return _error(503, str(exc))
+        status, payload = error_answer(exc)
+        return JSONResponse(payload, status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if request.method in ("POST", "PUT", "PATCH") and not kind.endswith("json"):
             # curl -d sends application/x-www-form-urlencoded: say what to send, not "a valid dictionary"
-            return _error(422, f"the request body must be JSON sent with the header Content-Type: application/json "
-                               f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'")
+            return _error(VALIDATION_ERROR.status, f"the request body must be JSON sent with the header Content-Type: application/json "
+                               f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'",
+                          VALIDATION_ERROR.code)
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors())
-        return _error(422, f"invalid request: {problems}")
+        return _error(VALIDATION_ERROR.status, f"invalid request: {problems}", VALIDATION_ERROR.code)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+        return JSONResponse({"error": str(exc.detail), "code": http_code(exc.status_code)},
+                            status_code=exc.status_code, headers=exc.headers)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> dict[str, Any]:
@@ -195,7 +168,7 @@ def create_app(
 
     @app.post(
         "/api/shop_agent", tags=["reference"], openapi_extra={"requestBody": REFERENCE_BODY},
-        responses={status: {"model": ErrorBody} for status in (400, 404, 409, 503)},
+        responses={status: {"model": ErrorBody} for status in (400, 404, 409, 413, 503)},
         summary="The reference API (env_spec §9.2): reset, interact, terminate, release_one, release_all",
     )
     async def shop_agent(request: Request) -> Response:
@@ -208,31 +181,31 @@ def create_app(
         try:
             body = decode(raw or b"null")
         except ValueError:  # json.JSONDecodeError, orjson.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            return 400, {"error": "request body must be a JSON object (UTF-8, standard JSON)"}
+            return error_answer(InvalidRequestError("request body must be a JSON object (UTF-8, standard JSON)"))
         if not isinstance(body, dict):
-            return 400, {"error": "request body must be a JSON object"}
+            return error_answer(InvalidRequestError("request body must be a JSON object"))
         action = body.get("action")
         handler = handlers.get(action) if isinstance(action, str) else None
         if handler is None:
-            return 400, {"error": f"unsupported action: {action!r}"}
+            return error_answer(InvalidRequestError(f"unsupported action: {action!r}"))
         try:
             return 200, {"result": await handler(body)}
-        except (ShopSimError, LeaseError, PoolTimeout) as exc:
-            return status_of(exc) or 400, {"error": str(exc)}
-        except (ValueError, TypeError) as exc:
-            return 400, {"error": str(exc)}
+        except ShopSimError as exc:
+            return error_answer(exc)
+        except (ValueError, TypeError) as exc:  # a library check not yet typed: still the caller's mistake
+            return error_answer(InvalidRequestError(str(exc)))
 
     def _lease(body: dict[str, Any], action: str) -> Lease[ShopEnv]:
         slot, lease_id = json_int(body.get("env_idx")), body.get("lease_id")
         if slot is None or not isinstance(lease_id, str) or not lease_id:
-            raise ServiceRequestError(f"{action} requires a valid env_idx and lease_id")
+            raise InvalidRequestError(f"{action} requires a valid env_idx and lease_id")
         return service.lease(slot, lease_id)
 
     async def _reset(body: dict[str, Any]) -> dict[str, Any]:
         if "env_idx" in body:
-            raise ServiceRequestError("reset must not include env_idx; the server assigns a slot")
+            raise InvalidRequestError("reset must not include env_idx; the server assigns a slot")
         if "idx" not in body:
-            raise ServiceRequestError("reset action requires idx parameter")
+            raise InvalidRequestError("reset action requires idx parameter")
         idx = json_int(body["idx"])
         lease, payload = await service.reset(
             body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
@@ -388,7 +361,7 @@ class ServiceApp(FastAPI):
             body = encode(payload)
         except Exception:  # a bug, never a client mistake: the same 500 FastAPI would give, and a log line
             logger.exception("unhandled error in /api/shop_agent")
-            status, body = 500, b'{"error":"internal server error"}'
+            status, body = INTERNAL_ERROR.status, encode({"error": "internal server error", "code": INTERNAL_ERROR.code})
         await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

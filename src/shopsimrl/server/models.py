@@ -25,7 +25,9 @@ Seed = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), BeforeValidator(_i
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="what was wrong with the request")
+    error: str = Field(description="what was wrong with the request, for a person to read")
+    code: str = Field(description="the error's stable machine-readable code (docs/contract.md, HTTP errors): "
+                                  "match on it, never on the message")
 
 
 class CreateSession(BaseModel):

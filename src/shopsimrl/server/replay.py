@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..env.fuzzy import token_set_ratio
-from ..errors import ShopSimError
+from ..errors import ReplayError, ReplayNotFoundError
 
 ARTIFACTS = ("manifest.json", "summary.json", "traces.jsonl")
 EPISODE_SCHEMA = "shopsimrl-episode-v4"
@@ -27,14 +27,6 @@ RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
 MAX_CACHED_TRACE_BYTES = 64 * 1024 * 1024  # parsed traces kept, counted by file size (~2.5x that in memory)
-
-
-class ReplayError(ShopSimError):
-    """A replay request that cannot be served; ``status`` is 400 (malformed) or 404 (not found)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -260,12 +252,12 @@ class RunsStore:
     # --------------------------------------------------------------- paths
     def run_dir(self, name: str) -> Path:
         if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
-            raise ReplayError(400, f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only")
+            raise ReplayError(f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only")
         path = (self.root / name).resolve()
         if path.parent != self.root:
-            raise ReplayError(400, f"run {name!r} resolves outside the runs directory")
+            raise ReplayError(f"run {name!r} resolves outside the runs directory")
         if not path.is_dir() or not any(self.artifact(path, a) for a in ARTIFACTS):
-            raise ReplayError(404, f"no run named {name!r} in the runs directory")
+            raise ReplayNotFoundError(f"no run named {name!r} in the runs directory")
         return path
 
     # --------------------------------------------------------------- reading
@@ -286,11 +278,11 @@ class RunsStore:
         if path is None:
             return None
         if path.stat().st_size > MAX_ARTIFACT_BYTES:
-            raise ReplayError(400, f"{path.name} is too large to show")
+            raise ReplayError(f"{path.name} is too large to show")
         try:
             return json.loads(path.read_text("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ReplayError(400, f"{path.name} is not valid JSON: {exc}") from exc
+            raise ReplayError(f"{path.name} is not valid JSON: {exc}") from exc
 
     def traces(self, run: Path) -> TraceIndex:
         path = self.artifact(run, "traces.jsonl")
@@ -303,7 +295,7 @@ class RunsStore:
             self._cache.move_to_end(path)
             return cached[1]
         if stat.st_size > MAX_ARTIFACT_BYTES:
-            raise ReplayError(400, "traces.jsonl is too large to show")
+            raise ReplayError("traces.jsonl is too large to show")
         episodes: dict[str, dict[str, Any]] = {}
         records = invalid = 0
         with path.open("rb") as handle:
@@ -352,6 +344,6 @@ class RunsStore:
         index = self.traces(self.run_dir(name))
         record = index.episodes.get(episode_id)
         if record is None:
-            raise ReplayError(404, f"run {name!r} has no episode {episode_id!r}")
+            raise ReplayNotFoundError(f"run {name!r} has no episode {episode_id!r}")
         return {"summary": episode_summary(record), "episode": record, "outcome_comparison": outcome_comparison(record),
                 "dialogue": dialogue_view(record)}

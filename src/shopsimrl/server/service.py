@@ -2,7 +2,8 @@
 
 The reference ``/api/shop_agent`` API and the resource-style ``/v1/sessions`` API are two spellings of
 the same operations, so they cannot drift apart: both call this class, which speaks in library errors
-(``ServiceRequestError``, ``LeaseError``, ``PoolTimeout``, ``UnknownTaskError`` ...) and never in HTTP.
+(``InvalidRequestError``, ``LeaseError``, ``PoolTimeout``, ``UnknownTaskError`` ...) and never in HTTP;
+``http_errors.py`` turns them into statuses.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 from ..contract import ACTION_LIMIT, SINGLE_TURN, TERMINATION_REASONS, check_task_id
 from ..dialogue.llm_shopper import NO_ENDPOINT, ShopperEndpoint
 from ..env.dialogue_session import DialogueSession
-from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
-from ..errors import DialogueError, ShopSimError
+from ..env.session import require_action_text
+from ..env.shop_env import ShopEnv, ShopWorld, check_shopper, resolve_persona_mode
+from ..errors import DialogueError, InvalidRequestError, NoActiveEpisodeError, ResponseTooLong
 from ..versions import EPISODE_LIMITS
 from .leases import Lease, LeasePool
 
@@ -24,12 +26,8 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_MAX_RESPONSE_CHARS = 65_536  # one step's model text; the parsers are linear, this bounds the work
 
 
-class ServiceRequestError(ShopSimError, ValueError):
-    """A request the service refuses as malformed (HTTP 400)."""
-
-
-class ResponseTooLong(ServiceRequestError):
-    """A step's ``response``/``action`` text longer than the server's limit (HTTP 413)."""
+# The service's own name for a malformed request: the same class ShopEnv raises, so a caller catches one.
+ServiceRequestError = InvalidRequestError
 
 
 class EnvService:
@@ -68,21 +66,20 @@ class EnvService:
         """Check the request, wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
         check_task_id(task_id)
         if interaction_mode not in EPISODE_LIMITS:
-            raise ServiceRequestError(
+            raise InvalidRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
         if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
-            raise ServiceRequestError("if_persona must be a boolean or null (the task's own mode); "
+            raise InvalidRequestError("if_persona must be a boolean or null (the task's own mode); "
                                       "include_private_goal must be a boolean")
-        if shopper not in (None, "rule", "llm"):  # dialogue mode (issue 16)
-            raise ServiceRequestError(f"unsupported shopper {shopper!r}; choose 'rule', 'llm' or null (no dialogue)")
+        check_shopper(shopper)  # dialogue mode: the same DialogueError as ShopEnv.reset, before waiting for a slot
         if shopper_seed is not None and (isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int)
                                          or not -(2**63) <= shopper_seed < 2**63):
-            raise ServiceRequestError("shopper_seed must be a 64-bit integer or null")
+            raise InvalidRequestError("shopper_seed must be a 64-bit integer or null")
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
                 isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not 0 <= wait_timeout <= 86_400):
-            raise ServiceRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
+            raise InvalidRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
         # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
         resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
         env = self.world.new_env(llm_shopper=self.llm_shopper)
@@ -118,8 +115,7 @@ class EnvService:
     def step(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
         """One step; ``response`` is the model's text (the session reads the action out of it, as on every
         path: docs/contract.md#model-text)."""
-        if not isinstance(response, str):
-            raise ServiceRequestError("interact action requires response parameter")
+        response = require_action_text(response)
         if len(response) > self.max_response_chars:
             raise ResponseTooLong(f"response is {len(response)} characters; this server accepts at most "
                                   f"{self.max_response_chars} per step (--max-response-chars)")
@@ -128,7 +124,7 @@ class EnvService:
     @staticmethod
     def terminate(lease: Lease[ShopEnv], reason: object = ACTION_LIMIT) -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
-            raise ServiceRequestError(f"unsupported termination reason: {reason}")
+            raise InvalidRequestError(f"unsupported termination reason: {reason}")
         return lease.session.terminate(str(reason))  # reward 0, no action_feedback, "Episode terminated: …"
 
     def release(self, lease: Lease[ShopEnv]) -> None:
@@ -143,7 +139,7 @@ class EnvService:
         env = lease.session
         session = env.session
         if session is None:  # cannot happen for a live lease; kept as a typed error all the same
-            raise ServiceRequestError("session has no episode")
+            raise NoActiveEpisodeError("session has no episode")
         observation, state = session.observe()
         return {
             "session_id": lease.lease_id,

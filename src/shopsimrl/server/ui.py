@@ -14,8 +14,10 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse
 
+from ..errors import ReplayError
+from .http_errors import error_payload, status_of
 from .models import ErrorBody
-from .replay import RUN_NAME_PATTERN, ReplayError, RunsStore
+from .replay import RUN_NAME_PATTERN, RunsStore
 
 UI_DIR = Path(__file__).parent / "ui"
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -57,7 +59,7 @@ def ui_router(runs: RunsStore) -> APIRouter:
         try:
             return call(*args)
         except ReplayError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            return JSONResponse(error_payload(exc), status_code=status_of(exc))
 
     @router.get("/api/runs", tags=["replay"], summary="Runs in the runs directory, newest first")
     def list_runs() -> Any:  # plain def: file reads run in the thread pool, not on the event loop

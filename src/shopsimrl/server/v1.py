@@ -13,8 +13,8 @@ from fastapi import APIRouter, Path, Query
 
 from ..contract import ACTION_LIMIT, visible_instruction
 from ..env.shop_env import ShopEnv
-from ..errors import ShopSimError
-from .leases import Lease, LeaseError
+from ..errors import LeaseError, SessionNotFound
+from .leases import Lease
 from .models import (
     CreateSession,
     ErrorBody,
@@ -31,10 +31,6 @@ from .service import EnvService
 TASK_PAGE = 500  # default /v1/tasks page size (the default catalog's full list is ~3 MB of JSON)
 MAX_TASK_PAGE = 2000
 SessionId = Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$", description="the session's lease id")
-
-
-class SessionNotFound(ShopSimError):
-    """No live session has this id (HTTP 404)."""
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ..dialogue.llm_shopper import LLMShopperSettings
-from ..errors import ShopSimError
+from ..errors import ShopSimError, WorkerUnavailableError
 from .app import FREE_SLOTS_HEADER, decode, encode
 from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
+from .http_errors import error_payload, status_of
 from .protocol import DEFAULT_HEADER_TIMEOUT, http_protocol
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
@@ -206,8 +207,9 @@ class Front:
                     *(w.request(method, target, headers, body, timeout=timeout) for w in targets))
                 status, out_headers, data = answers[0]
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
-            status, out_headers = 502, [(b"content-type", b"application/json")]
-            data = encode({"error": f"a worker process is not answering: {exc.__class__.__name__}"})
+            error = WorkerUnavailableError(f"a worker process is not answering: {exc.__class__.__name__}")
+            status, out_headers = status_of(error), [(b"content-type", b"application/json")]
+            data = encode(error_payload(error))
         out = [(n, v) for n, v in out_headers if n not in HOP_HEADERS and n != FREE_SLOTS_HEADER]
         length = next((v for n, v in out_headers if n == b"content-length"), None) if method == "HEAD" else None
         out.append((b"content-length", length if length is not None else str(len(data)).encode()))
