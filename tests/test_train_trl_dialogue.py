@@ -21,6 +21,7 @@ pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, da
 
 import trl
 
+from dialogue_support import REPLY_MARK, check_split, opening, questions, reference, replies
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message
 from shopsimrl.agent.runtime import InProcessEnvironment
@@ -34,7 +35,6 @@ from shopsimrl.train.tiny_hf import build_bpe_tokenizer
 from shopsimrl.train.trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment, environment_rows
 
 QWEN25 = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
-REPLY_MARK = "顾客回复："
 
 
 @pytest.fixture(scope="module")
@@ -49,45 +49,18 @@ def tokenizer(prepared_dir: Path) -> Any:
                                vocab_size=2000, chat_template=QWEN25)
 
 
-def _opening(world: ShopWorld, task: int) -> tuple[str, str, str]:
-    reset = world.new_env().reset(task, shopper="rule")
-    return reset["shopper_opening"], reset["observation"], str(world.catalog.goal(task)["instruction_text"])
-
-
-def _replies(trajectory: Trajectory) -> list[str]:
-    return [m["content"].split(REPLY_MARK, 1)[1].split("\n", 1)[0] for m in trajectory.messages
-            if m["role"] == "tool" and REPLY_MARK in m["content"]]
-
-
 def check_masked_dialogue(world: ShopWorld, tokenizer: Any, trajectory: Trajectory, prompt_ids: list[int],
                           completion: list[int], mask: list[int]) -> None:
     """The TRL row of one dialogue episode: opening first, replies at mask 0, questions at mask 1."""
-    opening, observation, instruction = _opening(world, trajectory.task_id)
-    assert trajectory.messages[1] == {"role": "user", "content": first_user_message(opening, observation)}
+    start, observation, instruction = opening(world, trajectory.task_id)
+    assert trajectory.messages[1] == {"role": "user", "content": first_user_message(start, observation)}
     prompt_text = tokenizer.decode(prompt_ids, skip_special_tokens=False)
-    assert opening in prompt_text and instruction not in prompt_text
-    questions = [s["action"][len("ask_user["):-1] for s in trajectory.steps
-                 if (s["action"] or "").startswith("ask_user[")]
-    replies = _replies(trajectory)
-    assert questions and len(replies) == len(questions)
+    assert start in prompt_text and instruction not in prompt_text
     assert len(completion) == len(mask)
     trained = tokenizer.decode([t for t, m in zip(completion, mask, strict=True) if m], skip_special_tokens=False)
     untrained = tokenizer.decode([t for t, m in zip(completion, mask, strict=True) if not m],
                                  skip_special_tokens=False)
-    assert all(q in trained for q in questions)
-    assert all(r and r not in trained and r in untrained for r in replies)
-    assert REPLY_MARK not in trained
-
-
-def reference(world: ShopWorld, task: int, policy: str) -> dict[str, Any]:
-    """The same dialogue episode through the agent runtime (what ``eval --shopper rule`` plays)."""
-    from shopsimrl.agent.builtin_backend import BuiltinPolicyModel
-    from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, RuntimeConfig
-
-    runtime = AgentRuntime(BuiltinPolicyModel.named(policy, world), InProcessEnvironment(world),
-                           config=RuntimeConfig(max_steps=40, interaction_mode="multi_turn", shopper="rule"))
-    record: dict[str, Any] = asyncio.run(runtime.run(EpisodeJob(task_id=task)))
-    return record
+    check_split(trained, untrained, questions([s["action"] for s in trajectory.steps]), replies(trajectory.messages))
 
 
 def test_task_prompts_carry_the_shopper_and_bad_ones_are_typed_errors() -> None:
@@ -202,10 +175,10 @@ def test_dialogue_tool_environment_plays_the_shopper(world: ShopWorld) -> None:
     from transformers.utils import get_json_schema
 
     task = world.catalog.split("all")[0]
-    opening, observation, instruction = _opening(world, task)
+    start, observation, instruction = opening(world, task)
     env = ShopDialogueToolEnvironment(world)
     first = env.reset(**{k: v[0] for k, v in environment_rows([task], shopper="rule").items()})
-    assert first.endswith(first_user_message(opening, observation)) and instruction not in first
+    assert first.endswith(first_user_message(start, observation)) and instruction not in first
     reply = env.ask_user("你的预算是多少？")
     assert REPLY_MARK in reply and instruction not in reply
     # the tool's schema (what TRL renders) is the environment's ask_user tool, not a second definition
