@@ -24,7 +24,7 @@ from shopsimrl.agent.prompt import first_user_message, system_message
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.versions import EPISODE_LIMITS, REPORTED_METRICS
 
-from .toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig, turn_limit
+from .toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
 
 MAX_STEPS = EPISODE_LIMITS["single_turn"]
 
@@ -44,6 +44,7 @@ class ShopSimData(vf.TaskData):
     task_id: int
     persona: bool = False
     shopper: str | None = None
+    step_limit: int = MAX_STEPS  # the episode's own action limit: 30, or 40 in dialogue mode
 
 
 class ShopSimTask(vf.Task[ShopSimData, ShopSimState, vf.TaskConfig]):
@@ -58,11 +59,12 @@ class ShopSimTask(vf.Task[ShopSimData, ShopSimState, vf.TaskConfig]):
         state.task_id = self.data.task_id
         state.persona = self.data.persona
         state.shopper = self.data.shopper
+        state.step_limit = self.data.step_limit
 
     @vf.stop
     async def episode_over(self, trace: vf.Trace) -> bool:
         """A purchase (or the engine's action limit) ends the episode; so do 30 steps (40 in dialogue mode)."""
-        return trace.state.done or trace.state.steps >= turn_limit(trace.state.shopper)
+        return trace.state.done or trace.state.steps >= trace.state.step_limit
 
     @vf.reward(weight=1.0)
     async def r_strict(self, trace: vf.Trace) -> float:
@@ -90,8 +92,7 @@ class ShopSimTaskset(vf.Taskset[ShopSimTask, ShopSimTasksetConfig]):
         shopper = self.config.shopper
         for task_id in world.catalog.split(self.config.split):
             if shopper is not None:
-                reset: dict[str, Any] = env.reset(task_id, persona=self.config.persona, interaction_mode="multi_turn",
-                                                  shopper=shopper)
+                reset: dict[str, Any] = env.reset(task_id, persona=self.config.persona, shopper=shopper)
             else:
                 reset = env.reset(task_id, persona=self.config.persona)
             visible = reset["shopper_opening"] if shopper is not None else reset["task_instruction"]
@@ -99,6 +100,7 @@ class ShopSimTaskset(vf.Taskset[ShopSimTask, ShopSimTasksetConfig]):
                 ShopSimData(
                     id=str(task_id), name=f"task-{task_id}", task_id=task_id,
                     persona=reset["task_mode"] == "persona", shopper=shopper,
+                    step_limit=EPISODE_LIMITS[reset["interaction_mode"]],
                     system_prompt=system_message(reset["user_persona"]),
                     prompt=first_user_message(visible, reset["observation"]),
                 ),

@@ -22,7 +22,7 @@ from pydantic import Field
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import ASK_USER_DESCRIPTION, ASK_USER_TOOL, QUESTION_DESCRIPTION
 from shopsimrl.errors import ShopSimError
-from shopsimrl.versions import EPISODE_LIMITS, REPORTED_METRICS
+from shopsimrl.versions import REPORTED_METRICS
 
 MAX_OPEN_SESSIONS = 4096  # finished sessions are dropped at once; this bounds abandoned ones
 
@@ -34,6 +34,7 @@ class ShopSimState(vf.State):
     task_id: int = -1
     persona: bool | None = None
     shopper: str | None = None
+    step_limit: int = 0  # the episode's own action limit (30; 40 in dialogue mode, questions count)
     steps: int = 0
     done: bool = False
     termination_reason: str | None = None
@@ -74,7 +75,7 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
                 self.world = ShopWorld.shared(self.config.data)
             env = ShopEnv(self.world)
             if state.shopper is not None:
-                env.reset(state.task_id, persona=state.persona, interaction_mode="multi_turn", shopper=state.shopper)
+                env.reset(state.task_id, persona=state.persona, shopper=state.shopper)  # implies multi_turn
             else:
                 env.reset(state.task_id, persona=state.persona)
             self.sessions[state.session] = env
@@ -109,15 +110,10 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
 
     @vf.tool(name=ASK_USER_TOOL)
     async def ask_user(self, question: str) -> str:
-        return self._act(f"ask_user[{question.strip()}]")
+        return self._act(f"{ASK_USER_TOOL}[{question.strip()}]")
 
     # the description is the environment's own ask_user tool text (one definition)
     ask_user.__doc__ = f"{ASK_USER_DESCRIPTION}question：{QUESTION_DESCRIPTION}"
-
-
-def turn_limit(shopper: str | None) -> int:
-    """A rollout's step limit: 30, or 40 in dialogue mode (questions count)."""
-    return EPISODE_LIMITS["multi_turn" if shopper else "single_turn"]
 
 
 if __name__ == "__main__":

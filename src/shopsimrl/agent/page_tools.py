@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..env.dialogue_session import ASK_USER_CAPABILITY
-from ..env.tools import tools_for_state
+from ..env.tools import ASK_USER_TOOL, tools_for_state
 from .page_text import parse_page
 from .policy import context_from_messages
 
@@ -39,7 +39,7 @@ def page_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[st
     lines = observation.splitlines()
     state: dict[str, Any] = {"search_available": SEARCH_CAPABILITY in lines and "search" in names,
                              "actions": list(page.clickables)}
-    if "ask_user" in names and any(line.startswith(ASK_USER_CAPABILITY) for line in lines):
+    if ASK_USER_TOOL in names and any(line.startswith(ASK_USER_CAPABILITY) for line in lines):
         state["dialogue"] = {"ask_user_available": True}
     rebuilt = tools_for_state(state)
     return rebuilt or [dict(t) for t in tools]

@@ -75,13 +75,13 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
             task_id = ids[position]
         if interaction_mode not in EPISODE_LIMITS:
             raise OpenEnvUsageError(f"interaction_mode must be one of {sorted(EPISODE_LIMITS)}")
-        if shopper is not None:  # the environment names an unknown shopper (DialogueError, a ValueError)
-            interaction_mode = "multi_turn"
+        if shopper is not None:  # implies multi_turn; an unknown shopper is a DialogueError (a ValueError)
             payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
                                       session_id=episode_id, shopper=shopper)
         else:
             payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
                                       session_id=episode_id)
+        interaction_mode = payload["interaction_mode"]
         self._state = ShopSimState(
             episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == "persona",
             interaction_mode=interaction_mode, shopper=shopper, action_limit=EPISODE_LIMITS[interaction_mode],

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..agent.prompt import PERSONA_HEADER, SYSTEM_PROMPT, first_user_message, persona_line
-from ..env.tools import ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION
+from ..env.tools import ASK_USER_DESCRIPTION, ASK_USER_TOOL, QUESTION_DESCRIPTION
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .rollout import parse_shopper
@@ -42,7 +42,7 @@ class ShopToolEnvironment:
         self.world = world
         self.max_steps = max_steps  # None: the episode's own limit (30; 40 in dialogue mode)
         self.persona = persona
-        self._limit = EPISODE_LIMITS["single_turn"]
+        self._limit = 0  # set by reset: the episode's own limit unless max_steps caps it
         self._env: Any = None
         self._final: Mapping[str, Any] | None = None
         self._steps = 0
@@ -70,12 +70,12 @@ class ShopToolEnvironment:
         if shopper is None:
             reset = self._env.reset(task_id, persona=self.persona)
         else:
-            reset = self._env.reset(task_id, persona=self.persona, interaction_mode="multi_turn", shopper=shopper)
+            reset = self._env.reset(task_id, persona=self.persona, shopper=shopper)  # a shopper implies multi_turn
         self._final, self._steps = None, 0
-        self._limit = self.max_steps or EPISODE_LIMITS[reset.get("interaction_mode") or "single_turn"]
+        self._limit = self.max_steps or EPISODE_LIMITS[reset["interaction_mode"]]
         persona = reset.get("user_persona") or {}
         head = f"{PERSONA_HEADER}\n{persona_line(persona)}\n\n" if persona else ""
-        opening = reset.get("shopper_opening") or "" if shopper is not None else reset["task_instruction"]
+        opening = (reset.get("shopper_opening") or "") if shopper is not None else reset["task_instruction"]
         return head + first_user_message(opening, reset["observation"])
 
     def _act(self, action: str) -> str:
@@ -129,7 +129,7 @@ class ShopDialogueToolEnvironment(ShopToolEnvironment):
     dialogue = True
 
     def ask_user(self, question: str) -> str:
-        return self._act(f"ask_user[{question.strip()}]")
+        return self._act(f"{ASK_USER_TOOL}[{question.strip()}]")
 
     # TRL builds the schema from the docstring: the environment's own ask_user texts (one definition)
     ask_user.__doc__ = (f"\n{ASK_USER_DESCRIPTION}\n\nArgs:\n    question: {QUESTION_DESCRIPTION}\n\n"
