@@ -198,3 +198,42 @@ def test_dialogue_tool_environment_plays_the_shopper(world: ShopWorld) -> None:
     # a dialogue row on the single-turn class is refused (it has no ask_user tool)
     with pytest.raises(ShopSimError, match="ShopDialogueToolEnvironment"):
         ShopToolEnvironment(world).reset(task_id=task, shopper="rule")
+
+
+@pytest.mark.slow
+def test_dialogue_tool_environment_meets_trls_environment_factory_contract(world: ShopWorld, tokenizer: Any,
+                                                                           tmp_path: Path) -> None:
+    """TRL builds the dialogue class's tools (``ask_user`` among them), resets it with each row's columns (the
+    ``shopper`` column included), and takes ``get_reward`` as the reward source."""
+    import datasets
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    resets: list[dict[str, Any]] = []
+
+    class Recording(ShopDialogueToolEnvironment):
+        def reset(self, **row: Any) -> str:
+            text = super().reset(**row)
+            resets.append({"row": dict(row), "text": text})
+            return text
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32768,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None))
+    tasks = world.catalog.split("all")[:2]
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2,
+                      max_steps=1, learning_rate=1e-2, beta=0.0, logging_steps=1, report_to=[], use_cpu=True,
+                      save_strategy="no", max_completion_length=8, seed=0, dataloader_num_workers=0, bf16=False)
+    trainer = GRPOTrainer(model=model, args=args, processing_class=tokenizer,
+                          train_dataset=datasets.Dataset.from_dict(environment_rows(tasks, shopper="rule")),
+                          environment_factory=Recording.factory(world))
+    assert sorted(t.__name__ for t in trainer._env_tools[None]) == ["ask_user", "click", "search"]
+    trainer.train()
+    assert resets and all(r["row"]["shopper"] == "rule" for r in resets)
+    for r in resets:
+        start, observation, instruction = opening(world, r["row"]["task_id"])
+        assert r["text"].endswith(first_user_message(start, observation)) and instruction not in r["text"]
+    assert any("rewards/Recording/mean" in h for h in trainer.state.log_history)
