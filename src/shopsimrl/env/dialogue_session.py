@@ -29,6 +29,7 @@ MSG_QUESTION_TOO_LONG = f"问题不能超过 {MAX_QUESTION_CHARS} 个字符"
 MSG_ASK_USER_UNAVAILABLE = "提问次数已用完，不能再向顾客提问"
 MSG_MULTIPLE = "一次调用只能执行一个 search[...]、click[...] 或 ask_user[...] 动作"
 REPLY_PREFIX = "顾客回复："
+ASK_USER_CAPABILITY = "- 可以使用 ask_user 向顾客提问"  # the observation line while ask_user is offered
 # ``]`` followed (optionally after one separator) by another action: ``ask_user[a] ask_user[b]``.
 _CHAINED = chained_actions(TOOL_NAMES)
 
@@ -37,7 +38,7 @@ def dialogue_lines(dialogue: Mapping[str, Any]) -> str:
     """The dialogue part of the observation text (appended after the page)."""
     asked, limit = dialogue.get("questions_asked", 0), dialogue.get("max_questions", 0)
     if dialogue.get("ask_user_available"):
-        return f"\n对话：\n- 可以使用 ask_user 向顾客提问（已提问 {asked}/{limit} 次）\n"
+        return f"\n对话：\n{ASK_USER_CAPABILITY}（已提问 {asked}/{limit} 次）\n"
     return f"\n对话：\n- 提问次数已用完（已提问 {asked}/{limit} 次）\n"
 
 

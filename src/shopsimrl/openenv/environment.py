@@ -68,9 +68,12 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, task_id: int | None = None,
         split: str | None = None, index: int | None = None, persona: bool | None = None,
-        interaction_mode: str = SINGLE_TURN, **kwargs: Any,
+        interaction_mode: str = SINGLE_TURN, shopper: str | None = None, **kwargs: Any,
     ) -> ShopSimObservation:
-        """Start ``task_id``, or the ``index``-th task of ``split`` (default split test, index ``seed`` or 0)."""
+        """Start ``task_id``, or the ``index``-th task of ``split`` (default split test, index ``seed`` or 0).
+
+        ``shopper="rule"`` starts a dialogue episode (issue 16; always ``multi_turn``): the observation carries
+        ``shopper_opening`` instead of the instruction and ``ask_user`` is among the tools."""
         if task_id is None:
             ids = self.world.catalog.split(split or DEFAULT_SPLIT)
             position = index if index is not None else (seed or 0)
@@ -78,17 +81,23 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
                 raise OpenEnvUsageError(f"task index {position!r} is outside split {split or DEFAULT_SPLIT!r} "
                                         f"(0..{len(ids) - 1})")
             task_id = ids[position]
-        payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
-                                  session_id=episode_id)
+        if shopper is not None:  # implies multi_turn; an unknown shopper is ShopEnv's DialogueError
+            payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
+                                      session_id=episode_id, shopper=shopper)
+        else:
+            payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
+                                      session_id=episode_id)
+        interaction_mode = payload["interaction_mode"]
         self._state = ShopSimState(
             episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == PERSONA_MODE,
-            interaction_mode=interaction_mode, action_limit=EPISODE_LIMITS[interaction_mode], **version_strings(),
+            interaction_mode=interaction_mode, shopper=shopper, action_limit=EPISODE_LIMITS[interaction_mode],
+            **version_strings(),
         )
         state = payload["observation_state"]
         return ShopSimObservation(
             page_text=payload["observation"], observation_state=state, tools=tools_for_state(state),
             task_instruction=payload["task_instruction"], user_persona=payload["user_persona"] or None,
-            done=False, reward=0.0,
+            shopper_opening=payload.get("shopper_opening"), done=False, reward=0.0,
         )
 
     def step(self, action: ShopSimAction, timeout_s: float | None = None, **kwargs: Any) -> ShopSimObservation:
@@ -115,7 +124,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
             self._state.termination_reason = result.get("termination_reason")
         return ShopSimObservation(
             page_text=result["observation"], observation_state=state, tools=tools_for_state(state),
-            action_feedback=result.get("action_feedback"), done=done,
+            action_feedback=result.get("action_feedback"), shopper_reply=result.get("shopper_reply"), done=done,
             reward=float(result["reward"]) if done else 0.0,
             metadata=public_components(result.get("reward_detail") or {}) if done else {},
         )
@@ -128,7 +137,8 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
         versions = ", ".join(f"{k}={v}" for k, v in version_strings().items())
         return EnvironmentMetadata(
             name="shopsim", version=ENVIRONMENT_VERSION,
-            description=f"ShopSimRL: deterministic simulated shop; search and click to buy the right item ({versions})",
+            description=(f"ShopSimRL: deterministic simulated shop; search and click to buy the right item "
+                         f"(reset with shopper='rule' for dialogue mode: ask_user) ({versions})"),
         )
 
     # ------------------------------------------------------------------ task discovery (ids only)

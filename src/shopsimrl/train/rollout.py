@@ -28,9 +28,10 @@ from ..agent.runtime import AsyncEnv, EnvironmentFactory
 from ..agent.skills import Skill, render_skills
 from ..agent.turn import REPAIR, TERMINATE, decide_turn, observation_message
 from ..agent.validation import ModelOutput, interpret
-from ..contract import ACTION_LIMIT, GENERATION_LENGTH, SINGLE_TURN
+from ..contract import ACTION_LIMIT, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
+from ..dialogue import SHOPPER_NAMES
 from ..env.tools import tools_for_state
-from ..errors import ShopSimError
+from ..errors import DialogueError, ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .chat_template import (
     KNOWN_STOPS,
@@ -98,10 +99,31 @@ class RolloutContext:
         return (self.task_id, self.persona, self.prompt, self.interaction_mode,
                 tuple((s.skill_id, s.version, s.content_sha256) for s in self.skills), self.shopper)
 
+    @classmethod
+    def for_task(cls, task_id: int, shopper: str | None = None, **fields: Any) -> RolloutContext:
+        """The context of one task-source row: a shopper makes it a dialogue episode (``multi_turn``)."""
+        return cls(task_id, interaction_mode=MULTI_TURN if shopper else SINGLE_TURN, shopper=shopper or None,
+                   **fields)
+
+    @property
+    def turn_limit(self) -> int:
+        """The episode's own turn limit (30 single-turn, 40 in dialogue mode: questions count)."""
+        return EPISODE_LIMITS[self.interaction_mode]
+
+
+def parse_shopper(raw: Any) -> str | None:
+    """A task source's ``shopper`` field (dataset column, ``extra_info``, sample metadata): absent, None or ""
+    is a single-turn task; otherwise it must name a shopper (:data:`shopsimrl.dialogue.SHOPPER_NAMES`)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or raw not in SHOPPER_NAMES:
+        raise DialogueError(f"unknown shopper {raw!r} in a task row; choose one of {list(SHOPPER_NAMES)} or none")
+    return raw
+
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    max_steps: int = EPISODE_LIMITS[SINGLE_TURN]
+    max_steps: int | None = None  # None: the episode's own turn limit (30; 40 in dialogue mode)
     max_context_len: int | None = None  # a prompt longer than this ends the episode as generation_length
     keep_reasoning: bool = False  # echo parsed reasoning into the assistant history ("wire message")
     stop_texts: tuple[str, ...] | None = None  # stripped from the decoded text end; None: the tokenizer's eos
@@ -433,7 +455,8 @@ async def run_rollout(
         fixed_tools = episode_tools(dialogue=context.shopper is not None) if cfg.episode_tools else None
         turn_start: int | None = None  # append mode: where the last sampled turn's history messages begin
         last_stop: str | None = None
-        for step_index in range(1, cfg.max_steps + 1):
+        max_steps = cfg.max_steps if cfg.max_steps is not None else context.turn_limit
+        for step_index in range(1, max_steps + 1):
             stage = f"model_step_{step_index}"
             tools = tools_for_state(state)
             if not tools:
