@@ -14,6 +14,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import random
 from array import array
@@ -37,6 +38,8 @@ GENERATOR_VERSION = "shopsimrl-catalog-generator-v4.1"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
+LEAF_TYPICAL_ITEMS = 140
+"""The default catalog's mean leaf size (23,421 / 170); larger catalogs scale their leaf bounds by it."""
 BRANDS_PER_DOMAIN = 40
 MANIFEST_SUFFIX = ".manifest.json"
 REAL_PRODUCTS, REAL_TWO_AXIS, REAL_PERSONA = 23421, 695, 4526
@@ -134,19 +137,28 @@ def _choose_leaves(vocab: Vocabulary, config: GeneratorConfig, rng: random.Rando
 
 
 def _leaf_sizes(total: int, count: int, rng: random.Random) -> list[int]:
-    """Split ``total`` over ``count`` leaves, each within 60–200 when that is possible, else evenly."""
-    if not LEAF_MIN_ITEMS * count <= total <= LEAF_MAX_ITEMS * count:
+    """Split ``total`` over ``count`` leaves with the default catalog's spread (issue 14: at any size).
+
+    Up to 200 items a leaf: each leaf gets 60–200 (weights 0.45–1.55 around the mean), evenly when even 60
+    each is too many. Beyond that the same weights and bounds are scaled by ``mean / LEAF_TYPICAL_ITEMS``, so
+    a 50× catalog has leaves of ~3,000–10,000 products in the same proportions instead of equal leaves.
+    """
+    low, high = LEAF_MIN_ITEMS, LEAF_MAX_ITEMS
+    if total > high * count:
+        factor = total / count / LEAF_TYPICAL_ITEMS
+        low, high = math.floor(LEAF_MIN_ITEMS * factor), math.ceil(LEAF_MAX_ITEMS * factor)
+    if not low * count <= total <= high * count:
         base, extra = divmod(total, count)
         return [base + (1 if i < extra else 0) for i in range(count)]
     weights = [rng.uniform(0.45, 1.55) for _ in range(count)]
     scale = total / sum(weights)
-    sizes = [min(LEAF_MAX_ITEMS, max(LEAF_MIN_ITEMS, int(w * scale))) for w in weights]
+    sizes = [min(high, max(low, int(w * scale))) for w in weights]
     order = list(range(count))
     rng.shuffle(order)
     while (gap := total - sum(sizes)) != 0:
         step = 1 if gap > 0 else -1
         for i in order:
-            if sizes[i] + step < LEAF_MIN_ITEMS or sizes[i] + step > LEAF_MAX_ITEMS:
+            if sizes[i] + step < low or sizes[i] + step > high:
                 continue
             sizes[i] += step
             gap -= step
