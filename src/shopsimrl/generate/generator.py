@@ -228,6 +228,8 @@ class CatalogStream:
         self.leaf_sizes = {leaf.name: size for leaf, size in zip(leaves, sizes, strict=True)}
         self.user_task_counts: dict[str, int] = {}
         total = sum(sizes)
+        two_axis_count, persona_count = config.two_axis_products, config.persona_tasks
+        assert two_axis_count is not None and persona_count is not None  # filled in by __post_init__
         two_axis_leaf = [len(leaf.axes) >= 2 for leaf in leaves]
         eligible: list[int] = []
         slot = 0
@@ -235,15 +237,15 @@ class CatalogStream:
             if two_axis_leaf[li]:
                 eligible.extend(range(slot, slot + size))
             slot += size
-        if config.two_axis_products > len(eligible):
+        if two_axis_count > len(eligible):
             raise GeneratorConfigError(
-                f"--two-axis-products {config.two_axis_products} is more than the {len(eligible)} products of leaves "
+                f"--two-axis-products {two_axis_count} is more than the {len(eligible)} products of leaves "
                 "with two option axes at this --products"
             )
-        self.two_axis = two_axis = set(pick_many(master, eligible, config.two_axis_products))
+        self.two_axis = two_axis = set(pick_many(master, eligible, two_axis_count))
         del eligible
         kept = [i for i in range(total) if i not in two_axis]
-        persona = pick_many(master, kept, config.persona_tasks)
+        persona = pick_many(master, kept, persona_count)
         del kept
         order = list(range(total))
         master.shuffle(order)

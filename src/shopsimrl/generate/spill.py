@@ -17,7 +17,8 @@ import os
 import pickle
 import tempfile
 from array import array
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
 
 from .vocabulary import Vocabulary
 
@@ -84,9 +85,10 @@ class _Pickler(pickle.Pickler):
                 return object.__reduce_ex__(obj, pickle.HIGHEST_PROTOCOL)
             return _shared, (token, position)
 
-        self.dispatch_table = copyreg.dispatch_table.copy()
+        table: dict[type, Callable[[Any], Any]] = dict(copyreg.dispatch_table)
         for kind in {type(obj) for obj in _SHARED[token]}:
-            self.dispatch_table[kind] = reduce
+            table[kind] = reduce
+        self.dispatch_table = table
 
 
 class SpillStore(Generic[T]):
