@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..contract import ASK_USER_TOOL, action_argument
 from ..env.fuzzy import token_set_ratio
 from ..errors import ReplayError, ReplayNotFoundError
 
@@ -68,15 +69,10 @@ def _sort_key(record: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-ASK_PREFIX = "ask_user["
-
-
 def _ask_question(step: dict[str, Any]) -> str | None:
     """The question of an ``ask_user`` step, from its canonical action (``ask_user[QUESTION]``)."""
     action = step.get("action")
-    if isinstance(action, str) and action[: len(ASK_PREFIX)].casefold() == ASK_PREFIX and action.endswith("]"):
-        return action[len(ASK_PREFIX):-1]
-    return None
+    return action_argument(action, ASK_USER_TOOL) if isinstance(action, str) else None
 
 
 def dialogue_view(record: dict[str, Any]) -> dict[str, Any] | None:
