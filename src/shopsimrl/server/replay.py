@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..contract import ASK_USER_TOOL, action_argument
+from ..contract import ASK_USER_TOOL, action_argument, format_action
 from ..env.fuzzy import token_set_ratio
 from ..errors import ReplayError, ReplayNotFoundError
 
@@ -72,7 +72,11 @@ def _sort_key(record: dict[str, Any]) -> tuple[Any, ...]:
 def _ask_question(step: dict[str, Any]) -> str | None:
     """The question of an ``ask_user`` step, from its canonical action (``ask_user[QUESTION]``)."""
     action = step.get("action")
-    return action_argument(action, ASK_USER_TOOL) if isinstance(action, str) else None
+    if not isinstance(action, str):
+        return None
+    if action == format_action(ASK_USER_TOOL, ""):
+        return ""  # an empty question (refused by the environment) is still a turn of the dialogue
+    return action_argument(action, ASK_USER_TOOL)
 
 
 def dialogue_view(record: dict[str, Any]) -> dict[str, Any] | None:
