@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..contract import ASK_USER_TOOL, action_argument, format_action
+from ..contract import ASK_USER_TOOL
 from ..env.fuzzy import token_set_ratio
 from ..errors import ReplayError, ReplayNotFoundError
 
@@ -74,9 +74,10 @@ def _ask_question(step: dict[str, Any]) -> str | None:
     action = step.get("action")
     if not isinstance(action, str):
         return None
-    if action == format_action(ASK_USER_TOOL, ""):
-        return ""  # an empty question (refused by the environment) is still a turn of the dialogue
-    return action_argument(action, ASK_USER_TOOL)
+    tool, bracket, rest = action.partition("[")
+    if bracket and tool.casefold() == ASK_USER_TOOL and rest.endswith("]"):  # the env reads tool names caselessly
+        return rest[:-1]  # an empty question (refused by the environment) is still a turn of the dialogue
+    return None
 
 
 def dialogue_view(record: dict[str, Any]) -> dict[str, Any] | None:
