@@ -32,6 +32,7 @@ from shopsimrl.errors import (
     EpisodeTerminatedError,
     InvalidActionError,
     InvalidRequestError,
+    InvalidTaskIdError,
     LeaseError,
     NoActiveEpisodeError,
     PersonaUnavailableError,
@@ -215,7 +216,7 @@ Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 # name -> (calls that must succeed, the bad call, the class all three paths raise)
 CASES: dict[str, tuple[list[Call], Call, type[ShopSimError]]] = {
     "unknown task": ([], ("reset", (UNKNOWN_TASK,), {}), UnknownTaskError),
-    "task id not an integer": ([], ("reset", ("7",), {}), InvalidRequestError),
+    "task id not an integer": ([], ("reset", ("7",), {}), InvalidTaskIdError),
     "persona on a standard task": ([], ("reset", (STANDARD_TASK,), {"persona": True}), PersonaUnavailableError),
     "unknown interaction mode": ([], ("reset", (PERSONA_TASK, None, "three_turn"), {}), InvalidRequestError),
     "unknown shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "robot"}), DialogueError),

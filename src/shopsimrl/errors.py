@@ -44,10 +44,6 @@ class UnknownTaskError(ShopSimError, KeyError):
         return str(self.args[0])
 
 
-class InvalidTaskIdError(ShopSimError, ValueError):
-    """A task id that is not an integer (a bool is not one either): the request is malformed."""
-
-
 class InvalidGoalError(ShopSimError, ValueError):
     """A goal that cannot be scored (missing or mistyped fields): it must never silently score partially."""
 
@@ -104,6 +100,10 @@ def shopper_stage(question_index: int) -> str:
 class InvalidRequestError(ShopSimError, ValueError):
     """A reset, step or terminate argument of the wrong type or outside its range (task id, interaction mode,
     termination reason, wait timeout, ...): the same class in process and behind the HTTP service."""
+
+
+class InvalidTaskIdError(InvalidRequestError):
+    """A task id that is not an integer (a bool is not one either): the request is malformed."""
 
 
 class InvalidActionError(InvalidRequestError):

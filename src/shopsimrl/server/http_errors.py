@@ -17,6 +17,7 @@ from ..errors import (
     EpisodeTerminatedError,
     InvalidActionError,
     InvalidRequestError,
+    InvalidTaskIdError,
     LeaseError,
     NoActiveEpisodeError,
     PersonaUnavailableError,
@@ -56,6 +57,7 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(EpisodeTerminatedError, 409, "episode_terminated"),
     ErrorRow(NoActiveEpisodeError, 409, "no_active_episode"),
     ErrorRow(InvalidRequestError, 400, "invalid_request"),
+    ErrorRow(InvalidTaskIdError, 400, "invalid_task_id"),
     ErrorRow(InvalidActionError, 400, "invalid_action"),
     ErrorRow(ResponseTooLong, 413, "response_too_long"),
     ErrorRow(ShopperCallError, 502, "shopper_call_failed"),  # the LLM shopper's endpoint (message: shopper_step_k)
