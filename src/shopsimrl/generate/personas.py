@@ -16,7 +16,7 @@ from typing import Any
 
 from .budgets import price_step, weighted_choice
 from .instructions import Requirements, join_attributes, option_phrase, tidy
-from .products import ProductDraft
+from .products import ProductDraft, plain_value
 from .rng import pick, pick_many
 from .vocabulary import Vocabulary
 
@@ -91,18 +91,21 @@ DESCRIBED_OPTION_SHARE = 0.5
 _DESCRIBED = {
     "low": ("{axis}要最小的那档", "要最便宜的那个{axis}", "{axis}选最低的那档就行"),
     "high": ("{axis}要最大的那档", "要最大的那个{axis}", "{axis}选最高的那档"),
+    "low2": ("{axis}要小一点的那个", "两个{axis}里选小的那个", "要便宜点的那个{axis}"),
+    "high2": ("{axis}要大一点的那个", "要大一点的那个{axis}", "两个{axis}里选大的那个"),
 }
 
 
 def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
     """The option as a shopper says it: on a priced amount axis, half the end values are described, not copied."""
     values = [entry["value"] for entry in draft.record["customization_options"].get(axis, [])]
-    if draft.price_axes and axis == draft.price_axes[0] and len(values) >= 3 and rng.random() < DESCRIBED_OPTION_SHARE:
+    if draft.price_axes and axis == draft.price_axes[0] and len(values) >= 2 and rng.random() < DESCRIBED_OPTION_SHARE:
         end = "low" if value == values[0] else "high" if value == values[-1] else ""
         prices = [entry.get("price") for entry in draft.record["customization_options"][axis]]
         if end and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
-            return pick(rng, _DESCRIBED[end]).format(axis=axis)
-    return option_phrase(axis, value, vocab, rng)
+            # v5: of two values, "the bigger one" (大一点的那个) names the gold exactly
+            return pick(rng, _DESCRIBED[end + ("2" if len(values) == 2 else "")]).format(axis=axis)
+    return option_phrase(axis, plain_value(draft, value), vocab, rng)
 
 
 def simple_text(
@@ -169,7 +172,8 @@ def build_persona(
             bucket.append(value)
 
     paraphrases = vocab.paraphrases["phrases"]
-    for axis, value in omitted:
+    for axis, seller in omitted:
+        value = plain_value(draft, seller) if axis else seller  # a shopper prefers 黑色, not 黑色【现货速发】
         facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
         said = paraphrases.get(value) if not axis else None
         if said and rng.random() < PARAPHRASE_EVIDENCE_SHARE:
