@@ -24,6 +24,9 @@ SIMPLE_MIN_CHARS = 15
 SIMPLE_MAX_CHARS = 40
 PARAPHRASE_EVIDENCE_SHARE = 0.5
 """v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
+IMPLIED_EVIDENCE_SHARE = 0.5
+"""v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
+them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
 OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
@@ -172,9 +175,17 @@ def build_persona(
             bucket.append(value)
 
     paraphrases = vocab.paraphrases["phrases"]
+    implied: dict[str, list[str]] = data["implied_cues"]
     for axis, seller in omitted:
         value = plain_value(draft, seller) if axis else seller  # a shopper prefers 黑色, not 黑色【现货速发】
         facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
+        cues = implied.get(value) if not axis else None
+        if cues and rng.random() < IMPLIED_EVIDENCE_SHARE:
+            cue = pick(rng, cues).format(noun=req.noun)
+            if not any(attribute in cue for attribute in leaf.all_attributes()):
+                searches.append(cue)
+                evidence.append(f"最近搜索“{cue}”暗示需要“{value}”")
+                continue
         said = paraphrases.get(value) if not axis else None
         if said and rng.random() < PARAPHRASE_EVIDENCE_SHARE:
             # v4.1: the only evidence is a paraphrase (用得久 for 耐用), never the attribute word itself
