@@ -24,7 +24,7 @@ SIMPLE_MIN_CHARS = 15
 SIMPLE_MAX_CHARS = 40
 PARAPHRASE_EVIDENCE_SHARE = 0.5
 """v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
-IMPLIED_EVIDENCE_SHARE = 0.5
+IMPLIED_EVIDENCE_SHARE = 0.65
 """v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
 them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
 OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))

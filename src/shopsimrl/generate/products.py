@@ -12,6 +12,7 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
@@ -139,8 +140,14 @@ def _quantity_prices(amounts: list[float], base: float, rng: random.Random) -> l
     return prices
 
 
-def _distinct(values: list[str]) -> bool:
+@lru_cache(maxsize=16384)
+def _distinct_tuple(values: tuple[str, ...]) -> bool:
     return all(token_set_ratio(a, b) <= SELLER_FUZZY_LIMIT for i, a in enumerate(values) for b in values[i + 1 :])
+
+
+def _distinct(values: list[str]) -> bool:
+    """No two values fuzzy-equal under the reward's matcher (memoised: leaves repeat the same value lists)."""
+    return _distinct_tuple(tuple(values))
 
 
 def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.Random) -> list[str]:

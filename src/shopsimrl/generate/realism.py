@@ -18,6 +18,9 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
   45+ 学生).
 - ``gold_brand_in_preference_share``: persona tasks whose 品牌偏好 names the gold product's brand.
 - ``mean_recent_search_chars``: mean length of a persona's recent search keyword.
+- ``option_copied_share``: goal option values (the exact SKU strings) of persona tasks that appear verbatim in
+  the short request (v5: seller strings such as ``5斤装【囤货装】`` are named by their plain word or described).
+- ``two_sentence_request_share``: short requests with a sentence break inside them (``……不太满意。想换……``).
 - ``omitted_without_verbatim_evidence_share``: requirements left out of a short request whose value appears
   nowhere in the public persona (v4.1: only a paraphrase of it does; v4: 0).
 """
@@ -100,7 +103,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
     search_lengths: list[int] = []
     skeletons: set[str] = set()
     openings: set[str] = set()
-    joiner = 0
+    joiner = two_sentence = copied = options = 0
     for record in persona_records:
         persona = record["user_persona"]
         brand = record["shop_name"]
@@ -109,6 +112,9 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         instruction = record["instructions"][0]
         simple = instruction.get("instruction_simple") or ""
         joiner += "，还要" in simple or ",还要" in simple
+        two_sentence += "。" in simple.rstrip("。")
+        options += len(instruction["instruction_options"])
+        copied += sum(value in simple for value in instruction["instruction_options"])
         words = [*instruction["attributes"], *instruction["instruction_options"], record["product_category"]]
         skeletons.add(_mask(simple, words))
         openings.add(_mask(simple, words)[:4])
@@ -131,6 +137,8 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "request_skeletons": float(len(skeletons)),
         "request_openings": float(len(openings)),
         "still_want_joiner_share": joiner / count,
+        "two_sentence_request_share": two_sentence / count,
+        "option_copied_share": copied / max(1, options),
         "persona_incoherent_share": incoherent / count,
         "gold_brand_in_preference_share": brand_hits / count,
         "mean_recent_search_chars": statistics.fmean(search_lengths) if search_lengths else 0.0,
