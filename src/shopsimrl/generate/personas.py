@@ -17,6 +17,7 @@ from typing import Any
 from .budgets import price_step, weighted_choice
 from .instructions import Requirements, join_attributes, option_phrase, tidy
 from .products import ProductDraft, plain_value
+from .realism import tag_clashes
 from .rng import pick, pick_many
 from .vocabulary import Vocabulary
 
@@ -231,7 +232,8 @@ def build_persona(
     viewed = names[:3]
     saved = names[3:4] if rng.random() < 0.5 else []
     price_tag = data["price_tags"]["low" if draft.gold_price < 100 else "mid" if draft.gold_price < 1000 else "high"]
-    tags = [*pick_many(rng, leaf.tags, min(len(leaf.tags), rng.randint(1, 2))), price_tag, *user.tags]
+    leaf_tags = [t for t in leaf.tags if t not in tag_clashes(str(user.demographics["性别"]), [t])]
+    tags = [*pick_many(rng, leaf_tags, min(len(leaf_tags), rng.randint(1, 2))), price_tag, *user.tags]
     brands = list(user.brand_noise)
     if rng.random() < float(data["brand_gold_share"]) and draft.brand.name not in brands:
         # v4: the user's brand is sometimes the one of the gold product (evidence that decides between siblings)

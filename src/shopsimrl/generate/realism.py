@@ -15,7 +15,7 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
 - ``request_openings``: distinct first four characters of those masked requests (the opening frame).
 - ``still_want_joiner_share``: short requests holding ``，还要`` (a joiner that cut noun phrases in v3).
 - ``persona_incoherent_share``: personas breaking a demographic rule (male 全职妈妈, under-35 退休人员,
-  45+ 学生).
+  45+ 学生; v5 also a tag against the gender: male 宝妈).
 - ``gold_brand_in_preference_share``: persona tasks whose 品牌偏好 names the gold product's brand.
 - ``mean_recent_search_chars``: mean length of a persona's recent search keyword.
 - ``option_copied_share``: goal option values (the exact SKU strings) of persona tasks that appear verbatim in
@@ -46,8 +46,14 @@ def amount_of(value: str) -> float | None:
     return float(match.group()) if match else None
 
 
-def rule_violations(demographics: dict[str, Any]) -> list[str]:
-    """Demographic combinations a real user profile would not show."""
+def tag_clashes(gender: str, tags: Iterable[str]) -> list[str]:
+    """User tags that contradict the gender (v5: a 男 user tagged 宝妈 / 孕期准备, a 女 user tagged 宝爸)."""
+    marks = ("妈", "孕") if gender == "男" else ("爸",) if gender == "女" else ()
+    return [tag for tag in tags if any(mark in tag for mark in marks)]
+
+
+def rule_violations(demographics: dict[str, Any], tags: Iterable[str] = ()) -> list[str]:
+    """Demographic combinations (and, v5, user tags) a real user profile would not show."""
     age = str(demographics.get("年龄段", ""))
     job = str(demographics.get("职业", ""))
     gender = str(demographics.get("性别", ""))
@@ -58,6 +64,7 @@ def rule_violations(demographics: dict[str, Any]) -> list[str]:
         problems.append("retired under 35")
     if job == "学生" and age in ("45-54", "55+"):
         problems.append("student aged 45+")
+    problems.extend(f"tag {tag} for {gender}" for tag in tag_clashes(gender, tags))
     return problems
 
 
@@ -98,7 +105,10 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
                 if low_amount > 0 and high_amount >= 2 * low_amount and low_price > 0:
                     exponents.append(math.log(high_price / low_price) / math.log(high_amount / low_amount))
     persona_records = [r for r in records if r.get("user_persona")]
-    incoherent = sum(bool(rule_violations(r["user_persona"].get("人口属性", {}))) for r in persona_records)
+    incoherent = sum(
+        bool(rule_violations(r["user_persona"].get("人口属性", {}), r["user_persona"].get("用户标签", [])))
+        for r in persona_records
+    )
     brand_hits = 0
     search_lengths: list[int] = []
     skeletons: set[str] = set()
