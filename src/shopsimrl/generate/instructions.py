@@ -71,7 +71,7 @@ def join_attributes(attributes: tuple[str, ...] | list[str], vocab: Vocabulary, 
 def spoken_amount(value: str, vocab: Vocabulary, rng: random.Random) -> str:
     """``2个装`` → ``两个装`` in a controlled share: the request describes the option instead of copying it."""
     match = _COUNTED.match(value)
-    numbers = vocab.text["spoken_numbers"]
+    numbers: list[str] = vocab.text["spoken_numbers"]
     if match is None or not 1 <= int(match.group(1)) < len(numbers) or rng.random() >= SPOKEN_NUMBER_SHARE:
         return value
     return numbers[int(match.group(1))] + value[match.end() :]

@@ -298,7 +298,7 @@ def make_product(
             priced[axis.name] = prices
         shown = seller_values(axis.name, values, vocab, rng)
         spoken.update((seller, plain) for seller, plain in zip(shown, values, strict=True) if seller != plain)
-        entries = [{"value": value} for value in shown]
+        entries: list[dict[str, Any]] = [{"value": value} for value in shown]
         if axis.name in priced:
             for entry, price in zip(entries, priced[axis.name], strict=True):
                 entry["price"] = price
