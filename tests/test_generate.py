@@ -639,3 +639,19 @@ def test_leaves_use_their_own_classifiers(medium: GeneratedCatalog) -> None:
         item = _instruction(record)
         for noun, unit in wrong.items():
             assert f"一{unit}{noun}" not in item["instruction"] + (item["instruction_simple"] or "")
+
+
+def test_no_product_offers_an_option_that_contradicts_its_attributes(medium: GeneratedCatalog) -> None:
+    """v5: attribute–option exclusivity (a 前后双录 recorder sells no 单录款, a 蓝牙 mouse no 有线款)."""
+    from shopsimrl.generate.realism import realism_figures
+
+    conflicts = load_vocabulary().text["option_conflicts"]
+    checked = 0
+    for record in medium.records:
+        banned = {v for attribute in record["attribute"] for v in conflicts.get(attribute, ())}
+        if banned:
+            checked += 1
+            offered = [e["value"] for entries in record["customization_options"].values() for e in entries]
+            assert not banned & set(offered), record["asin"]
+    assert checked > 0
+    assert realism_figures(medium.records, medium.audits)["attribute_option_conflict_share"] == 0.0

@@ -285,8 +285,16 @@ def make_product(
     options: dict[str, list[dict[str, Any]]] = {}
     priced: dict[str, list[float]] = {}
     spoken: dict[str, str] = {}
+    conflicts: dict[str, list[str]] = vocab.text["option_conflicts"]
+    banned = {value for attribute in attributes for value in conflicts.get(attribute, ())}
     for axis in axes:
         values = _axis_values(axis, rng)
+        if banned & set(values):  # v5: no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
+            kept = [v for v in values if v not in banned]
+            spare = [v for v in axis.values if v not in banned and v not in kept]
+            topped = kept if len(kept) >= 2 else [v for v in axis.values if v in kept or v in spare[: 2 - len(kept)]]
+            # a two-axis product (raw archive only) keeps two values per axis, or cleaning would not exclude it
+            values = topped if len(topped) >= 2 or not two_axis else values
         if axis.name in price_axes:
             scale = base if axis.name == price_axes[0] else base * rng.uniform(0.05, 0.3)
             if _is_quantity(values):

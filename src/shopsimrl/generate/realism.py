@@ -20,6 +20,8 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
 - ``mean_recent_search_chars``: mean length of a persona's recent search keyword.
 - ``option_copied_share``: goal option values (the exact SKU strings) of persona tasks that appear verbatim in
   the short request (v5: seller strings such as ``5斤装【囤货装】`` are named by their plain word or described).
+- ``attribute_option_conflict_share``: products offering an option value that contradicts one of their attributes
+  (``option_conflicts`` in ``vocab/text.json``: 单录款 on a 前后双录 recorder).
 - ``two_sentence_request_share``: short requests with a sentence break inside them (``……不太满意。想换……``).
 - ``omitted_without_verbatim_evidence_share``: requirements left out of a short request whose value appears
   nowhere in the public persona (v4.1: only a paraphrase of it does; v4: 0).
@@ -44,6 +46,13 @@ def amount_of(value: str) -> float | None:
     """The first number in an option value (``5斤装`` → 5.0), or None."""
     match = _NUMBER.search(value)
     return float(match.group()) if match else None
+
+
+def _option_conflicts() -> dict[str, list[str]]:
+    from .vocabulary import load_vocabulary
+
+    table: dict[str, list[str]] = load_vocabulary().text["option_conflicts"]
+    return {attribute: values for attribute, values in table.items() if not attribute.startswith("_")}
 
 
 def tag_clashes(gender: str, tags: Iterable[str]) -> list[str]:
@@ -84,7 +93,12 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
     quantity_priced = quantity_flat = quantity_monotone = 0
     exponents: list[float] = []
     value_lengths: list[int] = []
+    conflicts = _option_conflicts()
+    conflicting = 0
     for record in records:
+        banned = {v for attribute in record["attribute"] for v in conflicts.get(attribute, ())}
+        offered = {e["value"] for entries in record["customization_options"].values() for e in entries}
+        conflicting += bool(banned & offered)
         for axis, entries in record["customization_options"].items():
             value_lengths.extend(len(entry["value"]) for entry in entries)
             prices = [entry.get("price") for entry in entries]
@@ -148,6 +162,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "request_openings": float(len(openings)),
         "still_want_joiner_share": joiner / count,
         "two_sentence_request_share": two_sentence / count,
+        "attribute_option_conflict_share": conflicting / max(1, len(records)),
         "option_copied_share": copied / max(1, options),
         "persona_incoherent_share": incoherent / count,
         "gold_brand_in_preference_share": brand_hits / count,
