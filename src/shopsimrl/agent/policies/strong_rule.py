@@ -1,7 +1,9 @@
 """The strong rule policy: the heuristic plus full knowledge of the generator's vocabulary (issue 15).
 
 It knows every leaf attribute, the paraphrase table (so 用得久 reads as 耐用), every option value, the budget
-parser and the persona's preferences and brands. It ranks candidates by the recovered attributes, prefers
+parser and the persona's preferences and brands; since v5 also the spoken counts (两个装 = 2个装) and the end-value
+descriptions (规格要大一点的那个 = the last value). It does not know the implied-cue table (晚上用不吵人的 for 静音):
+reading a situation is the inference the catalog asks of an agent. It ranks candidates by the recovered attributes, prefers
 the persona's brands, and passes over a product that lacks a requested option value or exceeds the budget.
 It is the upper bound a rule-writer with the generator's source reaches; the catalog must keep it ≤ 55%.
 """
