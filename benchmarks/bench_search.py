@@ -26,8 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.search import SearchIndex, build_search_index, search_tokens
-from shopsimrl.search.index import match_expression
+from shopsimrl.search import SearchIndex, build_search_index, match_expression, search_tokens
 
 DOMAINS = {
     "厨房电器": ["电饭煲", "电热水壶", "破壁机", "空气炸锅", "电磁炉"],

@@ -9,15 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shopsimrl.env.actions import (
-    ALREADY_SELECTED,
-    EMPTY_ARGUMENT,
     EXECUTED,
     INCOMPLETE_OPTIONS,
     INVALID_FORMAT,
     MULTIPLE_ACTIONS,
-    SEARCH_UNAVAILABLE,
-    UNAVAILABLE_ACTION,
-    Feedback,
     ParsedAction,
     extract_action,
     feedback,
@@ -173,60 +168,13 @@ def test_chained_actions_are_rejected(first: str, second: str, names: tuple[str,
 # ---------------------------------------------------------------- feedback
 
 
-def test_feedback_shapes() -> None:
-    a = "click[buy now]"
-    assert Feedback.default(a) == {"action": a, "valid": False, "reason": "invalid_format", "message": "动作格式无效"}
-    assert Feedback.search_executed("search[x]") == {
-        "action": "search[x]", "valid": True, "reason": EXECUTED, "message": "搜索已执行"
-    }
-    assert Feedback.click_executed(a)["message"] == "点击已执行"
-    assert Feedback.purchase_executed(a) == {"action": a, "valid": True, "reason": "executed", "message": "购买已执行"}
-    assert Feedback.empty_search("search[ ]") == {
-        "action": "search[ ]", "valid": False, "reason": EMPTY_ARGUMENT, "message": "search[...] 的关键词不能为空"
-    }
-    assert Feedback.empty_click("click")["message"] == "click[...] 的点击值不能为空"
-    assert Feedback.search_unavailable("search[x]") == {
-        "action": "search[x]", "valid": False, "reason": SEARCH_UNAVAILABLE, "message": "当前页面不提供搜索操作"
-    }
-    assert Feedback.already_selected("click[尺码=m]", "尺码=m") == {
-        "action": "click[尺码=m]", "valid": False, "reason": ALREADY_SELECTED, "message": "该规格已经选中：尺码=m"
-    }
-    assert Feedback.no_buy_button(a) == {
-        "action": a, "valid": False, "reason": UNAVAILABLE_ACTION, "message": "当前页面没有可用的购买按钮"
-    }
-    assert Feedback.unavailable_action("click[Buy Now]", "Buy Now") == {
-        "action": "click[Buy Now]", "valid": False, "reason": UNAVAILABLE_ACTION,
-        "message": "当前页面不存在可点击项：Buy Now",
-    }
-    assert Feedback.unknown_action_name("finish") == {
-        "action": "finish", "valid": False, "reason": INVALID_FORMAT,
-        "message": "动作必须使用 search[...] 或 click[...] 格式",
-    }
-
-
-def test_incomplete_options_feedback_carries_the_missing_axes() -> None:
+def test_feedback_copies_the_missing_axes() -> None:
     missing = ["颜色分类", "尺码"]
-    result = Feedback.incomplete_options("click[buy now]", missing)
-    assert result == {
-        "action": "click[buy now]",
-        "valid": False,
-        "reason": INCOMPLETE_OPTIONS,
-        "message": "购买前还需选择规格轴：颜色分类、尺码",
-        "missing_option_axes": ["颜色分类", "尺码"],
-    }
+    result = feedback("click[buy now]", False, INCOMPLETE_OPTIONS, "购买前还需选择规格轴：颜色分类、尺码",
+                      missing_option_axes=missing)
     assert list(result) == ["action", "valid", "reason", "message", "missing_option_axes"]
     missing.append("x")
     assert result["missing_option_axes"] == ["颜色分类", "尺码"]  # a copy, not the caller's list
-
-
-def test_parse_error_feedback_uses_the_parse_code_and_message() -> None:
-    parsed = parse_action("click[黑色], click[大号]")
-    assert Feedback.parse_error("click[黑色], click[大号]", parsed) == {
-        "action": "click[黑色], click[大号]",
-        "valid": False,
-        "reason": MULTIPLE_ACTIONS,
-        "message": "一次调用只能执行一个 search[...] 或 click[...] 动作",
-    }
 
 
 def test_plain_feedback_has_no_missing_axes_key_by_default() -> None:

@@ -225,7 +225,8 @@ def test_both_http_apis_take_a_shopper(world):
         assert body["interaction_mode"] == "multi_turn" and "shopper_slots" not in body
         step = http.post(f"/v1/sessions/{body['session_id']}/step", json={"action": "ask_user[预算是多少？]"}).json()
         assert step["shopper_reply"] and step["dialogue"]["questions_asked"] == 1
-        assert http.post("/v1/sessions", json={"task_id": task, "shopper": "llm"}).status_code == 422
+        assert http.post("/v1/sessions", json={"task_id": task, "shopper": "gpt"}).status_code == 422
+        assert http.post("/v1/sessions", json={"task_id": task, "shopper": "llm"}).status_code == 400  # no endpoint
         plain = http.post("/v1/sessions", json={"task_id": task}).json()
         assert "shopper" not in plain and plain["task_instruction"]
         http.post("/api/shop_agent", json={"action": "release_all"})

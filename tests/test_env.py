@@ -50,6 +50,37 @@ def test_reset_payload_shows_simple_task_and_public_persona(env):
     assert standard["task_mode"] == "standard" and standard["user_persona"] == {}
 
 
+def _feedback(action, valid, reason, message, **extra):
+    return {"action": action, "valid": valid, "reason": reason, "message": message, **extra}
+
+
+def test_every_step_outcome_has_its_exact_feedback(env):
+    """Each rule of docs/contract.md#step-checks, through the state machine, with its exact reason and message."""
+    env.reset(CART, persona=True)
+    outcomes = [
+        ("search[ ]", _feedback("search[ ]", False, "empty_argument", "search[...] 的关键词不能为空")),
+        ("finish", _feedback("finish", False, "invalid_format", "动作必须使用 search[...] 或 click[...] 格式")),
+        ("click[黑色], click[大号]", _feedback("click[黑色], click[大号]", False, "multiple_actions_not_allowed",
+                                          "一次调用只能执行一个 search[...] 或 click[...] 动作")),
+        ("click", _feedback("click", False, "empty_argument", "click[...] 的点击值不能为空")),
+        (f"search[{QUERY}]", _feedback(f"search[{QUERY}]", True, "executed", "搜索已执行")),
+        ("search[x]", _feedback("search[x]", False, "search_unavailable", "当前页面不提供搜索操作")),
+        ("click[Buy Now]", _feedback("click[Buy Now]", False, "unavailable_action", "当前页面不存在可点击项：Buy Now")),
+        ("click[824100258497]", _feedback("click[824100258497]", True, "executed", "点击已执行")),
+        ("click[buy now]", _feedback("click[buy now]", False, "incomplete_options", "购买前还需选择规格轴：颜色分类",
+                                     missing_option_axes=["颜色分类"])),
+        (f"click[{GOLD_OPTION}]", _feedback(f"click[{GOLD_OPTION}]", True, "executed", "点击已执行")),
+        (f"click[{GOLD_OPTION}]", _feedback(f"click[{GOLD_OPTION}]", False, "already_selected",
+                                            f"该规格已经选中：{GOLD_OPTION}")),
+        ("click[buy now]", _feedback("click[buy now]", True, "executed", "购买已执行")),
+    ]
+    for action, expected in outcomes:
+        result = env.step(action)
+        assert result["action_feedback"] == expected, action
+        assert result["message"] == ("Continue interaction" if expected["valid"] else "Invalid action")
+    assert env.done
+
+
 def test_seed_worked_example_succeeds_in_four_steps(env):
     results = _play(env, [f"search[{QUERY}]", "click[824100258497]", f"click[{GOLD_OPTION}]", "click[buy now]"])
     search, product, option, buy = results

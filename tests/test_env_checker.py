@@ -30,8 +30,6 @@ OPTION = "颜色分类=三锅小吃车煮面炉＋关东煮＋油炸"
 # Rules a path does not keep today (found by this checker), with the reason; the next phase removes them.
 _HTTP_GAPS = {
     "results-not-shared": "the clients' observation_state() returns the dict of the last result itself",
-    "step-after-end-typed": "the clients raise ServiceError(409), not EpisodeTerminatedError",
-    "unknown-task-typed": "the clients raise ServiceError(404), not UnknownTaskError",
 }
 KNOWN_GAPS: dict[str, dict[str, str]] = {
     "ShopEnv": {},
@@ -257,9 +255,19 @@ def test_terminated_episode_differs_only_in_the_terminate_message(world, base_ur
     _same_everywhere(paths)
 
 
-@pytest.mark.xfail(strict=True, reason="path difference: only the HTTP layer takes the action out of model text "
-                                      "('Thought: …\\nAction: …'); in process the same text is an invalid_format "
-                                      "step (issue 12 item 1: one extraction, on every path or on none)")
+# Model text is read by the session's ``step`` (docs/contract.md#model-text), so every path reads it alike: the
+# reference API's behaviour (its HTTP layer reads model text), now also in process.
+MODEL_TEXT = [("reset", PERSONA_TASK), ("step", f"Thought: 先搜索。\nAction: search[{QUERY}]"),
+              ("step", "Thought: 想一想\\nAction: click[824100258497]"),  # a literal backslash-n, as a model may write
+              ("step", "Action: click[< prev]\nAction: click[back to search]"),  # two actions: rejected
+              ("step", "  click[back to search]  ")]
+
+
 def test_model_text_is_read_the_same_on_every_path(world, base_url):
-    _same_everywhere(_paths(world, base_url, [("reset", PERSONA_TASK),
-                                              ("step", f"Thought: 先搜索。\nAction: search[{QUERY}]")]))
+    paths = _paths(world, base_url, MODEL_TEXT)
+    feedback = [result["action_feedback"] for result in paths["ShopEnv"][1:]]
+    assert [(f["action"], f["reason"]) for f in feedback] == [
+        (f"search[{QUERY}]", "executed"), ("click[824100258497]", "executed"),
+        ("Action: click[< prev]\nAction: click[back to search]", "multiple_actions_not_allowed"),
+        ("click[back to search]", "executed")]
+    _same_everywhere(paths)

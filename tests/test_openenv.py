@@ -22,8 +22,9 @@ from live_server import serve  # noqa: E402
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel, policy_action  # noqa: E402
 from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.agent.prompt import first_user_message, system_message  # noqa: E402
-from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment  # noqa: E402
-from shopsimrl.env.shop_env import ShopWorld  # noqa: E402
+from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig  # noqa: E402
+from shopsimrl.env.shop_env import ShopEnv, ShopWorld  # noqa: E402
+from shopsimrl.errors import InvalidRequestError, NoActiveEpisodeError, UnknownTaskError  # noqa: E402
 from shopsimrl.openenv import (  # noqa: E402
     ShopSimAction,
     ShopSimClient,
@@ -73,18 +74,22 @@ def assert_no_goal(payload, world, task_id):
 
 
 def messages_for(observation):
+    visible = observation.shopper_opening if observation.shopper_opening is not None else observation.task_instruction
     return [
         {"role": "system", "content": system_message(observation.user_persona or {})},
-        {"role": "user", "content": first_user_message(observation.task_instruction or "", observation.page_text)},
+        {"role": "user", "content": first_user_message(visible or "", observation.page_text)},
     ]
 
 
-async def drive(client, policy, task_id, *, payloads=None):
+async def drive(client, policy, task_id, *, payloads=None, shopper=None, messages=None):
     """One episode of a built-in policy over the OpenEnv WebSocket, the conversation built as the runtime does."""
-    result = await client.reset(task_id=task_id)
+    result = await (client.reset(task_id=task_id, shopper=shopper) if shopper else client.reset(task_id=task_id))
     observation = result.observation
-    messages = messages_for(observation)
-    for step in range(EPISODE_LIMITS["single_turn"]):
+    if payloads is not None:
+        payloads.append(observation.model_dump())
+    messages = messages if messages is not None else []
+    messages.extend(messages_for(observation))
+    for step in range(EPISODE_LIMITS["multi_turn" if shopper else "single_turn"]):
         action = policy_action(policy, messages, observation.tools, seed=step, task_id=task_id)
         call_id = f"call_{step}"
         messages.append({"role": "assistant", "content": None, "tool_calls": [{
@@ -100,8 +105,9 @@ async def drive(client, policy, task_id, *, payloads=None):
     return result
 
 
-def in_process(world, policy_name, task_id):
-    runtime = AgentRuntime(BuiltinPolicyModel.named(policy_name, world), InProcessEnvironment(world))
+def in_process(world, policy_name, task_id, shopper=None):
+    config = RuntimeConfig(max_steps=40, interaction_mode="multi_turn", shopper=shopper) if shopper else None
+    runtime = AgentRuntime(BuiltinPolicyModel.named(policy_name, world), InProcessEnvironment(world), config=config)
     return asyncio.run(runtime.run(EpisodeJob(task_id=task_id)))
 
 
@@ -121,6 +127,7 @@ def test_websocket_episode_to_a_purchase_with_the_right_reward(world, url):
     assert set(final.observation.metadata) <= {"r_loose", "r_strict", "r_success", "r_type", "r_att", "r_option",
                                                "r_price", "target_asin_match", "price_verifiable"}
     assert all(p["reward"] == 0.0 for p in payloads[:-1]) and all(not p["metadata"] for p in payloads[:-1])
+    assert all(p["shopper_opening"] is None and p["shopper_reply"] is None for p in payloads)
     assert state.done and state.termination_reason == "purchase" and state.task_id == task_id
     assert state.environment_version == ENVIRONMENT_VERSION and state.action_limit == 30
     for payload in [*payloads, state.model_dump()]:
@@ -211,17 +218,25 @@ def test_reset_by_split_and_index_and_errors(world, url):
     env = ShopSimEnvironment(world)
     with pytest.raises(OpenEnvUsageError):
         env.reset(split="val", index=len(ids))
-    with pytest.raises(OpenEnvUsageError):
-        env.step(ShopSimAction(tool="search", arguments={"query": "x"}))
-    with pytest.raises(ValueError):  # pydantic: only the two tools exist
+    with pytest.raises(NoActiveEpisodeError, match=r"^no active episode: call reset\(task_id\) first$"):
+        env.step(ShopSimAction(tool="search", arguments={"query": "x"}))  # ShopEnv's error and message
+    with pytest.raises(UnknownTaskError) as caught:  # ShopEnv's errors pass through the adapter unchanged
+        env.reset(task_id=10**9)
+    with pytest.raises(UnknownTaskError) as direct:
+        ShopEnv(world).reset(10**9)
+    assert str(caught.value) == str(direct.value)
+    with pytest.raises(InvalidRequestError, match="unsupported interaction_mode"):
+        env.reset(task_id=ids[0], interaction_mode="three_turn")
+    with pytest.raises(ValueError):  # pydantic: only the three tools exist
         ShopSimAction(tool="checkout", arguments={})
 
 
 def test_schema_endpoint_publishes_the_typed_models(url):
     schema = httpx.get(f"{url}/schema").json()
-    assert schema["action"]["properties"]["tool"]["enum"] == ["search", "click"]
-    assert {"page_text", "observation_state", "tools", "action_feedback", "task_instruction"} <= set(
-        schema["observation"]["properties"])
+    assert schema["action"]["properties"]["tool"]["enum"] == ["search", "click", "ask_user"]
+    assert {"page_text", "observation_state", "tools", "action_feedback", "task_instruction", "shopper_opening",
+            "shopper_reply"} <= set(schema["observation"]["properties"])
+    assert "shopper" in schema["state"]["properties"]
     state_fields = set(schema["state"]["properties"])
     assert {"task_id", "persona", "interaction_mode", "action_limit", "done", "termination_reason",
             "environment_version"} <= state_fields
@@ -329,3 +344,80 @@ def test_openenvs_mcp_harness_adapter_drives_an_episode_with_static_tools(world)
     result = MCPHarnessAdapter().run_white_box(model_step, session, HarnessRunLimits(max_turns=30))
     verdict = session.verify(result.messages)
     assert result.done and verdict.done and verdict.env_reward == expected > 0
+
+
+# --- dialogue mode (issue 16) -------------------------------------------------------------------------------
+
+def test_dialogue_episode_over_the_websocket_matches_the_runtime(world, url):
+    """``reset(shopper="rule")``: the opening instead of the instruction, ``ask_user`` among the tools, replies in
+    the observation, the same actions and reward as ``eval --shopper rule`` in process, no goal in any payload."""
+    tasks = list(world.catalog.split("test")) + list(world.catalog.split("val"))
+    policy = make_policy("dialogue-heuristic", world)
+
+    async def go(task_id):
+        payloads, messages = [], []
+        async with ShopSimClient(base_url=url) as client:
+            final = await drive(client, policy, task_id, payloads=payloads, shopper="rule", messages=messages)
+            return final, await client.state(), payloads, messages
+
+    for task_id in tasks:
+        final, state, payloads, messages = asyncio.run(go(task_id))
+        expected = in_process(world, "dialogue-heuristic", task_id, shopper="rule")
+        first = payloads[0]
+        reset = world.new_env().reset(task_id, shopper="rule")
+        assert first["task_instruction"] == "" and first["shopper_opening"] == reset["shopper_opening"]
+        assert messages[1] == expected["conversation"][1]  # the runtime's first user message: the opening
+        assert [t["function"]["name"] for t in first["tools"]] == ["search", "ask_user"]
+        answered = [p for p in payloads if p["shopper_reply"]]
+        asked = [s for s in expected["steps"] if s["action"].startswith("ask_user[")]
+        assert asked and len(answered) == len(asked)
+        assert all(p["action_feedback"]["reply"] == p["shopper_reply"] for p in answered)
+        assert all(p["observation_state"]["page_type"] == first["observation_state"]["page_type"]
+                   for p in payloads[: len(asked) + 1])  # the questions come first and never change the page
+        assert (final.reward or 0.0) == expected["final"]["reward"]
+        assert state.shopper == "rule" and state.interaction_mode == "multi_turn" and state.action_limit == 40
+        instruction = world.catalog.goal(task_id)["instruction_text"]
+        for payload in [*payloads[:-1], state.model_dump()]:
+            assert_no_goal(payload, world, task_id)
+            assert instruction not in json.dumps(payload, ensure_ascii=False)
+    with pytest.raises(ValueError, match="unknown shopper"):
+        ShopSimEnvironment(world).reset(task_id=tasks[0], shopper="nobody")
+
+
+def test_dialogue_through_openenvs_mcp_harness_adapter(world):
+    """The harness session in dialogue mode: the opening as first user message, ``ask_user`` as a static tool
+    (the environment's own schema), and OpenEnv's adapter driving the dialogue oracle to the gold purchase."""
+    from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
+    from openenv.core.llm_client import LLMResponse, ToolCall
+
+    from shopsimrl.agent.page_tools import page_tools
+    from shopsimrl.env.tools import tools_for_state
+
+    task_id = world.catalog.split("test")[0]
+    expected = in_process(world, "dialogue-oracle", task_id, shopper="rule")
+    oracle = make_policy("dialogue-oracle", world)
+    session = ShopSimSessionFactory(world, per_page_tools=False).create({"id": task_id, "shopper": "rule"})
+    assert session.initial_messages() == expected["conversation"][:2]
+    listed = session.list_tools()
+    assert [t.name for t in listed] == ["search", "click", "ask_user"]
+    ask = tools_for_state({"actions": [], "dialogue": {"ask_user_available": True}})[0]["function"]
+    assert listed[2].description == ask["description"] and listed[2].input_schema == ask["parameters"]
+    asked = []
+
+    def model_step(messages, tools, sampling):
+        wire = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                                  "parameters": t.input_schema}} for t in tools]
+        page = page_tools(messages, wire)
+        action = policy_action(oracle, messages, page, task_id=task_id)
+        asked.append(action.name)
+        call = ToolCall(id=f"c{len(messages)}", name=action.name, args=dict(action.arguments))
+        return ModelStepResult(response=LLMResponse(content="", tool_calls=[call]))
+
+    result = MCPHarnessAdapter().run_white_box(model_step, session, HarnessRunLimits(max_turns=40))
+    verdict = session.verify(result.messages)
+    assert "ask_user" in asked
+    assert result.done and verdict.done and verdict.env_reward == expected["final"]["reward"] == 1.0
+    per_page = ShopSimSessionFactory(world, shopper="rule").create(task_id)
+    assert [t.name for t in per_page.list_tools()] == ["search", "ask_user"]
+    reply = per_page.call_tool("ask_user", {"question": "你的预算是多少？"})
+    assert not reply.error and "顾客回复" in reply.data and per_page.observation.shopper_reply

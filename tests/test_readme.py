@@ -35,6 +35,8 @@ NOT_RUN = {
     "shopsimrl compare runs/heuristic-test runs/qwen3-test": "needs the model run above",
     "shopsimrl report runs/qwen3-test": "needs the model run above",
     "shopsimrl policy-server": "a server",
+    "shopsimrl eval --data data/default --shopper llm": "needs a shopper model endpoint",
+    "shopsimrl eval --data data/default --shopper rule --base-url": "needs the policy server above",
     "shopsimrl serve-openenv": "a server, in .venv-openenv (tests/test_openenv.py runs it)",
 }
 

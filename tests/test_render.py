@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env.actions import Feedback
+from shopsimrl.env.actions import feedback
 from shopsimrl.env.observation import (
     check_observation_state,
     home_state,
@@ -51,7 +51,7 @@ def product_example() -> dict[str, Any]:
         [],
         None,
         ["颜色分类=白色", "尺码=M", "尺码=L"],
-        Feedback.incomplete_options("click[buy now]", ["尺码"]),
+        feedback("click[buy now]", False, "incomplete_options", "购买前还需选择规格轴：尺码", missing_option_axes=["尺码"]),
     )
 
 
@@ -80,7 +80,7 @@ def test_product_golden() -> None:  # §10 case 32
 
 
 def test_terminal_golden() -> None:
-    text = render_observation(terminal_state(Feedback.purchase_executed("click[buy now]")))
+    text = render_observation(terminal_state(feedback("click[buy now]", True, "executed", "购买已执行")))
     assert text.encode() == (GOLDEN / "terminal.txt").read_bytes()
 
 
@@ -115,7 +115,7 @@ def test_search_label_is_never_an_action() -> None:
 
 
 def test_last_action_present_after_a_step() -> None:
-    last = Feedback.search_executed("search[x]")
+    last = feedback("search[x]", True, "executed", "搜索已执行")
     for state in (home_state(last), terminal_state(last)):
         assert list(state) == [*COMMON_KEYS, "last_action"]
         assert state["last_action"] is last
@@ -154,7 +154,7 @@ def test_empty_results_page() -> None:
 def test_product_state_keys_and_optional_fields() -> None:  # §10 case 27 shape
     summary = product_summary({"asin": "1", "title": "t", "shop_name": "s", "category": "c", "pricing": [1, 2],
                                "attribute": ["a"]}, rank=3)
-    last = Feedback.click_executed("click[颜色分类=黑色]")
+    last = feedback("click[颜色分类=黑色]", True, "executed", "点击已执行")
     state = product_state(summary, {"颜色分类": "黑色"}, {"颜色分类": ["黑色", "白色"], "尺码": ["m", "l"]}, ["尺码"],
                           False, [], None, ["back to search", "< prev"], last)
     assert list(state) == [*COMMON_KEYS, "last_action", "product", "selected_options", "available_options",
@@ -196,7 +196,7 @@ def test_product_page_complete_price_and_no_options() -> None:
     summary = product_summary({"asin": "000000000009", "title": "单品", "shop_name": "店", "category": "a›b",
                                "pricing": [29.9, 59.0], "attribute": ["一", "二"]})
     state = product_state(summary, {}, {}, [], True, [], 39.5, ["back to search", "< prev", "buy now"],
-                          Feedback.click_executed("click[000000000009]"))
+                          feedback("click[000000000009]", True, "executed", "点击已执行"))
     assert render_observation(state) == (
         "页面：商品详情\n商品：\n- 标题：单品\n- ASIN：000000000009\n- 价格：39.5\n- 品牌：店\n- 类别：a›b\n"
         "- 关键属性：一；二\n\n规格选择：\n- 此商品没有规格选项\n规格状态：已选择全部规格，可以购买\n\n"
@@ -226,7 +226,7 @@ def test_information_subpage_layout() -> None:
 def test_last_action_block_variants() -> None:
     silent = {"action": "x", "valid": True, "reason": "executed", "message": ""}
     assert render_observation(home_state(silent)) == "页面：搜索首页\n\n上次交互结果：\n- 结果：成功\n\n页面能力：\n- 支持商品搜索\n"
-    bad = Feedback.unavailable_action("click[Buy Now]", "Buy Now")
+    bad = feedback("click[Buy Now]", False, "unavailable_action", "当前页面不存在可点击项：Buy Now")
     assert "- 结果：无效\n- 说明：当前页面不存在可点击项：Buy Now\n- 原因代码：unavailable_action\n" in render_observation(
         terminal_state(bad)
     )

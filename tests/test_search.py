@@ -316,12 +316,9 @@ def test_expected_field_weights_are_checked(tmp_path):
 
 
 def test_opened_index_is_read_only(index):
-    connection = index._acquire()
-    try:
-        with pytest.raises(sqlite3.OperationalError):
-            connection.execute("DELETE FROM manifest")
-    finally:
-        index._release(connection)
+    # an internal on purpose: the pooled connections themselves
+    with index._pool.connection() as connection, pytest.raises(sqlite3.OperationalError):
+        connection.execute("DELETE FROM manifest")
 
 
 def test_cache_returns_exactly_the_uncached_results(index):

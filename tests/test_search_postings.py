@@ -1,4 +1,4 @@
-"""The exact in-memory ranking (``search.postings``) against SQLite FTS5 itself: byte-identical hits for random
+"""The exact in-memory ranking (``search._postings``) against SQLite FTS5 itself: byte-identical hits for random
 token mixes drawn from the catalog vocabulary, on a synthetic catalog with many ties and phrase tokens and on
 the default catalog when it is present; forcing SQLite; falling back when the open-time check fails."""
 
@@ -14,11 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.search import SearchIndex, build_search_index, search_tokens
-from shopsimrl.search import index as index_module
+from shopsimrl.search import BACKEND_ENV, SearchIndex, build_search_index, match_expression, search_tokens
+from shopsimrl.search._postings import Postings  # an internal on purpose: its ranking is what is tested
 from shopsimrl.search.documents import product_search_fields
-from shopsimrl.search.index import match_expression
-from shopsimrl.search.postings import Postings
 
 HAN = ["冰箱", "宿舍", "静音", "迷你", "耳机", "节能", "白色", "小熊", "单门", "数据线", "冰", "箱"]
 LATIN = ["usb-c", "usb", "c", "2.5l", "2", "5l", "a1", "pro", "x-2", "x", "1.2", "c-usb", "usb-c-2"]
@@ -134,11 +132,11 @@ def test_reference_row_order_index_uses_postings_with_asin_ties(tmp_path):
 def test_environment_variable_forces_sqlite(tmp_path, monkeypatch):
     path = tmp_path / "p.sqlite3"
     build_search_index(corpus(1, 20), path, product_data_sha256="x")
-    monkeypatch.setenv(index_module.BACKEND_ENV, "sqlite")
+    monkeypatch.setenv(BACKEND_ENV, "sqlite")
     forced = SearchIndex.open(path)
     assert forced.backend == "sqlite" and forced.postings is None and "forced" in forced.backend_reason
     assert SearchIndex.open(path, accelerate=True).backend == "postings"
-    monkeypatch.delenv(index_module.BACKEND_ENV)
+    monkeypatch.delenv(BACKEND_ENV)
     assert SearchIndex.open(path).backend == "postings"
     assert forced.search("冰箱 usb-c") == SearchIndex.open(path).search("冰箱 usb-c")
 

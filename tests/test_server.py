@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from live_server import DroppingProxy, serve
-from shopsimrl.env.actions import extract_action
 from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.errors import EpisodeTerminatedError
 from shopsimrl.server import AsyncShopClient, LeasePool, PoolTimeout, ServiceError, ShopClient, create_app
 from shopsimrl.server.leases import LeaseError
 
@@ -150,7 +150,7 @@ def test_sync_client_matches_in_process_env_and_releases(base_url, world):
         assert client.tools()[0]["function"]["name"] == "search"
         got += [client.step(a) for a in actions]
         assert client.done
-        with pytest.raises(ServiceError, match="HTTP 409"):
+        with pytest.raises(EpisodeTerminatedError, match="already terminated"):  # as ShopEnv, not a status
             client.step("click[buy now]")
     for remote, mine in zip(got, expected, strict=True):
         remote.pop("idx"), mine.pop("idx")
@@ -226,7 +226,7 @@ def test_64_concurrent_clients_match_in_process_replay(world):
                 reason = remote[len(expected)]["termination_reason"]
                 expected.append(local.terminate(reason))  # the in-process result is the reference's shape too
             else:
-                expected.append(local.step(extract_action(action)))
+                expected.append(local.step(action))  # ShopEnv reads model text as the service does
         assert len(remote) == len(expected)
         for index, (got, want) in enumerate(zip(remote, expected, strict=True)):
             got, want = dict(got), dict(want)
@@ -308,8 +308,9 @@ def test_client_retries_connection_errors_only_on_idempotent_calls(base_url):
         client = ShopClient(f"http://127.0.0.1:{proxy.port}")
         client.reset(0)
         proxy.drop(1)  # a step is not idempotent: one transport error surfaces at once
-        with pytest.raises(httpx.TransportError):
+        with pytest.raises(ServiceError, match="cannot reach the service") as caught:
             client.step(f"search[{QUERY}]")
+        assert caught.value.status == 0 and isinstance(caught.value.__cause__, httpx.TransportError)
         assert proxy.dropped == 1
         proxy.drop(2)  # a release is: it is retried past two dropped connections and succeeds
         client.close()
@@ -319,7 +320,7 @@ def test_client_retries_connection_errors_only_on_idempotent_calls(base_url):
         other = ShopClient(f"http://127.0.0.1:{proxy.port}")
         other.reset(0)
         proxy.drop(10)  # retries are bounded: three attempts, then the error
-        with pytest.raises(httpx.TransportError):
+        with pytest.raises(ServiceError, match="cannot reach the service"):
             other.release()
         assert proxy.dropped == 6
         proxy.drop(0)

@@ -13,6 +13,7 @@ import pytest
 from live_server import serve
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.server import ReplayError, RunsStore, create_app
+from shopsimrl.server.http_errors import status_of
 
 RUNS = Path(__file__).parent / "data" / "runs"
 RUN = "fixture-run"
@@ -152,7 +153,7 @@ def test_store_refuses_a_symlink_out_of_the_root(tmp_path):
     assert store.list_runs()["runs"] == []
     with pytest.raises(ReplayError) as info:
         store.run("escape")
-    assert info.value.status == 400
+    assert type(info.value) is ReplayError and status_of(info.value) == 400  # malformed, not "not found"
 
 
 def test_store_counts_broken_lines_and_keeps_the_last_record(tmp_path):
@@ -222,3 +223,80 @@ def test_v1_tasks_is_paginated(http):
     assert len(seen) == total == len(set(seen)) and seen == sorted(seen)
     assert http.get("/v1/tasks", params={"limit": 100_000}).status_code == 422
     assert len(http.get("/v1/tasks").json()["tasks"]) == min(total, 500)
+
+
+# ---------------------------------------------------------------- issue 16 item 7: dialogue episodes
+
+
+def _dialogue_trace() -> dict:
+    steps = [
+        {"step_index": 1, "action": "ask_user[预算？]", "dialogue": {"question": "预算？", "reply": "500元左右。", "valid": True},
+         "environment": {"action_feedback": {"valid": True}, "shopper_reply": "500元左右。"}},
+        {"step_index": 2, "action": None, "protocol_error": {"code": "invalid_tool_arguments"}, "environment": None},
+        {"step_index": 3, "action": "ASK_USER[]", "dialogue": {"question": "", "reply": None, "valid": False},
+         "environment": {"action_feedback": {"valid": False, "reason": "empty_argument"}, "shopper_reply": None}},
+        {"step_index": 4, "action": "search[冰箱]", "environment": {"action_feedback": {"valid": True}}},
+    ]
+    return {"episode_id": "e", "job": {"task_id": 3}, "status": "completed",
+            "reset": {"task_instruction": "", "shopper": "rule", "shopper_version": "v", "shopper_opening": "你好。"},
+            "steps": steps, "final": {"done": True},
+            "dialogue": {"shopper": "rule", "shopper_version": "v", "opening": "你好。", "transcript": [{"slots": ["budget"]}],
+                         "turns": [dict(s["dialogue"], step_index=s["step_index"]) for s in steps if "dialogue" in s]}}
+
+
+def test_dialogue_view_reads_the_trace_block_or_the_steps():
+    from shopsimrl.server.replay import dialogue_view, episode_summary
+
+    record = _dialogue_trace()
+    expected = {"shopper": "rule", "shopper_version": "v", "opening": "你好。", "turns": [
+        {"step_index": 1, "question": "预算？", "reply": "500元左右。", "valid": True},
+        {"step_index": 3, "question": "", "reply": None, "valid": False}]}
+    assert dialogue_view(record) == expected  # the private transcript is not part of it
+    failed = {**record, "dialogue": None, "status": "failed"}  # a failed episode has no block: read the steps
+    assert dialogue_view(failed) == expected
+    bare = {**failed, "steps": [{k: v for k, v in s.items() if k != "dialogue"} for s in record["steps"]]}
+    assert dialogue_view(bare) == expected  # older traces: the ask_user action and the shopper_reply
+    assert episode_summary(record)["questions"] == 2 and episode_summary(record)["shopper"] == "rule"
+    plain = {**bare, "reset": {"task_instruction": "买个冰箱"}}
+    assert dialogue_view(plain) is None and episode_summary(plain)["questions"] is None
+
+
+def test_the_episode_api_carries_the_dialogue_view(tmp_path):
+    run = tmp_path / "dlg"
+    run.mkdir()
+    (run / "traces.jsonl").write_text(json.dumps(_dialogue_trace(), ensure_ascii=False) + "\n", "utf-8")
+    store = RunsStore(tmp_path)
+    payload = store.episode("dlg", "e")
+    assert [turn["question"] for turn in payload["dialogue"]["turns"]] == ["预算？", ""]
+    assert "transcript" not in payload["dialogue"]
+    assert store.run("dlg")["episodes"][0]["questions"] == 2
+
+
+def test_dialogue_view_never_raises_on_malformed_traces():
+    """Trace files are input: any JSON shape gives a view or None, never an exception (hypothesis)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from shopsimrl.server.replay import dialogue_view, episode_summary
+
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
+                     st.sampled_from(["ask_user[预算？]", "ASK_USER[]", "ask_user[", "search[x]"]))
+    json_values = st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(["question", "reply", "valid", "step_index", "action", "dialogue", "turns",
+                                         "environment", "shopper_reply", "action_feedback", "shopper", "opening"]),
+                        inner, max_size=5)), max_leaves=20)
+    records = st.fixed_dictionaries({}, optional={
+        "episode_id": st.text(max_size=5), "dialogue": json_values, "reset": json_values, "steps": json_values,
+        "final": json_values, "job": json_values})
+
+    @settings(max_examples=300, deadline=None)
+    @given(record=records)
+    def check(record):
+        view = dialogue_view(record)
+        assert view is None or isinstance(view["turns"], list)
+        if view is not None:
+            assert all(set(turn) == {"step_index", "question", "reply", "valid"} for turn in view["turns"])
+        assert episode_summary(record)["questions"] == (None if view is None else len(view["turns"]))
+
+    check()

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shopsimrl.env.actions import extract_action
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.server import AsyncShopClient
 
@@ -96,7 +95,7 @@ def test_sessions_on_both_workers_match_in_process_replay(front, prepared_dir):
     for i, _, actions, remote in outcomes:
         local = world.new_env()
         expected = [local.reset(tasks[i % len(tasks)], persona=None if i % 2 == 0 else False)]
-        expected += [local.step(extract_action(action)) for action in actions]
+        expected += [local.step(action) for action in actions]  # model text is read alike on both
         for index, (got, want) in enumerate(zip(remote, expected, strict=True)):
             got, want = dict(got), dict(want)
             if index:

@@ -186,3 +186,48 @@ def test_without_slime_the_error_names_the_install(monkeypatch) -> None:
     adapter.configure(tokenizer=None)
     with pytest.raises(adapter.SlimeAdapterError, match="slime is not installed"):
         asyncio.run(adapter.generate(ARGS, _sample(0), dict(SAMPLING)))
+
+
+def test_dialogue_lines_play_the_shopper_and_never_train_on_its_replies(world: ShopWorld, monkeypatch) -> None:
+    """Dialogue mode (issue 16): ``task_lines(..., shopper="rule")`` puts the shopper in the sample metadata; the
+    episode is the runtime's dialogue episode (same actions, same reward), the first user message is the
+    shopper's opening, and every reply sits under loss mask 0 in the samples slime converts."""
+    from dialogue_support import check_split, opening, questions, reference, replies
+
+    slime.install(monkeypatch)
+    tokenizer = ToyChatTokenizer()
+    adapter.configure(tokenizer=lambda args: tokenizer,
+                      backend=lambda args, params: PolicyGenerate(tokenizer, make_policy("dialogue-heuristic", world)),
+                      environment=lambda args: InProcessEnvironment(world))
+    args = SimpleNamespace(**{**vars(ARGS), "shopsim_max_steps": None})  # the episode's own limit: 40
+    try:
+        lines = adapter.task_lines([0, 1], "train", shopper="rule")
+        assert [line["metadata"]["shopper"] for line in lines] == ["rule", "rule"]
+        assert "shopper" not in adapter.task_lines([0])[0]["metadata"]
+        with pytest.raises(adapter.SlimeAdapterError, match="unknown shopper"):
+            bad = Sample(group_index=0, index=9, prompt="0", metadata={"task_id": 0, "shopper": "oracle"})
+            asyncio.run(adapter.generate(args, bad, dict(SAMPLING)))
+        groups = []
+        for i, line in enumerate(lines):
+            sample = Sample(group_index=i, index=i, prompt=line["prompt"], metadata=dict(line["metadata"]))
+            out = asyncio.run(slime.generate_and_rm(args, sample, dict(SAMPLING), adapter.generate))
+            task = line["metadata"]["task_id"]
+            expected = reference(world, task, "dialogue-heuristic")
+            assert all(s.status is Sample.Status.COMPLETED and s.metadata["shopper"] == "rule" for s in out)
+            assert out[0].reward["reward"] == out[0].reward["r_strict"] == expected["final"]["reward"]
+            assert out[0].metadata["shopsim_steps"] == len(expected["steps"])
+            start, _, instruction = opening(world, task)
+            first_prompt = tokenizer.decode(out[0].tokens[: len(out[0].tokens) - out[0].response_length])
+            assert start in first_prompt and instruction not in first_prompt
+            trained = "".join(tokenizer.decode([t for t, m in zip(s.tokens[-s.response_length:], s.loss_mask,
+                                                                     strict=True) if m]) for s in out)
+            untrained = "".join(tokenizer.decode([t for t, m in zip(s.tokens[-s.response_length:], s.loss_mask,
+                                                                       strict=True) if not m]) for s in out)
+            check_split(trained, untrained, questions([s["action"] for s in expected["steps"]]),
+                        replies(expected["conversation"]))
+            groups.append([out])
+        flat = slime.flatten_rollout(groups)
+        data = slime.convert_samples_to_train_data(args, flat, adapter.normalize_grpo_by_prompt_and_rollout)
+        assert all(len(m) == n for m, n in zip(data["loss_masks"], data["response_lengths"], strict=True))
+    finally:
+        adapter.configure(tokenizer=None, backend=None, environment=None)

@@ -292,3 +292,18 @@ def test_the_trl_example_runs_its_cpu_check(prepared_dir: Path, tmp_path: Path) 
     assert module.main(["--cpu-check", "--data", str(prepared_dir), "--output-dir", str(tmp_path / "o")]) == 0
     args = module.parse_args(["--model", "m", "--vllm-url", "http://127.0.0.1:8000/v1"])  # the GPU command parses
     assert args.num_generations == 8 and args.temperature == 0.6 and args.max_new_tokens == 4096
+
+
+@pytest.mark.slow
+def test_the_trl_example_runs_its_cpu_check_in_dialogue_mode(prepared_dir: Path, tmp_path: Path) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "trl" / "train_grpo.py"
+    spec = importlib.util.spec_from_file_location("trl_example_dialogue", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--cpu-check", "--shopper", "rule", "--data", str(prepared_dir),
+                        "--output-dir", str(tmp_path / "o")]) == 0
+    assert module.parse_args(["--model", "m"]).max_turns is None  # each episode's own limit (30; 40 in dialogue)
+    with pytest.raises(SystemExit):
+        module.parse_args(["--shopper", "oracle"])

@@ -191,3 +191,33 @@ def test_the_response_budget_caps_max_tokens_and_the_response(model_dir, prepare
     assert out.non_tensor_batch["shopsim_status"][0] == "truncated"
     assert out.non_tensor_batch["shopsim_response_cut"][0] == 0
     assert out.batch["response_mask"][0].sum().item() == budget
+
+
+def test_dialogue_rows_play_the_shopper_and_mask_its_replies(model_dir, prepared_dir, tmp_path) -> None:
+    """Dialogue mode (issue 16): ``extra_info.shopper`` rows run through verl's own worker and postprocess; the
+    first user message is the shopper's opening, its replies are response tokens with mask 0, and the reward is
+    the runtime's for the same dialogue."""
+    from dialogue_support import check_split, opening, questions, reference, replies
+    from shopsimrl.env.shop_env import ShopWorld
+
+    dialogue = support.dialogue_scripts(prepared_dir)
+    assert len({s["user"] for s in dialogue.values()}) == len(TASKS)  # the server tells the tasks apart
+    worker = make_worker(model_dir, prepared_dir, tmp_path, dialogue, prompt_length=8192, response_length=8192)
+    out = run(worker, rows(*({"task_id": t, "shopper": "rule"} for t in TASKS), {"task_id": 0, "shopper": "x"}))
+    tok, world = worker.tokenizer, ShopWorld.from_data_dir(prepared_dir)
+    status = list(out.non_tensor_batch["shopsim_status"])
+    assert status == ["completed"] * len(TASKS) + [adapter.STATUS_INVALID_ROW]
+    assert "unknown shopper" in out.non_tensor_batch["shopsim_error"][len(TASKS)]
+    for i, task in enumerate(TASKS):
+        expected = reference(world, task, "dialogue-heuristic")
+        assert out.batch["rm_scores"][i].sum().item() == pytest.approx(expected["final"]["reward"])
+        start, _, instruction = opening(world, task)
+        prompt = tok.decode(out.batch["prompts"][i][out.batch["attention_mask"][i][:8192].bool()].tolist())
+        assert start in prompt and instruction not in prompt
+        response, mask = out.batch["responses"][i], out.batch["response_mask"][i].bool()
+        real = out.batch["attention_mask"][i][8192:].bool()
+        trained = tok.decode(response[mask].tolist(), skip_special_tokens=False)
+        untrained = tok.decode(response[real & ~mask].tolist(), skip_special_tokens=False)
+        check_split(trained, untrained, questions([s["action"] for s in expected["steps"]]),
+                    replies(expected["conversation"]))
+        assert torch.all(out.batch["rollout_log_probs"][i][~mask] == 0.0)

@@ -106,3 +106,67 @@ def test_no_goal_in_the_traces(world, vf_eval_run):
         goal = world.catalog.goal(task_id)
         if goal.get("user_persona") and goal["instruction_text"] != goal["instruction_simple"]:
             assert json.dumps(goal["instruction_text"], ensure_ascii=False)[1:-1] not in text
+
+
+# --- dialogue mode (issue 16) -------------------------------------------------------------------------------
+
+DIALOGUE_ROLLOUTS = 4
+
+
+def in_process_dialogue(world, task_ids):
+    from shopsimrl.agent.runtime import RuntimeConfig
+
+    runtime = AgentRuntime(BuiltinPolicyModel.named("dialogue-heuristic", world), InProcessEnvironment(world),
+                           config=RuntimeConfig(max_steps=40, interaction_mode="multi_turn", shopper="rule"))
+    return {t: asyncio.run(runtime.run(EpisodeJob(task_id=t))) for t in task_ids}
+
+
+def test_dialogue_taskset_carries_the_shoppers_opening(world, prepared_dir):
+    config = ShopSimTasksetConfig(id="shopsim-env", data=str(prepared_dir), split=SPLIT, shopper="rule")
+    tasks = list(ShopSimTaskset(config))
+    records = in_process_dialogue(world, [t.data.task_id for t in tasks[:4]])
+    for task in tasks[:4]:
+        conversation = records[task.data.task_id]["conversation"]
+        assert task.data.shopper == "rule" and task.key.endswith("-rule")
+        assert task.data.system_prompt == conversation[0]["content"]
+        assert task.data.prompt == conversation[1]["content"]  # the opening, never the instruction
+        assert world.catalog.goal(task.data.task_id)["instruction_text"] not in task.data.prompt
+
+
+@pytest.fixture(scope="module")
+def vf_eval_dialogue(world, prepared_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("vf-eval-dialogue")
+    with serve(create_policy_app(world, policy="dialogue-heuristic")) as url:
+        command = [
+            str(Path(sys.executable).parent / "vf-eval"), "shopsim-env",
+            "--env.taskset.data", str(prepared_dir), "--env.taskset.split", SPLIT,
+            "--env.taskset.shopper", "rule", "--env.agent.max-turns", "40",
+            "-m", "shopsim-dialogue-heuristic", "--client.base-url", f"{url}/v1",
+            "--client.api-key-var", "SHOPSIM_KEY", "-n", str(DIALOGUE_ROLLOUTS), "--no-push", "--no-rich",
+            "-o", str(out),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "SHOPSIM_KEY": "EMPTY"},
+                              timeout=600, cwd=out)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-6000:]
+    (traces,) = out.glob("*/traces.jsonl")
+    episodes = [json.loads(line) for line in traces.read_text().splitlines() if line.strip()]
+    return episodes, traces.read_text(), log
+
+
+def test_vf_eval_dialogue_asks_the_shopper_and_matches_in_process(world, vf_eval_dialogue):
+    episodes, text, log = vf_eval_dialogue
+    assert len(episodes) == DIALOGUE_ROLLOUTS, log[-3000:]
+    through = {}
+    for episode in episodes:
+        assert episode["ok"] and not episode["errors"], episode["errors"]
+        (trace,) = episode["traces"]
+        assert not trace["errors"] and trace["stop_condition"] == "episode_over"
+        assert sorted(tool["name"] for tool in trace["tools"]) == ["ask_user", "click", "search"]
+        through[trace["task"]["data"]["task_id"]] = trace["rewards"]["r_strict"]["score"]
+    records = in_process_dialogue(world, sorted(through))
+    assert through == {t: r["final"]["reward"] for t, r in records.items()}
+    asked = sum(1 for r in records.values() for s in r["steps"] if s["action"].startswith("ask_user["))
+    assert asked and text.count("顾客回复：") >= asked  # every question reached the shopper through the MCP tool
+    for task_id in through:
+        assert json.dumps(world.catalog.goal(task_id)["instruction_text"], ensure_ascii=False)[1:-1] not in text

@@ -17,6 +17,7 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.agent.runtime import InProcessEnvironment
 from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.train.chat_template import EPISODE_VALUE_DESCRIPTION
 from shopsimrl.train.rollout import RolloutConfig, RolloutContext, run_rollout
 from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer
 
@@ -38,18 +39,27 @@ def oracle_scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
     return _CACHE[key]
 
 
-def _oracle_scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
+def _oracle_scripts(prepared_dir: Path, policy: str = "oracle", shopper: str | None = None
+                    ) -> dict[int, dict[str, Any]]:
     world = ShopWorld.from_data_dir(prepared_dir)
     out = {}
     for task in TASKS:
         tokenizer = ToyChatTokenizer(tools_in_prompt=False)
-        generate = PolicyGenerate(tokenizer, make_policy("oracle", world))
-        trajectory = asyncio.run(run_rollout(RolloutContext(task), tokenizer, generate, InProcessEnvironment(world),
-                                             config=RolloutConfig(mode="append")))
+        generate = PolicyGenerate(tokenizer, make_policy(policy, world))
+        trajectory = asyncio.run(run_rollout(RolloutContext.for_task(task, shopper), tokenizer, generate,
+                                             InProcessEnvironment(world), config=RolloutConfig(mode="append")))
         assert trajectory.scored, trajectory.error
         out[task] = {"texts": [s["raw_output"] for s in trajectory.steps], "user": trajectory.messages[1]["content"],
                      "reward": trajectory.reward, "messages": trajectory.messages}
     return out
+
+
+def dialogue_scripts(prepared_dir: Path) -> dict[int, dict[str, Any]]:
+    """The same per task for dialogue episodes (issue 16): the dialogue heuristic against the rule shopper."""
+    key = ("dialogue", str(prepared_dir))
+    if key not in _CACHE:
+        _CACHE[key] = _oracle_scripts(prepared_dir, policy="dialogue-heuristic", shopper="rule")
+    return _CACHE[key]
 
 
 def tiny_model_dir(prepared_dir: Path, scripts: dict[int, dict[str, Any]], out: Path) -> Path:
@@ -68,8 +78,9 @@ def _tiny_model_dir(prepared_dir: Path, scripts: dict[int, dict[str, Any]], out:
     from shopsimrl.train.tiny_hf import build_tokenizer
 
     texts = [SYSTEM_PROMPT, gzip.decompress((prepared_dir / "products.json.gz").read_bytes()).decode("utf-8"),
-             tools.SEARCH_DESCRIPTION, tools.QUERY_DESCRIPTION, tools.CLICK_DESCRIPTION, tools.VALUE_DESCRIPTION]
-    for script in scripts.values():
+             tools.SEARCH_DESCRIPTION, tools.QUERY_DESCRIPTION, tools.CLICK_DESCRIPTION, tools.VALUE_DESCRIPTION,
+             tools.ASK_USER_DESCRIPTION, tools.QUESTION_DESCRIPTION, EPISODE_VALUE_DESCRIPTION]
+    for script in [*scripts.values(), *dialogue_scripts(prepared_dir).values()]:
         texts += [str(m.get("content") or "") for m in script["messages"]] + script["texts"]
     tokenizer = build_tokenizer(texts)
     tokenizer.save_pretrained(out)

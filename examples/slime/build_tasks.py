@@ -3,6 +3,7 @@
     python examples/slime/build_tasks.py --data data/default --out shop_tasks
 
 writes ``shop_tasks/train.jsonl`` (``--prompt-data``) and ``shop_tasks/val.jsonl`` (``--eval-prompt-data``).
+``--shopper rule`` adds ``metadata.shopper``: dialogue episodes (the agent asks the shopper, issue 16).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 
 from shopsimrl.catalog.store import Catalog
+from shopsimrl.dialogue import SHOPPER_NAMES
 from shopsimrl.train.slime import task_lines
 
 
@@ -20,13 +22,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", required=True, help="a prepared catalog directory (shopsimrl data build-default)")
     parser.add_argument("--out", default="shop_tasks", help="output directory")
     parser.add_argument("--limit", type=int, default=None, help="at most this many tasks per split")
+    parser.add_argument("--shopper", choices=SHOPPER_NAMES, default=None,
+                        help="dialogue mode: every task plays against this shopper (ask_user; instruction withheld)")
     args = parser.parse_args(argv)
     catalog = Catalog.from_data_dir(args.data)
     try:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         for split in ("train", "val"):
-            lines = task_lines(catalog.split(split)[: args.limit], split)
+            lines = task_lines(catalog.split(split)[: args.limit], split, shopper=args.shopper)
             path = out / f"{split}.jsonl"
             path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), "utf-8")
             print(f"{split}: {len(lines)} tasks -> {path}")

@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
+from shopsimrl.dialogue import SHOPPER_NAMES
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,7 +44,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-context", type=int, default=24576)
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--learning-rate", type=float, default=1e-6)
-    parser.add_argument("--max-turns", type=int, default=30, help="model turns per episode (action_limit)")
+    parser.add_argument("--max-turns", type=int, default=None,
+                        help="model turns per episode (action_limit; default 30, 40 with --shopper)")
+    parser.add_argument("--shopper", choices=SHOPPER_NAMES, default=None,
+                        help="dialogue mode: every task plays against this shopper (ask_user; instruction withheld)")
     parser.add_argument("--limit", type=int, help="use only the first N tasks of the split")
     parser.add_argument("--cpu-check", action="store_true", help="one step with a tiny model and scripted generate")
     return parser.parse_args(argv)
@@ -54,11 +59,11 @@ def build(args: argparse.Namespace) -> Any:
 
     from shopsimrl.agent.runtime import InProcessEnvironment, ServiceEnvironment
     from shopsimrl.env.shop_env import ShopWorld
-    from shopsimrl.train.trl import make_rollout_func, server_generate, shop_reward
+    from shopsimrl.train.trl import make_rollout_func, server_generate, shop_reward, task_prompts
 
     world = ShopWorld.from_data_dir(args.data)
     ids = world.catalog.split(args.split)[: args.limit]
-    dataset = datasets.Dataset.from_dict({"prompt": [str(t) for t in ids]})
+    dataset = datasets.Dataset.from_dict(task_prompts(ids, shopper=args.shopper))  # "17" or "17@rule"
     environment = ServiceEnvironment(args.env_url) if args.env_url else InProcessEnvironment(world)
     config = dict(output_dir=args.output_dir, num_generations=args.num_generations,
                   per_device_train_batch_size=args.per_device_batch, max_steps=args.max_steps,
@@ -99,6 +104,7 @@ def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
     from shopsimrl.agent.policies import make_policy
     from shopsimrl.agent.prompt import SYSTEM_PROMPT
+    from shopsimrl.train.chat_template import episode_tools
     from shopsimrl.train.rollout import TURN_MESSAGES
     from shopsimrl.train.scripted import TemplatePolicyGenerate
     from shopsimrl.train.tiny_hf import build_bpe_tokenizer
@@ -112,7 +118,7 @@ def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=65536,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None))
-    policies = [make_policy("heuristic", world), make_policy("random", world)]
+    policies = [make_policy("dialogue-heuristic" if args.shopper else "heuristic", world), make_policy("random", world)]
 
     class Scripted(TemplatePolicyGenerate):
         episodes: ClassVar[dict[int, int]] = {}
@@ -122,14 +128,16 @@ def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
             self.policy = policies[index % 2]
             return super().text_for()
 
-    return model, tokenizer, lambda trainer: Scripted(tokenizer, policies[0])
+    tools = episode_tools(dialogue=args.shopper is not None)
+    return model, tokenizer, lambda trainer: Scripted(tokenizer, policies[0], tools=tools)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.cpu_check:
         args.num_generations, args.per_device_batch, args.max_steps = 2, 4, 1
-        args.concurrency, args.max_new_tokens, args.max_turns = 4, 256, 4
+        args.concurrency, args.max_new_tokens = 4, 256
+        args.max_turns = args.max_turns or (12 if args.shopper else 4)
     trainer = build(args)
     trainer.train()
     print(f"done: {trainer.state.global_step} step(s); last log: {trainer.state.log_history[-1]}")

@@ -7,8 +7,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import ShopSimError
+
+if TYPE_CHECKING:
+    from .server.guard import Guard
 
 
 def _print_json(payload: object) -> None:
@@ -196,7 +200,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_stats(stats: dict) -> None:
+def _print_stats(stats: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -242,6 +246,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise ShopSimError("--workers must be at least 1")
     guard = _serve_guard(args)
+    from .dialogue.llm_shopper import ShopperEndpoint, shopper_settings_from_args
+
+    shopper = shopper_settings_from_args(args)  # shopper "llm" on both APIs (None: refused with a 400)
     _check_data(args.data)
     _check_port_free(args.host, args.port)
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
@@ -251,12 +258,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         serve_workers(data=args.data, host=args.host, port=args.port, slots=args.slots, workers=args.workers,
                       idle_timeout=args.idle_timeout or None, wait_timeout=args.wait_timeout, runs=args.runs,
                       log_level=args.log_level, progress=_progress, guard=guard,
-                      max_response_chars=args.max_response_chars, header_timeout=args.header_timeout)
+                      max_response_chars=args.max_response_chars, header_timeout=args.header_timeout,
+                      shopper=shopper)
         return 0
     world = ShopWorld.from_data_dir(args.data)
     app = create_app(
         world, slots=args.slots, idle_timeout=args.idle_timeout or None, reset_wait_timeout=args.wait_timeout,
         runs_dir=args.runs, guard=guard, max_response_chars=args.max_response_chars,
+        llm_shopper=ShopperEndpoint(shopper) if shopper is not None else None,
     )
     base = f"http://{args.host}:{args.port}"
     _progress(f"serving {len(world.catalog.goals)} tasks on {base}/api/shop_agent ({args.slots} slots)")
@@ -267,7 +276,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_guard(args: argparse.Namespace):
+def _serve_guard(args: argparse.Namespace) -> Guard:
     """The admission rules from the command line; a non-loopback bind needs an API key or ``--insecure``."""
     import os
 
@@ -372,6 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="require Authorization: Bearer <key>, the key read from environment variable VAR")
     limits.add_argument("--insecure", action="store_true",
                         help="allow a non-loopback --host without --api-key-env")
+    from .dialogue.llm_shopper import add_shopper_arguments
+
+    add_shopper_arguments(serve.add_argument_group("LLM shopper (dialogue mode, shopper \"llm\")"), cache=True)
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")

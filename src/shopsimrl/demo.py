@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalog.prepare import PrepareOptions, prepare_dataset
+from .contract import BUY_NOW, CLICK_TOOL, SEARCH_TOOL, format_action
 from .env.shop_env import ShopEnv
 
 DEMO_ASIN = "824100258497"
@@ -35,7 +36,8 @@ def run_demo(
     echo(f"任务 {task_id}：{reset['task_instruction']}\n")
     echo(reset["observation"])
     result: dict[str, Any] = {}
-    for action in (f"search[{DEMO_QUERY}]", f"click[{DEMO_ASIN}]", f"click[{DEMO_OPTION}]", "click[buy now]"):
+    for action in (format_action(SEARCH_TOOL, DEMO_QUERY), *(format_action(CLICK_TOOL, value)
+                                                           for value in (DEMO_ASIN, DEMO_OPTION, BUY_NOW))):
         result = env.step(action)
         echo(f">>> {action}\n")
         echo(result["observation"])

@@ -44,6 +44,10 @@ class UnknownTaskError(ShopSimError, KeyError):
         return str(self.args[0])
 
 
+class InvalidTaskIdError(ShopSimError, ValueError):
+    """A task id that is not an integer (a bool is not one either): the request is malformed."""
+
+
 class InvalidGoalError(ShopSimError, ValueError):
     """A goal that cannot be scored (missing or mistyped fields): it must never silently score partially."""
 
@@ -74,3 +78,78 @@ class PersonaUnavailableError(ShopSimError, ValueError):
 
 class DialogueError(ShopSimError, ValueError):
     """A dialogue-mode request that cannot be served (unknown or unavailable shopper, bad shopper settings)."""
+
+
+class ShopperCallError(ShopSimError):
+    """The LLM shopper's endpoint failed to answer question ``question_index`` (0: the opening).
+
+    The episode fails technically at stage ``shopper_step_<k>``; no reply is ever made up in its place.
+    """
+
+    def __init__(self, question_index: int, message: str) -> None:
+        super().__init__(f"shopper call failed at {shopper_stage(question_index)}: {message}")
+        self.question_index = question_index
+
+    @property
+    def stage(self) -> str:
+        return shopper_stage(self.question_index)
+
+
+def shopper_stage(question_index: int) -> str:
+    """The runtime stage of a failed shopper call: ``shopper_step_0`` is the opening, ``k`` the k-th question."""
+    return f"shopper_step_{question_index}"
+
+
+# ---------------------------------------------------------------- requests to an environment (any path)
+class InvalidRequestError(ShopSimError, ValueError):
+    """A reset, step or terminate argument of the wrong type or outside its range (task id, interaction mode,
+    termination reason, wait timeout, ...): the same class in process and behind the HTTP service."""
+
+
+class InvalidActionError(InvalidRequestError):
+    """A step action that is not text at all (a canonical action string or model text is required); a string
+    that does not parse is not an error but an ``action_feedback`` with an error code."""
+
+
+class ResponseTooLong(InvalidActionError):
+    """A step's ``response``/``action`` text longer than the server's ``--max-response-chars`` limit."""
+
+
+class NoActiveEpisodeError(ShopSimError, RuntimeError):
+    """A call that needs an episode (step, terminate, tools, observation_state) before the first reset."""
+
+
+# ---------------------------------------------------------------- the service's leased slots
+class LeaseError(ShopSimError):
+    """A stale, unknown or mismatched lease (released, reclaimed when idle, or never issued)."""
+
+
+class SessionNotFound(LeaseError):
+    """No live session has this id (the ``/v1`` API names a session by its lease id: the resource is gone)."""
+
+
+class PoolTimeout(ShopSimError):
+    """No slot became free within the reset's wait timeout."""
+
+
+class WorkerUnavailableError(ShopSimError):
+    """The front process of ``serve --workers`` could not get an answer from a worker process."""
+
+
+class ReplayError(ShopSimError):
+    """A replay request that cannot be served because it is malformed (bad run name, file too large, ...)."""
+
+
+class ReplayNotFoundError(ReplayError):
+    """A replay request for a run or an episode that does not exist."""
+
+
+class ServiceError(ShopSimError):
+    """A failure of the HTTP transport, not of the request: no connection, a 5xx answer, a body that is not the
+    service's JSON, or an error code this client does not know. ``status`` is the HTTP status (0: no answer),
+    ``code`` the service's error code when it sent one."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(f"HTTP {status}: {message}" if status else message)
+        self.status = status
+        self.code = code

@@ -4,6 +4,8 @@ They travel in manifests, reset payloads and reward details so that traces and
 checkpoints made on the reference environment can be matched with this one.
 """
 
+from .contract import MULTI_TURN, SINGLE_TURN
+
 ENVIRONMENT_VERSION = "shopsimulator-paper-aligned-v8"
 TOOL_VERSION = "shopping-tools-paper-v4"
 CATALOG_FILTER_VERSION = "single-price-axis-v1"
@@ -39,7 +41,7 @@ REPORTED_METRICS = (
 
 SEARCH_TOP_K = 150
 PAGE_SIZE = 20
-EPISODE_LIMITS = {"single_turn": 30, "multi_turn": 40}
+EPISODE_LIMITS = {SINGLE_TURN: 30, MULTI_TURN: 40}
 
 # Dialogue mode (issue 16): the ``dialogue`` block of observation_state, the ``ask_user`` tool, the rule shopper.
 DIALOGUE_OBSERVATION_VERSION = "shopsimrl-dialogue-observation-v1"
@@ -47,3 +49,4 @@ DIALOGUE_TOOL_VERSION = "shopsimrl-dialogue-tools-v1"
 RULE_SHOPPER_VERSION = "shopsimrl-rule-shopper-v1"
 MAX_QUESTION_CHARS = 200
 DEFAULT_MAX_QUESTIONS = 10
+LLM_SHOPPER_VERSION = "shopsimrl-llm-shopper-v1"  # the LLM shopper's prompt and request protocol (dialogue/llm_shopper.py)

@@ -5,6 +5,10 @@ in a local subprocess runtime, no network notice added to the prompt, at most 30
 (``ShopSimHarness``: verifiers' plain chat loop with MCP tools). Tools come from the shared ``ShopSimToolset``.
 The rollout stops on a purchase and at 30 steps; the reward is ``r_strict`` (0 without a purchase) and every
 public component is a metric.
+
+Dialogue mode (issue 16): ``--env.taskset.shopper rule`` plays every task against the rule shopper: the prompt's
+task line is the shopper's opening (the instruction is withheld), the tool server adds ``ask_user``, and a rollout
+stops at 40 steps (questions count); give the agent the turns too (``--env.agent.max-turns 40``).
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ import verifiers.v1 as vf
 from verifiers.v1.harnesses.null.harness import NullHarness
 
 from shopsimrl.agent.prompt import first_user_message, system_message
+from shopsimrl.contract import PURCHASE, SINGLE_TURN
 from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.versions import EPISODE_LIMITS, REPORTED_METRICS
 
 from .toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
 
-MAX_STEPS = EPISODE_LIMITS["single_turn"]
+MAX_STEPS = EPISODE_LIMITS[SINGLE_TURN]
 
 
 class ShopSimTasksetConfig(vf.TasksetConfig):
@@ -32,38 +37,45 @@ class ShopSimTasksetConfig(vf.TasksetConfig):
     """Task split: train, val, test (and the persona splits of the catalog)."""
     persona: bool | None = None
     """None: each task in its own mode; True/False forces persona/standard."""
+    shopper: str | None = None
+    """Dialogue mode: ``rule`` plays every task against the rule shopper (``ask_user``; instruction withheld)."""
 
 
 class ShopSimData(vf.TaskData):
     task_id: int
     persona: bool = False
+    shopper: str | None = None
+    step_limit: int = MAX_STEPS  # the episode's own action limit: 30, or 40 in dialogue mode
 
 
 class ShopSimTask(vf.Task[ShopSimData, ShopSimState, vf.TaskConfig]):
     @property
     def key(self) -> str:
-        return f"shopsim-{self.data.task_id}-{'persona' if self.data.persona else 'standard'}"
+        dialogue = f"-{self.data.shopper}" if self.data.shopper else ""
+        return f"shopsim-{self.data.task_id}-{'persona' if self.data.persona else 'standard'}{dialogue}"
 
     async def setup(self, trace: vf.Trace, runtime: vf.Runtime) -> None:
         state = trace.state
         state.session = str(trace.id)
         state.task_id = self.data.task_id
         state.persona = self.data.persona
+        state.shopper = self.data.shopper
+        state.step_limit = self.data.step_limit
 
     @vf.stop
     async def episode_over(self, trace: vf.Trace) -> bool:
-        """A purchase (or the engine's 30-action limit) ends the episode; so do 30 steps."""
-        return trace.state.done or trace.state.steps >= MAX_STEPS
+        """A purchase (or the engine's action limit) ends the episode; so do 30 steps (40 in dialogue mode)."""
+        return trace.state.done or trace.state.steps >= trace.state.step_limit
 
     @vf.reward(weight=1.0)
     async def r_strict(self, trace: vf.Trace) -> float:
         state = trace.state
-        return float(state.reward) if state.termination_reason == "purchase" else 0.0
+        return float(state.reward) if state.termination_reason == PURCHASE else 0.0
 
     @vf.metric
     async def components(self, trace: vf.Trace) -> dict[str, float]:
         state = trace.state
-        purchased = state.termination_reason == "purchase"
+        purchased = state.termination_reason == PURCHASE
         out = {key: float(state.reward_detail.get(key) or 0.0) if purchased else 0.0
                for key in REPORTED_METRICS if key != "r_strict"}
         out.update(purchased=float(purchased), steps=float(state.steps))
@@ -73,19 +85,25 @@ class ShopSimTask(vf.Task[ShopSimData, ShopSimState, vf.TaskConfig]):
 class ShopSimTaskset(vf.Taskset[ShopSimTask, ShopSimTasksetConfig]):
     @classmethod
     def toolsets(cls, config: ShopSimTasksetConfig) -> list[vf.Toolset]:
-        return [ShopSimToolset(ShopSimToolsetConfig(data=str(Path(config.data).resolve())))]
+        return [ShopSimToolset(ShopSimToolsetConfig(data=str(Path(config.data).resolve()), shopper=config.shopper))]
 
     def load(self) -> Iterator[ShopSimTask]:
         world = ShopWorld.shared(Path(self.config.data).resolve())
         env = world.new_env()
+        shopper = self.config.shopper
         for task_id in world.catalog.split(self.config.split):
-            reset: dict[str, Any] = env.reset(task_id, persona=self.config.persona)
+            if shopper is not None:
+                reset: dict[str, Any] = env.reset(task_id, persona=self.config.persona, shopper=shopper)
+            else:
+                reset = env.reset(task_id, persona=self.config.persona)
+            visible = reset["shopper_opening"] if shopper is not None else reset["task_instruction"]
             yield ShopSimTask(
                 ShopSimData(
                     id=str(task_id), name=f"task-{task_id}", task_id=task_id,
-                    persona=reset["task_mode"] == "persona",
+                    persona=reset["task_mode"] == "persona", shopper=shopper,
+                    step_limit=EPISODE_LIMITS[reset["interaction_mode"]],
                     system_prompt=system_message(reset["user_persona"]),
-                    prompt=first_user_message(reset["task_instruction"], reset["observation"]),
+                    prompt=first_user_message(visible, reset["observation"]),
                 ),
                 self.config.task,
             )

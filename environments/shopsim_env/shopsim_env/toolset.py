@@ -5,6 +5,10 @@ verifiers starts this module once (``python -m shopsim_env.toolset``) as a tasks
 key selects (or starts) that rollout's ``ShopEnv``. Tools have bare names, ``search(query)`` and ``click(value)``;
 the result is the page text, which lists the clickable values. The goal stays in this process: the state gets the
 public reward components only.
+
+Dialogue mode (issue 16): with a ``shopper`` in the config, rollouts play against that shopper and the server
+also exposes ``ask_user(question)`` (described by the environment's own ``ask_user`` tool text); its result is
+the observation with the shopper's reply. Without a shopper the tool is not registered.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
+from shopsimrl.contract import CLICK_TOOL, SEARCH_TOOL, format_action
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env.tools import ASK_USER_DESCRIPTION, ASK_USER_TOOL, QUESTION_DESCRIPTION
 from shopsimrl.errors import ShopSimError
 from shopsimrl.versions import REPORTED_METRICS
 
@@ -28,6 +34,8 @@ class ShopSimState(vf.State):
     session: str = ""
     task_id: int = -1
     persona: bool | None = None
+    shopper: str | None = None
+    step_limit: int = 0  # the episode's own action limit (30; 40 in dialogue mode, questions count)
     steps: int = 0
     done: bool = False
     termination_reason: str | None = None
@@ -38,6 +46,8 @@ class ShopSimState(vf.State):
 class ShopSimToolsetConfig(vf.SharedToolsetConfig):
     data: str = "data/default"
     """Prepared data directory (absolute: the server runs in its own working directory)."""
+    shopper: str | None = None
+    """Dialogue mode: the shopper every rollout plays against (``rule``); only then is ``ask_user`` a tool."""
 
 
 class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
@@ -47,6 +57,11 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
         super().__init__(config)
         self.world: ShopWorld | None = None
         self.sessions: OrderedDict[str, ShopEnv] = OrderedDict()
+        if config.shopper is None:  # single-turn rollouts: an undecorated attribute hides the ask_user tool
+            self.ask_user = self._not_a_tool  # type: ignore[method-assign]
+
+    async def _not_a_tool(self, question: str) -> str:
+        raise ShopSimError("ask_user is a tool only in dialogue mode (taskset shopper)")
 
     async def setup(self) -> None:
         self.world = ShopWorld.shared(self.config.data)
@@ -60,7 +75,10 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
             if self.world is None:
                 self.world = ShopWorld.shared(self.config.data)
             env = ShopEnv(self.world)
-            env.reset(state.task_id, persona=state.persona)
+            if state.shopper is not None:
+                env.reset(state.task_id, persona=state.persona, shopper=state.shopper)  # implies multi_turn
+            else:
+                env.reset(state.task_id, persona=state.persona)
             self.sessions[state.session] = env
             while len(self.sessions) > MAX_OPEN_SESSIONS:
                 self.sessions.popitem(last=False)
@@ -78,18 +96,25 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
             state.reward = float(result["reward"])
             detail = result.get("reward_detail") or {}
             state.reward_detail = {key: detail[key] for key in REPORTED_METRICS if key in detail}
-            self.sessions.pop(state.session, None)  # the engine ends at a purchase or its action limit (30)
+            self.sessions.pop(state.session, None)  # the engine ends at a purchase or its action limit (30/40)
         return result["observation"]
 
     @vf.tool
     async def search(self, query: str) -> str:
         """使用关键词搜索商品。仅在当前页面提供此工具时调用。"""
-        return self._act(f"search[{query.strip()}]")
+        return self._act(format_action(SEARCH_TOOL, query))
 
     @vf.tool
     async def click(self, value: str) -> str:
         """点击当前页面的一个可用按钮、商品或规格选项。value 必须逐字选择页面“可点击元素”中列出的值之一。"""
-        return self._act(f"click[{value.strip()}]")
+        return self._act(format_action(CLICK_TOOL, value))
+
+    @vf.tool(name=ASK_USER_TOOL)
+    async def ask_user(self, question: str) -> str:
+        return self._act(f"{ASK_USER_TOOL}[{question.strip()}]")
+
+    # the description is the environment's own ask_user tool text (one definition)
+    ask_user.__doc__ = f"{ASK_USER_DESCRIPTION}question：{QUESTION_DESCRIPTION}"
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.retrieval import evaluate_split
 from ..catalog.statistics import catalog_shape
 from ..catalog.store import Catalog
+from ..contract import PURCHASE
 from ..env.shop_env import ShopWorld
 from .play import play_episode
 from .policies import make_policy
@@ -64,7 +65,7 @@ def _play_chunk(
     for task_id in task_ids:
         outcome = play_episode(env, policy, task_id, persona=persona)
         detail = outcome.final.get("reward_detail") or {}
-        wrong = detail.get("termination_reason") == "purchase" and float(detail.get("r_type", 1.0)) < 1.0
+        wrong = detail.get("termination_reason") == PURCHASE and float(detail.get("r_type", 1.0)) < 1.0
         out.append((task_id, outcome.success, len(outcome.actions), wrong))
     return out
 
@@ -145,7 +146,8 @@ def data_statistics(
         except ValueError:
             cached = {}
         if cached.get("cache_key") == key:
-            return cached["stats"]
+            stats: dict[str, Any] = cached["stats"]
+            return stats
 
     def reporter(label: str, total: int) -> Callable[[int], None]:
         done = [0]

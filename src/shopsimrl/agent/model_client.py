@@ -46,6 +46,7 @@ class ModelSettings:
     send_seed: bool = False
     checkpoint_id: str | None = None
     stream: bool = False  # ask for server-sent events (for servers that only stream); folded into one answer
+    send_task_id: bool = False  # body field shopsim_task_id: for the policy server's oracles only (eval --send-task-id)
 
     def __post_init__(self) -> None:
         clash = RESERVED_BODY_KEYS & set(self.extra_body)
@@ -59,6 +60,8 @@ class ModelSettings:
         transport: dict[str, Any] = {"timeout": self.timeout, "max_retries": self.max_retries}
         if self.stream:
             transport["stream"] = True
+        if self.send_task_id:  # absent otherwise, so existing plan fingerprints stay as they were
+            transport["send_task_id"] = True
         return {
             "provider": "openai-compatible", "model": self.model, "base_url": self.base_url,
             "checkpoint_id": self.checkpoint_id, "api_key_env": self.api_key_env,
@@ -89,6 +92,13 @@ class OpenAIChatModel:
     def identity(self) -> dict[str, Any]:
         return self.settings.identity()
 
+    def extra_body(self, task_id: int | None) -> dict[str, Any] | None:
+        """The configured extra body, plus ``shopsim_task_id`` with ``send_task_id`` (the policy server's oracles)."""
+        body = dict(self.settings.extra_body)
+        if self.settings.send_task_id and task_id is not None:
+            body["shopsim_task_id"] = task_id
+        return body or None
+
     def request_body(self, tools: Sequence[Mapping[str, Any]], seed: int) -> dict[str, Any]:
         s = self.settings
         body: dict[str, Any] = {"temperature": s.temperature, "max_tokens": s.max_tokens}
@@ -110,11 +120,11 @@ class OpenAIChatModel:
         started = time.perf_counter()
         try:
             if self.settings.stream:
-                payload: Any = await self._streamed(messages, tools, seed)
+                payload: Any = await self._streamed(messages, tools, seed, task_id)
                 return interpret(payload, tools, latency_ms=round((time.perf_counter() - started) * 1000, 3))
             raw = await self._client.chat.completions.with_raw_response.create(
-                model=self.settings.model, messages=wire_messages(messages), stream=False,
-                extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
+                model=self.settings.model, messages=wire_messages(messages), stream=False,  # type: ignore[arg-type]
+                extra_body=self.extra_body(task_id), **self.request_body(tools, seed),
             )
         except openai.APIStatusError as exc:
             raise ModelRequestError(f"model endpoint answered HTTP {exc.status_code}: {exc.message}") from exc
@@ -130,13 +140,15 @@ class OpenAIChatModel:
         return interpret(payload, tools, latency_ms=round((time.perf_counter() - started) * 1000, 3))
 
     async def _streamed(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], seed: int
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], seed: int,
+        task_id: int | None = None,
     ) -> dict[str, Any]:
         """One streamed request, its chunks folded back into the ``chat.completion`` JSON the validator reads."""
-        stream = await self._client.chat.completions.create(
+        # the wire messages and request body are plain JSON dicts, not the SDK's TypedDicts: no overload matches
+        stream = await self._client.chat.completions.create(  # type: ignore[call-overload]
             model=self.settings.model, messages=wire_messages(messages), stream=True,
             stream_options={"include_usage": True},
-            extra_body=dict(self.settings.extra_body) or None, **self.request_body(tools, seed),
+            extra_body=self.extra_body(task_id), **self.request_body(tools, seed),
         )
         chunks = [chunk.model_dump(exclude_none=True) async for chunk in stream]
         return fold_chunks(chunks)

@@ -9,7 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MISSING = "未提供"
+from .. import contract as words
+from ..contract import MISSING_TEXT as MISSING  # the old name
+
+# The page type of each heading; the (unreachable) attributes subpage reads as its product page.
+_KINDS = {heading: words.PRODUCT_DETAIL if kind == words.INFORMATION_SUBPAGE else kind
+          for kind, heading in words.PAGE_HEADINGS.items()}
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _RANK_LINE = re.compile(r"^(\d+)\. (.*)$")
@@ -81,34 +86,27 @@ def parse_page(text: str) -> Page:
     """Parse one observation text; unknown lines are ignored, so a newer renderer degrades gracefully."""
     lines = text.splitlines()
     head = lines[0] if lines else ""
-    kinds = {
-        "页面：搜索首页": "search_home",
-        "页面：搜索结果": "search_results",
-        "页面：商品详情": "product_detail",
-        "页面：商品属性页": "product_detail",
-        "页面：任务已终止": "terminal",
-    }
-    page = Page(kind=kinds.get(head, "unknown"))
+    page = Page(kind=_KINDS.get(head, "unknown"))
     section = ""
     current: PageItem | None = None
     axis: str | None = None
     for line in lines[1:]:
-        if line in {"商品列表：", "商品：", "规格选择：", "上次交互结果：", "可点击元素：", "页面能力："}:
+        if line in words.SECTION_HEADINGS:
             section = line
             continue
         if not line:
             continue
-        if section == "可点击元素：" and line.startswith("- "):
+        if section == words.CLICKABLES_HEADING and line.startswith("- "):
             page.clickables.append(line[2:])
-        elif section == "上次交互结果：" and line.startswith("- 结果："):
+        elif section == words.LAST_ACTION_HEADING and line.startswith(words.RESULT_PREFIX):
             page.last_valid = line.endswith("成功")
-        elif line.startswith("搜索词："):
+        elif line.startswith(words.SEARCH_TEXT_PREFIX):
             page.search_text = line.split("：", 1)[1]
-        elif line.startswith("结果：第 "):
+        elif line.startswith(words.RESULTS_LINE_PREFIX):
             numbers = _NUMBER.findall(line)
             if len(numbers) >= 2:
                 page.page_number, page.total_pages = int(numbers[0]), int(numbers[1])
-        elif section == "商品列表：":
+        elif section == words.PRODUCTS_HEADING:
             rank_match = _RANK_LINE.match(line)
             if rank_match and not line.startswith("   "):
                 current = PageItem(title=rank_match.group(2), rank=int(rank_match.group(1)))
@@ -116,19 +114,19 @@ def parse_page(text: str) -> Page:
             elif current is not None and "：" in line:
                 key, value = line.strip().split("：", 1)
                 _field(current, key, value)
-        elif section == "商品：" and line.startswith("- ") and "：" in line:
+        elif section == words.PRODUCT_HEADING and line.startswith("- ") and "：" in line:
             if page.product is None:
                 page.product = PageItem()
             key, value = line[2:].split("：", 1)
             _field(page.product, key, value)
-        elif section == "规格选择：":
-            if line.startswith("  可选值：") and axis is not None:
+        elif section == words.OPTIONS_HEADING:
+            if line.startswith(words.OPTION_VALUES_PREFIX) and axis is not None:
                 page.options[axis] = line.split("：", 1)[1].split(" / ")
-            elif line.startswith("- ") and "：" in line and line != "- 此商品没有规格选项":
+            elif line.startswith("- ") and "：" in line and line != words.NO_OPTIONS_LINE:
                 axis, state = line[2:].rsplit("：", 1)
                 page.options.setdefault(axis, [])
-                if state.startswith("已选择 "):
-                    page.selected[axis] = state[len("已选择 ") :]
-            elif line.startswith("仍需选择："):
+                if state.startswith(words.SELECTED_PREFIX):
+                    page.selected[axis] = state[len(words.SELECTED_PREFIX) :]
+            elif line.startswith(words.MISSING_AXES_PREFIX):
                 page.missing = line.split("：", 1)[1].split("、")
     return page

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..env.shop_env import ShopEnv
 from ..versions import EPISODE_LIMITS
 from .policy import Policy, PolicyContext, Turn
-from .turn import ACTION_LIMIT
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def play_episode(
     env: ShopEnv, policy: Policy, task_id: int, *, persona: bool | None = None, max_steps: int | None = None, seed: int = 0
 ) -> EpisodeOutcome:
     """Reset ``task_id``, let ``policy`` act until the episode ends or ``max_steps`` (default 30) pass."""
-    limit = max_steps or EPISODE_LIMITS["single_turn"]
+    limit = max_steps or EPISODE_LIMITS[SINGLE_TURN]
     reset = env.reset(task_id, persona=persona)
     instruction = reset["task_instruction"]
     persona_doc = reset.get("user_persona") or {}

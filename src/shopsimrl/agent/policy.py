@@ -14,6 +14,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from ..contract import (
+    ARGUMENT_KEYS,
+    CLICK_TOOL,
+    QUERY_ARGUMENT,
+    SEARCH_TOOL,
+    VALUE_ARGUMENT,
+    action_of_call,
+    format_action,
+)
 from ..errors import ShopSimError
 
 PERSONA_HEADER = "用户个人文档："
@@ -59,15 +68,15 @@ class PolicyContext:
 
     def click_values(self) -> list[str]:
         """The click enum of this turn ([] when click is not offered)."""
-        function = self.offered().get("click")
+        function = self.offered().get(CLICK_TOOL)
         if function is None:
             return []
-        enum = function.get("parameters", {}).get("properties", {}).get("value", {}).get("enum", [])
+        enum = function.get("parameters", {}).get("properties", {}).get(VALUE_ARGUMENT, {}).get("enum", [])
         return [str(value) for value in enum]
 
     @property
     def search_offered(self) -> bool:
-        return "search" in self.offered()
+        return SEARCH_TOOL in self.offered()
 
 
 @dataclass(frozen=True)
@@ -81,17 +90,17 @@ class PolicyAction:
 
     @classmethod
     def search(cls, query: str, reasoning: str = "") -> PolicyAction:
-        return cls("search", {"query": query}, reasoning)
+        return cls(SEARCH_TOOL, {QUERY_ARGUMENT: query}, reasoning)
 
     @classmethod
     def click(cls, value: str, reasoning: str = "") -> PolicyAction:
-        return cls("click", {"value": value}, reasoning)
+        return cls(CLICK_TOOL, {VALUE_ARGUMENT: value}, reasoning)
 
     @property
     def canonical(self) -> str:
         """The environment's action string for this call."""
-        key = {"search": "query", "ask_user": "question"}.get(self.name, "value")
-        return f"{self.name}[{str(self.arguments.get(key, '')).strip()}]"
+        key = ARGUMENT_KEYS.get(self.name, VALUE_ARGUMENT)
+        return format_action(self.name, self.arguments.get(key, ""))
 
 
 @runtime_checkable
@@ -133,13 +142,7 @@ def _canonical_from_call(call: Mapping[str, Any]) -> str | None:
         return None
     if not isinstance(arguments, Mapping):
         return None
-    if name == "search" and isinstance(arguments.get("query"), str):
-        return f"search[{arguments['query'].strip()}]"
-    if name == "click" and isinstance(arguments.get("value"), str):
-        return f"click[{arguments['value'].strip()}]"
-    if name == "ask_user" and isinstance(arguments.get("question"), str):
-        return f"ask_user[{arguments['question'].strip()}]"
-    return None
+    return action_of_call(name, arguments)
 
 
 def context_from_messages(

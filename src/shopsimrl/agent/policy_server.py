@@ -10,6 +10,11 @@ field ``shopsim_fault``), scripted per model turn (body field ``shopsim_fault_sc
 runtime's ``extra_body`` carries it on every request), or server-wide at a seeded rate (``--fault-rate``,
 ``--length-rate``), decided by a hash of the request so reruns see the same faults.
 
+``--policy rule-shopper`` answers shopper conversations instead (no tools): the rule shopper plays the LLM
+shopper's endpoint (``shopper_backend.py``). ``--policy dialogue-oracle`` (like ``oracle``) finds its task
+from the body field ``shopsim_task_id`` when the visible task (the shopper's opening) cannot name it
+(``eval --send-task-id``).
+
 ``stream=true`` gets the same answer (faults included) as server-sent events with tool-call deltas
 (``stream_options.include_usage`` adds the usage chunk), which clients such as ``vf-eval`` require. Clients that
 list tools once per episode (a ``click`` without enum) get the page's own tools rebuilt from the page text.
@@ -28,12 +33,14 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from ..contract import ARGUMENT_KEYS, CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from .builtin_backend import action_completion, policy_action
 from .page_tools import page_tools
 from .policies import make_policy
 from .policy import PolicyAction, PolicyError
+from .shopper_backend import SHOPPER_FAULTS, SHOPPER_POLICY, ScriptedShopper, question_index, text_completion
 from .streaming import completion_chunks, sse_events
 from .validation import offered_names
 
@@ -42,7 +49,7 @@ PROTOCOL_FAULTS = (
     "click_outside_enum",
 )
 OTHER_FAULTS = ("length", "length_with_call", "content_tool_call", "content_tool_call_xml", "http_429_once",
-                "http_500_once")
+                "http_500_once", "http_500", "empty_reply")
 FAULT_KINDS = PROTOCOL_FAULTS + OTHER_FAULTS
 OUTSIDE_ENUM_VALUE = "not-an-offered-value"
 FAULT_HEADER = "x-shopsim-fault"
@@ -82,7 +89,7 @@ class FaultConfig:
 def check_fault(kind: Any) -> str:
     if kind not in FAULT_KINDS:
         raise FaultError(f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)}")
-    return kind
+    return str(kind)
 
 
 def model_turn(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -110,7 +117,7 @@ def apply_fault(
     message = choice["message"]
     call = message["tool_calls"][0]
     function = call["function"]
-    key = "query" if action.name == "search" else "value"
+    key = ARGUMENT_KEYS.get(action.name, VALUE_ARGUMENT)
     value = str(action.arguments.get(key, ""))
     if kind == "no_tool_call":
         message["content"] = f"Thought: 我应该这样做。\nAction: {action.canonical}"
@@ -126,14 +133,14 @@ def apply_fault(
         function["arguments"] = function["arguments"][:-1]
     elif kind == "unavailable_tool":
         offered = offered_names(tools)
-        name = next((n for n in ("search", "click") if n not in offered), "checkout")
+        name = next((n for n in PAGE_TOOL_NAMES if n not in offered), "checkout")
         function["name"] = name
-        function["arguments"] = json.dumps({"query" if name == "search" else "value": value}, ensure_ascii=False)
+        function["arguments"] = json.dumps({ARGUMENT_KEYS.get(name, VALUE_ARGUMENT): value}, ensure_ascii=False)
     elif kind == "wrong_keys":
-        function["arguments"] = json.dumps({"q" if action.name == "search" else "val": value}, ensure_ascii=False)
+        function["arguments"] = json.dumps({"q" if action.name == SEARCH_TOOL else "val": value}, ensure_ascii=False)
     elif kind == "click_outside_enum":
-        function["name"] = "click"
-        function["arguments"] = json.dumps({"value": OUTSIDE_ENUM_VALUE}, ensure_ascii=False)
+        function["name"] = CLICK_TOOL
+        function["arguments"] = json.dumps({VALUE_ARGUMENT: OUTSIDE_ENUM_VALUE}, ensure_ascii=False)
     elif kind == "length":
         message["content"] = None
         message["reasoning_content"] = (message.get("reasoning_content") or "") + " …"
@@ -169,8 +176,9 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> JS
 def create_policy_app(
     world: ShopWorld, *, policy: str = "heuristic", faults: FaultConfig | None = None, model_name: str | None = None,
 ) -> FastAPI:
-    """The FastAPI app of the policy server."""
-    chosen = make_policy(policy, world)
+    """The FastAPI app of the policy server (``policy="rule-shopper"``: the scripted shopper)."""
+    scripted = ScriptedShopper(world) if policy == SHOPPER_POLICY else None
+    chosen = make_policy(policy, world) if scripted is None else None
     name = model_name or f"shopsim-{policy}"
     config = faults or FaultConfig()
     app = FastAPI(title="ShopSimRL policy server", version="1")
@@ -204,20 +212,27 @@ def create_policy_app(
             return _error(400, "tools must be a list of objects")
         if body.get("model") not in (None, name):
             return _error(404, f"model {body.get('model')!r} is not served here (this is {name!r})", "not_found_error")
-        if not tools:
+        if scripted is None and not tools:
             return _error(400, "the policy server needs tools: it only answers with tool calls")
         try:
             kind = request.headers.get(FAULT_HEADER) or body.get("shopsim_fault")
             script = body.get("shopsim_fault_script") or {}
+            turn = question_index(messages) if scripted is not None else model_turn(messages)
             if kind is None and isinstance(script, dict):
-                kind = script.get(str(model_turn(messages)))
+                kind = script.get(str(turn))
             digest = _digest(body)
             if kind is None:
                 kind = config.draw(digest)
             if kind is not None:
                 check_fault(kind)
+                if scripted is not None and kind not in SHOPPER_FAULTS:
+                    raise FaultError(f"fault {kind!r} is not for the shopper; choose one of {', '.join(SHOPPER_FAULTS)}")
+                if scripted is None and kind == "empty_reply":
+                    raise FaultError("fault 'empty_reply' is for the scripted shopper (--policy rule-shopper)")
         except FaultError as exc:
             return _error(400, str(exc))
+        if kind == "http_500":
+            return _error(500, "injected failure", "server_error")
         if kind in ("http_429_once", "http_500_once"):
             with once_lock:
                 first = (kind, digest) not in once_seen
@@ -226,10 +241,20 @@ def create_policy_app(
                 status = 429 if kind == "http_429_once" else 500
                 return _error(status, "injected transient failure", "rate_limit_error" if status == 429 else "server_error")
             kind = None
-        seed = body.get("seed") if isinstance(body.get("seed"), int) else 0
+        raw_seed = body.get("seed")
+        seed: int = raw_seed if isinstance(raw_seed, int) else 0
+        if scripted is not None:
+            try:
+                text = "" if kind == "empty_reply" else scripted.reply(messages, seed=seed)
+            except ShopSimError as exc:  # ShopperScriptError, an unknown task
+                return _error(422, f"the scripted shopper cannot answer: {exc}", "policy_error")
+            return text_completion(text, messages, model=name)
+        assert chosen is not None
+        task_id = body.get("shopsim_task_id")
+        task_id = task_id if isinstance(task_id, int) and not isinstance(task_id, bool) else None
         try:
             tools = page_tools(messages, tools)  # a static click(value) without enum: the page's own tools
-            action = policy_action(chosen, messages, tools, seed=seed)
+            action = policy_action(chosen, messages, tools, seed=seed, task_id=task_id)
         except PolicyError as exc:
             return _error(422, f"the {policy} policy cannot act: {exc}", "policy_error")
         completion = action_completion(action, messages, model=name)

@@ -21,15 +21,19 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..contract import ACTION_LIMIT, ASK_USER_TOOL, SINGLE_TURN, action_argument
 from ..env.tools import tools_for_state
-from ..errors import ShopSimError
+from ..errors import ShopperCallError, ShopSimError
 from ..versions import EPISODE_LIMITS, TRACE_SCHEMA_VERSION
 from .prompt import SYSTEM_PROMPT, first_user_message, system_message
 from .skills import SkillBank, render_skills
-from .turn import ACTION_LIMIT, REPAIR, TERMINATE, decide_turn, observation_message
+from .turn import REPAIR, TERMINATE, decide_turn, observation_message
 from .validation import ModelOutput
+
+if TYPE_CHECKING:
+    from ..dialogue.llm_shopper import ShopperEndpoint
 
 ACTION_PROTOCOL = "openai-function-tools-repair-v3"
 HIDDEN_RESET_FIELDS = ("env_idx", "lease_id", "private_task_instruction", "goal_options", "reason_key")
@@ -42,7 +46,8 @@ class RuntimeFailure(ShopSimError):
 
 class AsyncEnv(Protocol):
     async def reset(
-        self, task_id: int, persona: bool | None, interaction_mode: str, shopper: str | None = None
+        self, task_id: int, persona: bool | None, interaction_mode: str, shopper: str | None = None,
+        *, shopper_seed: int | None = None,
     ) -> dict[str, Any]: ...
     async def step(self, action: str) -> dict[str, Any]: ...
     async def terminate(self, reason: str) -> dict[str, Any]: ...
@@ -79,23 +84,31 @@ class _Adapter:
         return method(*args, **kwargs)
 
     async def reset(
-        self, task_id: int, persona: bool | None, interaction_mode: str, shopper: str | None = None
+        self, task_id: int, persona: bool | None, interaction_mode: str, shopper: str | None = None,
+        *, shopper_seed: int | None = None,
     ) -> dict[str, Any]:
-        extra = {"shopper": shopper} if shopper is not None else {}  # no shopper: the reference call, unchanged
-        return await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode, **extra)
+        extra: dict[str, Any] = {"shopper": shopper} if shopper is not None else {}  # no shopper: the reference call
+        if shopper_seed is not None:
+            extra["shopper_seed"] = shopper_seed
+        result: dict[str, Any] = await self._call("reset", task_id, persona=persona, interaction_mode=interaction_mode,
+                                                  **extra)
+        return result
 
     async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
         """The shopper's private transcript (matched slots, noise) where the env exposes it (in-process)."""
         method = getattr(self.env, "dialogue_transcript", None)
         if method is None or self.is_async:
             return None
-        return method()
+        transcript: list[dict[str, Any]] | None = method()
+        return transcript
 
     async def step(self, action: str) -> dict[str, Any]:
-        return await self._call("step", action)
+        result: dict[str, Any] = await self._call("step", action)
+        return result
 
     async def terminate(self, reason: str) -> dict[str, Any]:
-        return await self._call("terminate", reason)
+        result: dict[str, Any] = await self._call("terminate", reason)
+        return result
 
     async def close(self) -> None:
         close = getattr(self.env, "close", None)
@@ -117,14 +130,20 @@ class EnvironmentFactory(Protocol):
 
 
 class InProcessEnvironment:
-    """Sessions over a shared in-process ``ShopWorld`` (threaded: run env calls in worker threads)."""
+    """Sessions over a shared in-process ``ShopWorld`` (threaded: run env calls in worker threads).
 
-    def __init__(self, world: Any, *, threaded: bool = False) -> None:
+    ``llm_shopper`` (a ``ShopperEndpoint``) serves ``shopper="llm"``; its calls block, so it implies threaded.
+    """
+
+    def __init__(self, world: Any, *, threaded: bool = False, llm_shopper: ShopperEndpoint | None = None) -> None:
         self.world = world
-        self.threaded = threaded
+        self.llm_shopper = llm_shopper
+        self.threaded = threaded or llm_shopper is not None
 
     def new(self) -> AsyncEnv:
-        return as_async_env(self.world.new_env(), threaded=self.threaded)
+        if self.llm_shopper is None:
+            return as_async_env(self.world.new_env(), threaded=self.threaded)
+        return as_async_env(self.world.new_env(llm_shopper=self.llm_shopper), threaded=self.threaded)
 
     def identity(self) -> dict[str, Any]:
         return {"adapter": "in-process", "base_url": None}
@@ -163,11 +182,11 @@ class EpisodeJob:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    max_steps: int = EPISODE_LIMITS["single_turn"]
+    max_steps: int = EPISODE_LIMITS[SINGLE_TURN]
     persona: bool | None = None  # None: each task in its own mode (persona iff it has one)
-    interaction_mode: str = "single_turn"
+    interaction_mode: str = SINGLE_TURN
     prompt: str = SYSTEM_PROMPT
-    shopper: str | None = None  # dialogue mode (issue 16): "rule"; None: the reference single-agent episode
+    shopper: str | None = None  # dialogue mode (issue 16): "rule" or "llm"; None: the reference single-agent episode
 
     def identity(self) -> dict[str, Any]:
         out: dict[str, Any] = {"max_steps": self.max_steps, "action_protocol": ACTION_PROTOCOL}
@@ -229,7 +248,11 @@ class AgentRuntime:
         try:
             env = self.environment.new()
             t = clock()
-            reset = await env.reset(job.task_id, cfg.persona, cfg.interaction_mode, cfg.shopper)
+            if cfg.shopper == "llm":  # the LLM shopper is asked with the episode seed
+                reset = await env.reset(job.task_id, cfg.persona, cfg.interaction_mode, cfg.shopper,
+                                        shopper_seed=job.seed)
+            else:
+                reset = await env.reset(job.task_id, cfg.persona, cfg.interaction_mode, cfg.shopper)
             env_s += clock() - t
             record["reset"] = _without(reset, HIDDEN_RESET_FIELDS)
             stage = "skill_selection"
@@ -258,6 +281,7 @@ class AgentRuntime:
                     step["policy_failure"] = out.policy_failure
                     stage = f"policy_termination_step_{step_index}"
                     t = clock()
+                    assert decision.termination is not None  # a terminate decision always names its reason
                     final = await env.terminate(decision.termination)
                     env_s += clock() - t
                     break
@@ -266,7 +290,7 @@ class AgentRuntime:
                     messages.extend(decision.messages)
                     shown = page
                     continue
-                action = decision.action
+                action = decision.action or ""  # an "act" decision always carries its action
                 step["action"] = action
                 messages.extend(decision.messages)
                 stage = f"environment_step_{step_index}"
@@ -274,9 +298,10 @@ class AgentRuntime:
                 result = _without(await env.step(action), LEASE_FIELDS)
                 env_s += clock() - t
                 step["environment"] = result
-                if action.startswith("ask_user["):
+                question = action_argument(action, ASK_USER_TOOL)
+                if question is not None:
                     feedback = result.get("action_feedback") or {}
-                    step["dialogue"] = {"question": action[len("ask_user["):-1], "reply": result.get("shopper_reply"),
+                    step["dialogue"] = {"question": question, "reply": result.get("shopper_reply"),
                                         "valid": bool(feedback.get("valid"))}
                 messages.append(observation_message(decision, result["observation"]))
                 if result.get("done"):
@@ -295,6 +320,8 @@ class AgentRuntime:
                 record["dialogue"] = await _dialogue_record(env, reset, steps)
             record["status"] = "completed"
         except Exception as exc:
+            if isinstance(exc, ShopperCallError):  # the LLM shopper failed on its k-th question (0: the opening)
+                stage = exc.stage
             record["error"] = _error(stage, exc)
         finally:
             if env is not None:

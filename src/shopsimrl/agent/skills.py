@@ -7,7 +7,6 @@ each skill has an id (``skill_id``, or ``id``), a ``version`` and a ``content``,
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ShopSimError
+from ..hashing import sha256_hex
 
 SKILLBANK_SCHEMA = "shopsimrl-skillbank-v1"
 SKILL_RENDERER_VERSION = "plain-skill-context-v1"
@@ -37,7 +37,7 @@ class Skill:
 
     @property
     def content_sha256(self) -> str:
-        return hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+        return sha256_hex(self.content.encode("utf-8"))
 
     def record(self) -> dict[str, Any]:
         """The form written into traces (``selected_skills``)."""
@@ -104,7 +104,7 @@ class SkillBank:
         ids = [s.skill_id for s in skills]
         if len(set(ids)) != len(ids):
             raise SkillBankError(f"skill bank {file}: duplicate skill ids")
-        return cls(skills, str(payload.get("bank_version", "")), str(file), hashlib.sha256(data).hexdigest())
+        return cls(skills, str(payload.get("bank_version", "")), str(file), sha256_hex(data))
 
     def select(self, task_id: int | None) -> list[Skill]:
         """Enabled skills in file order; a skill with ``task_ids`` applies only to those tasks."""

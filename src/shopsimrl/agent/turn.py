@@ -23,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..contract import ACTION_LIMIT as ACTION_LIMIT
+from ..contract import GENERATION_LENGTH
 from .validation import ModelOutput, feedback_text, protocol_feedback
 
 ACT, REPAIR, TERMINATE = "act", "repair", "terminate"
-GENERATION_LENGTH, ACTION_LIMIT = "generation_length", "action_limit"
 ArgumentStyle = Literal["object", "json"]
 
 

@@ -16,17 +16,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract import ARGUMENT_KEYS as ARGUMENT_KEYS
+from ..contract import ASK_USER_TOOL, format_action
+from ..contract import GENERATION_LENGTH as GENERATION_LENGTH
+from ..errors import ShopSimError
 from ..versions import MAX_QUESTION_CHARS
 
 REPAIR_INSTRUCTION = "上一轮未执行任何环境动作。请基于同一页面重新作答，只调用一个当前提供的函数工具，不要输出可见文本。"
-ARGUMENT_KEYS = {"search": "query", "click": "value", "ask_user": "question"}  # ask_user: dialogue mode only
 
 PROTOCOL_ERROR_CODES = (
     "tool_call_count", "mixed_content", "invalid_tool_call", "missing_function", "missing_tool_call_id",
     "missing_tool_name", "invalid_arguments_type", "invalid_arguments_json", "invalid_arguments_object",
     "missing_choices", "invalid_message", "invalid_json_response", "unavailable_tool", "invalid_tool_arguments",
 )
-GENERATION_LENGTH = "generation_length"
 
 # Model text is adversarial input: the block scanners below find their delimiters with ``str.find`` and never
 # rescan text, so they run in linear time where the equivalent lazy regexes (kept as the documented meaning,
@@ -154,7 +156,7 @@ class ModelOutput:
     def canonical_action(self) -> str:
         call = self.call
         key = ARGUMENT_KEYS[call.name]
-        return f"{call.name}[{str((call.arguments or {})[key]).strip()}]"
+        return format_action(call.name, (call.arguments or {})[key])
 
     def record(self) -> dict[str, Any]:
         out = {
@@ -169,7 +171,7 @@ class ModelOutput:
         return out
 
 
-class _Reject(Exception):
+class _Reject(ShopSimError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -265,7 +267,7 @@ def _check_call(call: ToolCall, offered: Sequence[str]) -> None:
     value = arguments[key]
     if not isinstance(value, str) or not value.strip():
         raise _Reject("invalid_tool_arguments", f"{call.name}.{key} must be a non-empty string")
-    if call.name == "ask_user" and len(value) > MAX_QUESTION_CHARS:
+    if call.name == ASK_USER_TOOL and len(value) > MAX_QUESTION_CHARS:
         raise _Reject("invalid_tool_arguments", f"ask_user.question must be at most {MAX_QUESTION_CHARS} characters")
 
 

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from shopsimrl.budget.parser import APPROXIMATE_MULTIPLIER, UPPER_KINDS
 from shopsimrl.errors import ArchiveError
@@ -50,7 +51,7 @@ class AnnotationIdentity:
     task_uid: str | None
 
 
-def _optional_text(record: Mapping, key: str) -> str | None:
+def _optional_text(record: Mapping[str, Any], key: str) -> str | None:
     value = record.get(key)
     if value is not None and not isinstance(value, str):
         raise ValueError(f"{key} must be a string, got {value!r}")
@@ -127,7 +128,7 @@ def check_annotation_identities(
         )
 
 
-def task_identities(records: Iterable[Mapping]) -> dict[int, tuple[str, str]]:
+def task_identities(records: Iterable[Mapping[str, Any]]) -> dict[int, tuple[str, str]]:
     """``task_id → (asin, task_uid)`` of cleaned archive records (ids and uids assigned)."""
     return {
         instruction["task_id"]: (record["asin"], instruction["task_uid"])

@@ -8,7 +8,6 @@ problem and names the record index, the ASIN and the field, so a broken archive 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import math
 import os
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArchiveError
+from ..hashing import file_sha256 as file_sha256  # re-exported (old import path): the one SHA-256 helper
+from ..hashing import sha256_hex as sha256_hex
 from .records import Instruction, Product
 
 MAX_REPORTED_PROBLEMS = 20
@@ -54,18 +55,6 @@ def parse_archive_json(data: bytes, *, source: str = "archive") -> list[dict[str
     return records
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 class _Problems:
     """Collects validation problems; raises one ArchiveError that lists them."""
 
@@ -100,14 +89,16 @@ def _is_price(value: object) -> bool:
 def _is_shallow_and_encodable(record: object) -> bool:
     """Fast check (level by level, no paths): nesting within MAX_RECORD_DEPTH and every key and string
     writable as UTF-8. Only when it fails does :func:`_unencodable_or_too_deep` look for the field."""
-    level, depth, texts = [record], 0, []
+    level: list[Any] = [record]
+    depth = 0
+    texts: list[Any] = []
     while level:
         depth += 1
         if depth > MAX_RECORD_DEPTH + 1:
             return False
-        deeper = []
+        deeper: list[Any] = []
         for container in level:
-            values = container
+            values: Any = container
             if type(container) is dict:
                 texts.extend(container)
                 values = container.values()

@@ -17,7 +17,7 @@ import os
 import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from ..errors import ArchiveError
 
@@ -31,7 +31,9 @@ def _open_bytes(path: Path) -> IO[bytes]:
     """The file's bytes, gunzipped when it starts with the gzip magic number."""
     with open(path, "rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gzipped else open(path, "rb")
+    if gzipped:
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    return open(path, "rb")
 
 
 class _Reader:

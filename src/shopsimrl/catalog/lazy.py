@@ -107,7 +107,8 @@ class GoalStore(Mapping[int, Mapping[str, Any]]):
         slot = self._slot(task_id)
         if slot < 0:
             raise KeyError(task_id)
-        return self._lines.get(slot)
+        record: Mapping[str, Any] = self._lines.get(slot)
+        return record
 
     def __contains__(self, task_id: object) -> bool:
         return self._slot(task_id) >= 0

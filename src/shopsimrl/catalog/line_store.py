@@ -79,7 +79,8 @@ class LineWriter:
         os.fsync(self._handle.fileno())
         self._handle.close()
         os.replace(self.temporary, self.path)
-        return np.frombuffer(self._offsets, dtype=np.int64).copy()
+        offsets: np.ndarray = np.frombuffer(self._offsets, dtype=np.int64).copy()
+        return offsets
 
     def abort(self) -> None:
         self._handle.close()

@@ -112,7 +112,7 @@ def _store_search(out_dir: Path, index_sha256: str, product_count: int) -> tuple
     The index holds each cleaned product once (validation refuses empty and repeated ASINs), so when its row
     count equals the product count it covers exactly the catalog and searches need no membership filter."""
     with SearchIndex.open(out_dir / INDEX_FILE, accelerate=True, cache_size=1) as index:
-        asins = index._asin_of_rowid
+        asins = index.asin_of_rowid
         covers = len(asins) == product_count
         try:
             meta, names = save_search_arrays(out_dir / SEARCH_DIR, asins, index.postings)
@@ -146,7 +146,7 @@ def prepare_dataset(
     plan = _plan(source_sha, annotations_sha, options)
     fingerprint = _plan_fingerprint(plan)
     if _is_up_to_date(out_dir, fingerprint):
-        manifest = json.loads((out_dir / MANIFEST_FILE).read_text("utf-8"))
+        manifest: dict[str, Any] = json.loads((out_dir / MANIFEST_FILE).read_text("utf-8"))
         manifest["up_to_date"] = True
         return manifest
     if out_dir.exists() and any(out_dir.iterdir()) and not force:

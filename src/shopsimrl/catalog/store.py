@@ -38,6 +38,9 @@ from .prepare import (
 )
 from .records import Product
 
+#: Result lists the catalog's search index caches (LRU, keyed by query tokens): the bound the environment's
+#: search had when it kept a second cache of its own, keyed by the raw query text.
+SEARCH_CACHE_SIZE = 65536
 SPLIT_ALIASES = {"validation": "val", "persona_test": "test", "persona_val": "val", "persona_train": "train"}
 #: Manifest entries that must equal this package's versions: a change in any of them changes prepared data.
 _VERSION_KEYS = {
@@ -85,7 +88,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
     manifest_path = path / MANIFEST_FILE
     if not manifest_path.exists():
         raise DataDirectoryError(_not_prepared(path))
-    return read_json_file(manifest_path)
+    manifest: dict[str, Any] = read_json_file(manifest_path)
+    return manifest
 
 
 def check_versions(path: Path, manifest: Mapping[str, Any]) -> None:
@@ -158,17 +162,13 @@ class Catalog:
         return self._read_json(PERSONA_SPLITS_FILE)
 
     def _read_json(self, name: str) -> Mapping[str, Any]:
-        return read_json_file(self.root / name)
+        content: Mapping[str, Any] = read_json_file(self.root / name)
+        return content
 
     @property
     def products(self) -> tuple[Product, ...]:
         """Every product in archive order (decodes them all: for offline tools, not for serving)."""
         return tuple(self.products_by_asin.values())
-
-    @cached_property
-    def product_of_task(self) -> dict[int, Product]:
-        by_asin = self.products_by_asin
-        return {task_id: by_asin[goal["asin"]] for task_id, goal in self.goals.items()}
 
     @property
     def search_index(self) -> SearchIndex:
@@ -181,13 +181,15 @@ class Catalog:
         expected = {"expected_product_sha256": self.manifest["output_data_sha256"],
                     "expected_field_weights": DEFAULT_FIELD_WEIGHTS}
         if not self.stored_search:
-            return SearchIndex.open(self.root / INDEX_FILE, **expected)
+            return SearchIndex.open(self.root / INDEX_FILE, cache_size=SEARCH_CACHE_SIZE, **expected)
         stored = self.manifest["open_format"]["search"]
         if stored.get("index_sha256") != self.manifest["files"].get(INDEX_FILE):
             raise DataIntegrityError(
                 f"{self.root / SEARCH_DIR} was stored for another {INDEX_FILE}; {_rerun(self.root)}"
             )
-        return SearchIndex.open_stored(self.root / INDEX_FILE, self.root / SEARCH_DIR, stored, **expected)
+        return SearchIndex.open_stored(
+            self.root / INDEX_FILE, self.root / SEARCH_DIR, stored, cache_size=SEARCH_CACHE_SIZE, **expected
+        )
 
     def goal(self, task_id: object) -> Mapping[str, Any]:
         if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id not in self.goals:
@@ -207,7 +209,8 @@ class Catalog:
         return tuple(splits[key]["task_ids"])
 
     def split_is_persona(self, name: str) -> bool | None:
-        return self.task_splits["splits"][SPLIT_ALIASES.get(name, name)].get("persona")
+        persona: bool | None = self.task_splits["splits"][SPLIT_ALIASES.get(name, name)].get("persona")
+        return persona
 
     def close(self) -> None:
         if self._search is not None:

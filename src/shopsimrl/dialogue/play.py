@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.policy import Policy, PolicyContext, PolicyError, Turn
+from ..contract import ACTION_LIMIT
 from ..env.shop_env import ShopEnv
 from .config import ShopperConfig
 
@@ -58,7 +59,7 @@ def play_dialogue(
         try:
             action = policy.act(context).canonical
         except PolicyError:
-            result = env.terminate("action_limit")
+            result = env.terminate(ACTION_LIMIT)
             break
         result = env.step(action)
         observation = result["observation"]

@@ -38,6 +38,21 @@ from collections.abc import Awaitable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..contract import (
+    BUY_NOW,
+    CLICK_TOOL,
+    CONTINUE_MESSAGE,
+    INVALID_MESSAGE,
+    SEARCH_HOME,
+    SEARCH_TOOL,
+    SINGLE_TURN,
+    TASK_MODES,
+    TERMINAL,
+    VALUE_ARGUMENT,
+    format_action,
+    task_mode,
+    terminated_message,
+)
 from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
 from .interface import (
     ASYNC_METHODS,
@@ -70,10 +85,10 @@ RULES: tuple[str, ...] = (
     "determinism",
     "unknown-task-typed",
 )
-UNKNOWN_TASK_ID = -1  # task ids are non-negative (docs/contract.md#tasks)
-UNAVAILABLE_CLICK = "click[no such clickable value]"
-SEARCH_PAGE = "search_home"
-TERMINAL_PAGE = "terminal"
+UNKNOWN_TASK_ID = -1  # task ids are non-negative (docs/contract.md#reset)
+UNAVAILABLE_CLICK = format_action(CLICK_TOOL, "no such clickable value")
+SEARCH_PAGE = SEARCH_HOME
+TERMINAL_PAGE = TERMINAL
 
 # Value types of each result key (``None`` allowed where listed); bool is never accepted as a number.
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -124,7 +139,7 @@ class EnvCheckError(ShopSimError, AssertionError):
             f"({', '.join(self.rules)}):\n{lines}")
 
 
-class _Abort(Exception):
+class _Abort(ShopSimError):
     """A failure after which the episode cannot go on (the remaining rules are not checked)."""
 
 
@@ -174,19 +189,19 @@ class _Checker:
         self.check_step(invalid, UNAVAILABLE_CLICK)
         feedback = invalid.get("action_feedback") or {}
         self.expect("invalid-action", feedback.get("valid") is False and invalid.get("done") is False
-                    and invalid.get("message") == "Invalid action",
+                    and invalid.get("message") == INVALID_MESSAGE,
                     f"an unavailable click must be answered as invalid and keep the episode going; got "
                     f"message={invalid.get('message')!r}, done={invalid.get('done')!r}, feedback={feedback!r}")
         self.expect("invalid-action", _page(invalid) == SEARCH_PAGE,
                     f"an invalid action must not change the page; now on {_page(invalid)!r}")
 
-        search = f"search[{_query_from(reset.get('task_instruction'))}]"
+        search = format_action(SEARCH_TOOL, _query_from(reset.get("task_instruction")))
         results = await self.call("step-keys", "step", search)
         self.check_step(results, search)
         await self.check_page(results, search)
         first = next((value for value in _actions(results) if value.isascii() and value.isalnum()), None)
         if first is not None and not results.get("done"):
-            click = f"click[{first}]"
+            click = format_action(CLICK_TOOL, first)
             product = await self.call("step-keys", "step", click)
             self.check_step(product, click)
             await self.check_page(product, click)
@@ -221,10 +236,10 @@ class _Checker:
         idx = reset.get("idx")
         self.expect("reset-keys", type(idx) is int and idx == self.task_id,
                     f"reset idx must be the task id {self.task_id}, got {idx!r}")
-        self.expect("reset-keys", reset.get("task_mode") in ("persona", "standard"),
+        self.expect("reset-keys", reset.get("task_mode") in TASK_MODES,
                     f"task_mode must be 'persona' or 'standard', got {reset.get('task_mode')!r}")
         if self.persona is not None:
-            wanted = "persona" if self.persona else "standard"
+            wanted = task_mode(self.persona)
             self.expect("reset-keys", reset.get("task_mode") == wanted,
                         f"persona={self.persona} must give task_mode {wanted!r}, got {reset.get('task_mode')!r}")
         self.expect("reset-keys", reset.get("interaction_mode") == self.interaction_mode,
@@ -263,8 +278,8 @@ class _Checker:
             self.expect("step-keys", feedback.get("action") == action and isinstance(feedback.get("valid"), bool)
                         and isinstance(feedback.get("reason"), str) and isinstance(feedback.get("message"), str),
                         f"action_feedback must echo the action and carry valid/reason/message; got {feedback!r}")
-            self.expect("step-keys", result.get("message") == ("Continue interaction" if feedback.get("valid")
-                                                               else "Invalid action"),
+            self.expect("step-keys", result.get("message") == (CONTINUE_MESSAGE if feedback.get("valid")
+                                                               else INVALID_MESSAGE),
                         f"message must be 'Continue interaction' after a valid action and 'Invalid action' "
                         f"otherwise; got {result.get('message')!r} for valid={feedback.get('valid')!r}")
         self.expect("done-flag", self.env.done == done, f"env.done is {self.env.done!r} but the step said {done!r}")
@@ -281,13 +296,14 @@ class _Checker:
         tools = await self.call("tools-consistent", "tools")
         names = [tool.get("function", {}).get("name") for tool in tools] if isinstance(tools, list) else None
         actions = _actions(result)
-        expected = (["search"] if (state or {}).get("search_available") is True else []) + (["click"] if actions else [])
+        expected = (([SEARCH_TOOL] if (state or {}).get("search_available") is True else [])
+                    + ([CLICK_TOOL] if actions else []))
         self.expect("tools-consistent", names == expected,
                     f"after {after} the tools must be {expected} (search offered: "
                     f"{(state or {}).get('search_available')!r}, {len(actions)} clickables), got {names}")
-        if names and "click" in names:
-            click = tools[names.index("click")]
-            enum = click.get("function", {}).get("parameters", {}).get("properties", {}).get("value", {}).get("enum")
+        if names and CLICK_TOOL in names:
+            click = tools[names.index(CLICK_TOOL)]
+            enum = click.get("function", {}).get("parameters", {}).get("properties", {}).get(VALUE_ARGUMENT, {}).get("enum")
             self.expect("tools-consistent", enum == actions,
                         f"after {after} the click enum must equal the page's clickables in order: "
                         f"enum={enum!r}, actions={actions!r}")
@@ -315,12 +331,12 @@ class _Checker:
         self.expect("terminate-reference", "action_feedback" not in result,
                     f"the reference terminate result has no action_feedback (no action was taken); got "
                     f"{result.get('action_feedback')!r}")
-        self.expect("terminate-reference", result.get("message") == f"Episode terminated: {reason}",
-                    f"the reference terminate message is 'Episode terminated: {reason}', got "
+        self.expect("terminate-reference", result.get("message") == terminated_message(reason),
+                    f"the reference terminate message is {terminated_message(reason)!r}, got "
                     f"{result.get('message')!r}")
 
     async def check_after_end(self) -> None:
-        for name, args in (("step", ("click[buy now]",)), ("terminate", (TERMINATION_REASONS[0],))):
+        for name, args in (("step", (format_action(CLICK_TOOL, BUY_NOW),)), ("terminate", (TERMINATION_REASONS[0],))):
             try:
                 await _maybe_await(getattr(self.env, name)(*args))
             except ShopSimError as exc:
@@ -370,7 +386,7 @@ class _Checker:
         self.expect(rule, not wrong, f"{what} value types are wrong: {wrong}")
 
 
-def check_env(env: object, task_id: int, *, persona: bool | None = None, interaction_mode: str = "single_turn",
+def check_env(env: object, task_id: int, *, persona: bool | None = None, interaction_mode: str = SINGLE_TURN,
               skip: Collection[str] = ()) -> tuple[str, ...]:
     """Drive ``env`` through one episode of ``task_id`` and check every rule of the environment contract.
 
@@ -395,7 +411,7 @@ def check_env(env: object, task_id: int, *, persona: bool | None = None, interac
 
 
 async def check_env_async(env: object, task_id: int, *, persona: bool | None = None,
-                          interaction_mode: str = "single_turn", skip: Collection[str] = ()) -> tuple[str, ...]:
+                          interaction_mode: str = SINGLE_TURN, skip: Collection[str] = ()) -> tuple[str, ...]:
     """:func:`check_env` for an ``AsyncShopEnvironment`` (a synchronous one is accepted too), in the caller's
     event loop."""
     checker = _Checker(env, task_id, persona, interaction_mode, skip)

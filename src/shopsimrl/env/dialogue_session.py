@@ -11,34 +11,34 @@ feedback: ``empty_argument``, ``question_too_long``, ``multiple_actions_not_allo
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..dialogue.rule_shopper import RuleShopper
+from ..contract import ASK_USER_TOOL, TERMINAL, TOOL_NAMES, chained_actions
+from ..dialogue.shopper import Shopper
+from ..errors import ShopperCallError
 from ..versions import DIALOGUE_OBSERVATION_VERSION, MAX_QUESTION_CHARS
 from . import actions as act
 from .observation import render_observation
-from .session import TERMINAL, ShopSession
+from .session import ShopSession
 
-ASK_USER = "ask_user"
 QUESTION_TOO_LONG = "question_too_long"
 ASK_USER_UNAVAILABLE = "ask_user_unavailable"
-DIALOGUE_FEEDBACK_CODES = (QUESTION_TOO_LONG, ASK_USER_UNAVAILABLE)
 MSG_EMPTY_QUESTION = "ask_user[...] 的问题不能为空"
 MSG_QUESTION_TOO_LONG = f"问题不能超过 {MAX_QUESTION_CHARS} 个字符"
 MSG_ASK_USER_UNAVAILABLE = "提问次数已用完，不能再向顾客提问"
 MSG_MULTIPLE = "一次调用只能执行一个 search[...]、click[...] 或 ask_user[...] 动作"
 REPLY_PREFIX = "顾客回复："
+ASK_USER_CAPABILITY = "- 可以使用 ask_user 向顾客提问"  # the observation line while ask_user is offered
 # ``]`` followed (optionally after one separator) by another action: ``ask_user[a] ask_user[b]``.
-_CHAINED = re.compile(r"\]\s*(?:[,;，；]\s*)?(?:search|click|ask_user)\s*\[", re.IGNORECASE)
+_CHAINED = chained_actions(TOOL_NAMES)
 
 
 def dialogue_lines(dialogue: Mapping[str, Any]) -> str:
     """The dialogue part of the observation text (appended after the page)."""
     asked, limit = dialogue.get("questions_asked", 0), dialogue.get("max_questions", 0)
     if dialogue.get("ask_user_available"):
-        return f"\n对话：\n- 可以使用 ask_user 向顾客提问（已提问 {asked}/{limit} 次）\n"
+        return f"\n对话：\n{ASK_USER_CAPABILITY}（已提问 {asked}/{limit} 次）\n"
     return f"\n对话：\n- 提问次数已用完（已提问 {asked}/{limit} 次）\n"
 
 
@@ -56,7 +56,7 @@ class DialogueSession(ShopSession):
 
     __slots__ = ("last_reply", "max_questions", "questions", "shopper")
 
-    def __init__(self, *, shopper: RuleShopper, **kwargs: Any) -> None:
+    def __init__(self, *, shopper: Shopper, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.shopper = shopper
         self.max_questions = shopper.config.max_questions
@@ -87,7 +87,12 @@ class DialogueSession(ShopSession):
 
     def step(self, action: object) -> dict[str, Any]:
         self.last_reply = None
-        return super().step(action)
+        before = self.action_count
+        try:
+            return super().step(action)
+        except ShopperCallError:  # the LLM shopper failed: the step did not happen (the caller may retry it)
+            self.action_count = before
+            raise
 
     def _result(self, feedback: Mapping[str, Any] | None) -> dict[str, Any]:
         result = super()._result(feedback)
@@ -101,7 +106,7 @@ class DialogueSession(ShopSession):
 
     def _apply(self, action: object) -> dict[str, Any]:
         parsed = act.parse_action(action)
-        if not parsed.ok or (parsed.name or "").casefold() != ASK_USER:
+        if not parsed.ok or (parsed.name or "").casefold() != ASK_USER_TOOL:
             return super()._apply(action)
         shown = action if isinstance(action, str) else repr(action)
         question = parsed.argument
@@ -113,10 +118,10 @@ class DialogueSession(ShopSession):
             return act.feedback(shown, False, act.MULTIPLE_ACTIONS, MSG_MULTIPLE)
         if self.questions >= self.max_questions:
             return act.feedback(shown, False, ASK_USER_UNAVAILABLE, MSG_ASK_USER_UNAVAILABLE)
+        reply = self.shopper.reply(question.strip()).text  # may raise ShopperCallError: nothing counted yet
         self.questions += 1
-        reply = self.shopper.reply(question.strip()).text
         self.last_reply = reply
-        self.counters["ask_user"] += 1
+        self.counters[ASK_USER_TOOL] += 1
         payload = act.feedback(shown, True, act.EXECUTED, REPLY_PREFIX + reply)
         payload["reply"] = reply
         return payload

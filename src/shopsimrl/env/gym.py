@@ -2,19 +2,21 @@
 
 Observations are the rendered ``shopping-observation-v7`` text and actions are canonical action strings;
 ``reset(options={"task_id": …, "persona": …})`` chooses the task (else a seeded choice from the split);
-``shopper="rule"`` (or ``options["shopper"]``) plays dialogue mode: ``info`` carries ``shopper_opening`` after a
-reset and ``shopper_reply`` after each step.
+``shopper="rule"`` (or ``options["shopper"]``; ``"llm"`` with ``llm_shopper=``) plays dialogue mode: ``info``
+carries ``shopper_opening`` after a reset and ``shopper_reply`` after each step.
 A purchase ends the episode as ``terminated``; the action limit ends it as ``truncated``.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium
 
+from ..contract import PURCHASE, SINGLE_TURN
 from ..dialogue.config import ShopperConfig
+from ..dialogue.llm_shopper import LLMShopperSettings, ShopperEndpoint
 from ..errors import ShopSimError
 from .shop_env import ShopEnv, ShopWorld
 
@@ -48,7 +50,7 @@ class UnicodeText(gymnasium.spaces.Space[str]):
 
 
 class ShopGymEnv(gymnasium.Env[str, str]):
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (an instance attribute in gymnasium.Env)
 
     def __init__(
         self,
@@ -57,10 +59,11 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         world: ShopWorld | None = None,
         split: str = "test",
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         render_mode: str | None = None,
         shopper: str | None = None,
         shopper_config: ShopperConfig | None = None,
+        llm_shopper: LLMShopperSettings | ShopperEndpoint | None = None,
     ) -> None:
         """``ShopGymEnv(data_dir)`` or ``ShopGymEnv(world)`` (a ``ShopWorld``, positionally or as ``world=``).
 
@@ -76,7 +79,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
                 raise ShopSimError("ShopGymEnv needs a data directory or a ShopWorld")
             world = ShopWorld.shared(data_dir)
         self.world = world
-        self.env = ShopEnv(world)
+        self.env = ShopEnv(world, llm_shopper=llm_shopper)  # llm_shopper: the endpoint behind shopper="llm"
         self.task_ids = world.catalog.split(split)
         self.persona = persona
         self.interaction_mode = interaction_mode
@@ -116,7 +119,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         result = self.env.step(action)
         self._last_observation = result["observation"]
         reason = result.get("termination_reason")
-        terminated = bool(result["done"]) and reason == "purchase"
+        terminated = bool(result["done"]) and reason == PURCHASE
         truncated = bool(result["done"]) and not terminated
         info = {
             "action_feedback": result["action_feedback"],

@@ -14,16 +14,17 @@ The result types describe the dicts exactly as ``ShopEnv`` returns them; the HTT
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
-TaskMode = Literal["persona", "standard"]
-InteractionMode = Literal["single_turn", "multi_turn"]
-TerminationReason = Literal["action_limit", "generation_length"]
-EndReason = Literal["purchase", "action_limit", "generation_length"]
-
-INTERACTION_MODES: tuple[InteractionMode, ...] = ("single_turn", "multi_turn")
-TERMINATION_REASONS: tuple[TerminationReason, ...] = ("action_limit", "generation_length")
-END_REASONS: tuple[EndReason, ...] = ("purchase", *TERMINATION_REASONS)
+# The contract's words (modes, reasons) are defined in ``shopsimrl.contract``; re-exported here with the types.
+from ..contract import ACTION_LIMIT, SINGLE_TURN
+from ..contract import END_REASONS as END_REASONS
+from ..contract import INTERACTION_MODES as INTERACTION_MODES
+from ..contract import TERMINATION_REASONS as TERMINATION_REASONS
+from ..contract import EndReason as EndReason
+from ..contract import InteractionMode as InteractionMode
+from ..contract import TaskMode as TaskMode
+from ..contract import TerminationReason as TerminationReason
 
 # Result fields whose value legitimately depends on the path (not on the episode): ``idx`` of a step is the
 # session name, ``session-<task>`` in process and ``slot-<n>-<task>`` behind the service.
@@ -64,7 +65,7 @@ class _ResetRequired(TypedDict):
 
 class ResetResult(_ResetRequired, total=False):
     """The result of ``reset``; the private keys are present only with ``include_private_goal=True``, the
-    ``shopper*``/``dialogue_version``/``tool_version`` keys only in dialogue mode (``shopper="rule"``)."""
+    ``shopper*``/``dialogue_version``/``tool_version`` keys only in dialogue mode (``shopper="rule"`` or ``"llm"``)."""
 
     private_task_instruction: str
     goal_options: list[str]
@@ -138,20 +139,23 @@ class ShopEnvironment(Protocol):
     ``reset`` starts task ``task_id`` (``persona`` None: the task's own mode; True on a standard task raises
     ``PersonaUnavailableError``); ``step`` applies one canonical action string; ``terminate`` ends the
     episode with zero reward; ``step`` or ``terminate`` after the end raise ``EpisodeTerminatedError``.
+    Every implementation raises the same classes with the same messages (``shopsimrl.errors``): an unknown task
+    ``UnknownTaskError``, a malformed argument ``InvalidRequestError`` (a non-string action ``InvalidActionError``),
+    a call before the first reset ``NoActiveEpisodeError`` (docs/contract.md, HTTP errors).
     """
 
     def reset(
         self,
         task_id: int,
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
     ) -> ResetResult: ...
 
     def step(self, action: str) -> StepResult: ...
 
-    def terminate(self, reason: str = "action_limit") -> TerminateResult: ...
+    def terminate(self, reason: str = ACTION_LIMIT) -> TerminateResult: ...
 
     def tools(self) -> list[Tool]: ...
 
@@ -172,14 +176,14 @@ class AsyncShopEnvironment(Protocol):
         self,
         task_id: int,
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
     ) -> ResetResult: ...
 
     async def step(self, action: str) -> StepResult: ...
 
-    async def terminate(self, reason: str = "action_limit") -> TerminateResult: ...
+    async def terminate(self, reason: str = ACTION_LIMIT) -> TerminateResult: ...
 
     def tools(self) -> list[Tool]: ...
 

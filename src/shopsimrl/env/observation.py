@@ -11,30 +11,49 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
+from ..contract import (
+    BUTTON_LABELS,
+    CAPABILITIES_HEADING,
+    CLICKABLES_HEADING,
+    EXECUTED,
+    FEEDBACK_MESSAGE_PREFIX,
+    INFORMATION_SUBPAGE,
+    LAST_ACTION_HEADING,
+    MISSING_AXES_PREFIX,
+    NO_OPTIONS_LINE,
+    OPTION_VALUES_PREFIX,
+    OPTIONS_HEADING,
+    PAGE_HEADINGS,
+    PAGE_TYPES,
+    PRODUCT_DETAIL,
+    PRODUCT_HEADING,
+    PRODUCTS_HEADING,
+    RESULT_PREFIX,
+    RESULTS_LINE_PREFIX,
+    SEARCH_BUTTON,
+    SEARCH_CAPABILITY_LINE,
+    SEARCH_HOME,
+    SEARCH_RESULTS,
+    SEARCH_TEXT_PREFIX,
+    SELECTED_PREFIX,
+    TERMINAL,
+)
+from ..contract import MISSING_TEXT as MISSING
 from ..errors import ObservationError
 from ..versions import OBSERVATION_VERSION, PAGE_SIZE
 from .variant_price import price_display
 
-SEARCH_HOME = "search_home"
-SEARCH_RESULTS = "search_results"
-PRODUCT_DETAIL = "product_detail"
-INFORMATION_SUBPAGE = "information_subpage"
-TERMINAL = "terminal"
-PAGE_TYPES = frozenset({SEARCH_HOME, SEARCH_RESULTS, PRODUCT_DETAIL, INFORMATION_SUBPAGE, TERMINAL})
-
 FORBIDDEN_KEYS = frozenset({"goal", "reward", "reward_detail", "target_asin", "answer"})
-BUTTON_LABELS = frozenset({"back to search", "< prev", "next >", "buy now", "attributes", "search"})
 MAX_KEY_ATTRIBUTES = 10
 MAX_VALUES_PER_AXIS = 100
-MISSING = "未提供"
 UNTITLED = "未命名商品"
 MAX_PRODUCT_ID_LENGTH = 20
 ITEM_CACHE_SIZE = 8192  # rendered result items kept per process (the catalog is read-only)
 
 
-def is_product_id(value: object) -> bool:
+def is_product_id(value: object) -> TypeGuard[str]:
     """A product link label: 1–20 ASCII letters or digits that is not a button label (§5.2 [GUESS])."""
     return (
         isinstance(value, str)
@@ -89,7 +108,7 @@ def _common(
         "observation_version": OBSERVATION_VERSION,
         "page_type": page_type,
         "search_available": search_available,
-        "actions": [a for a in actions if not (isinstance(a, str) and a.casefold() == "search")],
+        "actions": [a for a in actions if not (isinstance(a, str) and a.casefold() == SEARCH_BUTTON)],
     }
     if last_action is not None:
         state["last_action"] = last_action
@@ -279,7 +298,7 @@ def _render_item(product: Mapping[str, Any]) -> str:
     price = product.get("price")
     brand = product.get("brand")
     category = product.get("category")
-    attributes = product.get("key_attributes")
+    attributes: Any = product.get("key_attributes")
     if (
         (price is None or type(price) is str)
         and (title is None or type(title) is str)
@@ -293,14 +312,14 @@ def _render_item(product: Mapping[str, Any]) -> str:
 
 
 def _results_lines(state: Mapping[str, Any], lines: list[str]) -> None:
-    lines.append("页面：搜索结果")
-    lines.append(f"搜索词：{_or(state.get('search_text'), MISSING)}")
+    lines.append(PAGE_HEADINGS[SEARCH_RESULTS])
+    lines.append(f"{SEARCH_TEXT_PREFIX}{_or(state.get('search_text'), MISSING)}")
     lines.append(
-        f"结果：第 {state.get('page')}/{state.get('total_pages')} 页，共 {state.get('total_results')} 项，"
+        f"{RESULTS_LINE_PREFIX}{state.get('page')}/{state.get('total_pages')} 页，共 {state.get('total_results')} 项，"
         f"当前显示排名 {state.get('rank_start')}-{state.get('rank_end')}"
     )
     lines.append("")
-    lines.append("商品列表：")
+    lines.append(PRODUCTS_HEADING)
     products = state["products"]
     for product in products:
         lines.append(f"{product.get('rank')}. {_render_item(product)}")
@@ -311,8 +330,8 @@ def _results_lines(state: Mapping[str, Any], lines: list[str]) -> None:
 def _product_lines(state: Mapping[str, Any], lines: list[str], subpage: bool) -> None:
     product = state["product"]
     price = state["selected_price"] if "selected_price" in state else product.get("price")
-    lines.append("页面：商品属性页" if subpage else "页面：商品详情")
-    lines.append("商品：")
+    lines.append(PAGE_HEADINGS[INFORMATION_SUBPAGE if subpage else PRODUCT_DETAIL])
+    lines.append(PRODUCT_HEADING)
     lines.append(f"- 标题：{_or(product.get('title'), UNTITLED)}")
     lines.append(f"- ASIN：{product['asin']}")
     lines.append(f"- 价格：{display(price)}")
@@ -322,22 +341,22 @@ def _product_lines(state: Mapping[str, Any], lines: list[str], subpage: bool) ->
     if attribute_line is not None:
         lines.append(attribute_line)
     lines.append("")
-    lines.append("规格选择：")
+    lines.append(OPTIONS_HEADING)
     available = state["available_options"]
     selected = state["selected_options"]
     if available:
         for axis, values in available.items():
             if axis in selected:
-                lines.append(f"- {_text(axis)}：已选择 {_text(selected[axis])}")
+                lines.append(f"- {_text(axis)}：{SELECTED_PREFIX}{_text(selected[axis])}")
             else:
                 lines.append(f"- {_text(axis)}：尚未选择")
             if values:
-                lines.append(f"  可选值：{' / '.join(map(_text, values))}")
+                lines.append(f"{OPTION_VALUES_PREFIX}{' / '.join(map(_text, values))}")
     else:
-        lines.append("- 此商品没有规格选项")
+        lines.append(NO_OPTIONS_LINE)
     missing = state.get("missing_option_axes")
     if missing:
-        lines.append(f"仍需选择：{'、'.join(map(_text, missing))}")
+        lines.append(f"{MISSING_AXES_PREFIX}{'、'.join(map(_text, missing))}")
     elif state.get("options_complete"):
         lines.append("规格状态：已选择全部规格，可以购买")
     invalid = state.get("invalid_selected_options")
@@ -356,9 +375,9 @@ def render_observation(state: Mapping[str, Any]) -> str:
     page_type = check_observation_state(state)
     lines: list[str] = []
     if page_type == SEARCH_HOME:
-        lines.append("页面：搜索首页")
+        lines.append(PAGE_HEADINGS[SEARCH_HOME])
     elif page_type == TERMINAL:
-        lines.append("页面：任务已终止")
+        lines.append(PAGE_HEADINGS[TERMINAL])
         lines.append("不能再执行操作。")
     elif page_type == SEARCH_RESULTS:
         _results_lines(state, lines)
@@ -367,24 +386,24 @@ def render_observation(state: Mapping[str, Any]) -> str:
     last = state.get("last_action")
     if isinstance(last, Mapping):
         lines.append("")
-        lines.append("上次交互结果：")
-        lines.append("- 结果：成功" if last.get("valid") else "- 结果：无效")
+        lines.append(LAST_ACTION_HEADING)
+        lines.append(RESULT_PREFIX + ("成功" if last.get("valid") else "无效"))
         message = last.get("message")
         if message:
-            lines.append(f"- 说明：{_text(message)}")
+            lines.append(f"{FEEDBACK_MESSAGE_PREFIX}{_text(message)}")
         reason = last.get("reason")
-        if reason and reason != "executed":
+        if reason and reason != EXECUTED:
             lines.append(f"- 原因代码：{_text(reason)}")
     lines.append("")
     actions = state.get("actions") or ()
     search_available = bool(state.get("search_available"))
     if search_available:
-        lines.append("页面能力：")
-        lines.append("- 支持商品搜索")
+        lines.append(CAPABILITIES_HEADING)
+        lines.append(SEARCH_CAPABILITY_LINE)
         if actions:
             lines.append("")
     if actions:
-        lines.append("可点击元素：")
+        lines.append(CLICKABLES_HEADING)
         lines.extend(f"- {_text(action)}" for action in actions)
     if not search_available and not actions:
         lines.append("当前页面没有可交互元素。")

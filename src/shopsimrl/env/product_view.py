@@ -12,9 +12,8 @@ from typing import Any
 
 from ..catalog.options import display_option_value
 from ..catalog.records import Product
-from .observation import product_summary
-
-MAX_VALUES_PER_AXIS = 100
+from ..contract import option_label
+from .observation import MAX_VALUES_PER_AXIS, product_summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +43,7 @@ def _build_options(product: Product) -> _Options:
     seen: set[str] = set()
     for axis, axis_values in values.items():
         for value in axis_values:
-            label = f"{axis}={value}"
+            label = option_label(axis, value)
             if label not in seen:
                 seen.add(label)
                 labels.append(OptionLabel(label, axis, value))

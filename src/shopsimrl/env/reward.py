@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..contract import PURCHASE
 from ..errors import InvalidGoalError
 from ..search.text import LATIN_TOKEN  # the §3.2 Latin/number token shape
 from ..versions import REWARD_VERSION
@@ -195,7 +196,7 @@ def score_purchase(
     r_success = int(r_type == 1.0 and r_att == 1.0 and r_option == 1.0 and r_price == 1.0)
     return {
         "reward_version": REWARD_VERSION,
-        "termination_reason": "purchase",
+        "termination_reason": PURCHASE,
         "r_type": r_type,
         "category_match": category_match,
         "title_score": title_score,

@@ -14,7 +14,28 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..catalog.plain_copy import plain_copy
-from ..errors import EpisodeTerminatedError
+from ..contract import (
+    ACTION_LIMIT,
+    BACK_TO_SEARCH,
+    BUY_NOW,
+    CLICK_TOOL,
+    CONTINUE_MESSAGE,
+    INVALID_MESSAGE,
+    NEXT,
+    OPTION_SEPARATOR,
+    PREV,
+    PRODUCT_DETAIL,
+    PURCHASE,
+    SEARCH_HOME,
+    SEARCH_RESULTS,
+    SEARCH_TOOL,
+    SINGLE_TURN,
+    TERMINAL,
+    TERMINATION_REASONS,
+    extract_action,
+    terminated_message,
+)
+from ..errors import EpisodeTerminatedError, InvalidActionError, InvalidRequestError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import actions as act
@@ -23,17 +44,14 @@ from .product_view import ProductView
 from .reward import empty_reward_detail, score_purchase
 from .variant_price import resolve_variant_price
 
-SEARCH_HOME = "search_home"
-SEARCH_RESULTS = "search_results"
-PRODUCT_DETAIL = "product_detail"
-TERMINAL = "terminal"
 
-BACK_TO_SEARCH = "back to search"
-PREV = "< prev"
-NEXT = "next >"
-BUY_NOW = "buy now"
+def require_action_text(action: object) -> str:
+    """A step's action must be text (a canonical action or model text); anything else is the caller's bug,
+    raised the same way in process and behind the service (a string that does not parse is feedback)."""
+    if not isinstance(action, str):
+        raise InvalidActionError(f"a step action must be a string, got {type(action).__name__}")
+    return action
 
-TERMINATION_REASONS = ("action_limit", "generation_length")
 
 SearchFn = Callable[[str], tuple[str, ...]]
 ViewFn = Callable[[str], ProductView]
@@ -84,11 +102,11 @@ class ShopSession:
         goal: Mapping[str, Any],
         search: SearchFn,
         view: ViewFn,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         session_id: str | None = None,
     ) -> None:
         if interaction_mode not in EPISODE_LIMITS:
-            raise ValueError(
+            raise InvalidRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}"
             )
         self._search = search
@@ -200,25 +218,28 @@ class ShopSession:
 
     # ----------------------------------------------------------------- stepping
     def step(self, action: object) -> dict[str, Any]:
+        """Apply one action: a canonical action string or a model's whole answer (its ``Action:`` line is
+        read out by ``extract_action``, here and nowhere else, so every path reads model text alike)."""
+        text = require_action_text(action)
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated; reset before stepping")
         self.action_count += 1
-        feedback = self._apply(action)
+        feedback = self._apply(extract_action(text))
         self.last_action = feedback
         if not self.done and self.action_count >= self.max_actions:
-            self._end("action_limit")
+            self._end(ACTION_LIMIT)
         return self._result(feedback)
 
-    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+    def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
-            raise ValueError(f"unsupported termination reason: {reason}")
+            raise InvalidRequestError(f"unsupported termination reason: {reason}")
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated")
         self._end(reason)
         # the reference's terminate result: no action was taken, so no action_feedback (env_spec §9.2)
         result = self._result(self.last_action)
         del result["action_feedback"]
-        result["message"] = f"Episode terminated: {reason}"
+        result["message"] = terminated_message(reason)
         return result
 
     def _end(self, reason: str) -> None:
@@ -238,7 +259,7 @@ class ShopSession:
             "observation": observation,
             "observation_state": state,
             "action_feedback": copy.copy(feedback) if feedback is not None else None,
-            "message": "Continue interaction" if valid else "Invalid action",
+            "message": CONTINUE_MESSAGE if valid else INVALID_MESSAGE,
             "idx": self.session_id,
             "reward_detail": plain_copy(self.reward_detail) if self.done else {},
             "purchase": plain_copy(self.purchase) if self.done else {},
@@ -256,14 +277,14 @@ class ShopSession:
             return act.feedback(shown, False, parsed.error_code, parsed.error_message or "")
         name = (parsed.name or "").casefold()
         argument = parsed.argument
-        if name == "search":
+        if name == SEARCH_TOOL:
             if argument is None or not argument.strip():
                 return act.feedback(shown, False, act.EMPTY_ARGUMENT, act.MSG_EMPTY_SEARCH)
             if self.page != SEARCH_HOME:
                 return act.feedback(shown, False, act.SEARCH_UNAVAILABLE, act.MSG_SEARCH_UNAVAILABLE)
             self._do_search(argument)
             return act.feedback(shown, True, act.EXECUTED, act.MSG_SEARCH_EXECUTED)
-        if name == "click":
+        if name == CLICK_TOOL:
             if argument is None or not argument.strip():
                 return act.feedback(shown, False, act.EMPTY_ARGUMENT, act.MSG_EMPTY_CLICK)
             if self.page == PRODUCT_DETAIL and self._is_selected(argument):
@@ -272,7 +293,7 @@ class ShopSession:
                 missing = self._missing_axes()
                 if missing:
                     return act.feedback(
-                        shown, False, act.INCOMPLETE_OPTIONS, act.MSG_INCOMPLETE_OPTIONS + "、".join(missing),
+                        shown, False, act.INCOMPLETE_OPTIONS, act.MSG_INCOMPLETE_OPTIONS + act.MISSING_AXES_SEPARATOR.join(missing),
                         missing_option_axes=missing,
                     )
                 self._buy()
@@ -284,7 +305,7 @@ class ShopSession:
         return act.feedback(shown, False, act.INVALID_FORMAT, act.MSG_UNKNOWN_ACTION_NAME)
 
     def _is_selected(self, argument: str) -> bool:
-        axis, sep, value = argument.partition("=")
+        axis, sep, value = argument.partition(OPTION_SEPARATOR)
         return bool(sep) and self.options.get(axis) == value
 
     def _do_search(self, query: str) -> None:
@@ -357,7 +378,7 @@ class ShopSession:
         }
         self.counters["purchase"] += 1
         self.done = True
-        self.termination_reason = "purchase"
+        self.termination_reason = PURCHASE
         self.reward = float(detail["r_strict"])
         self.reward_detail = detail
         self.page = TERMINAL

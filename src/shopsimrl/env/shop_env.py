@@ -9,22 +9,33 @@ from __future__ import annotations
 
 import os
 import threading
-from functools import lru_cache
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ..catalog.goals import strip_reasoning
+from ..catalog.store import SEARCH_CACHE_SIZE as SEARCH_CACHE_SIZE  # re-exported (old import path)
 from ..catalog.store import Catalog
+from ..contract import (
+    ACTION_LIMIT,
+    MULTI_TURN,
+    SINGLE_TURN,
+    check_task_id,
+    started_message,
+    task_mode,
+    visible_instruction,
+)
 from ..dialogue.config import ShopperConfig
+from ..dialogue.llm_shopper import NO_ENDPOINT, LLMShopper, LLMShopperSettings, ShopperEndpoint
 from ..dialogue.rule_shopper import RuleShopper
-from ..errors import DialogueError, PersonaUnavailableError, ShopSimError
+from ..dialogue.shopper import Shopper
+from ..errors import DialogueError, NoActiveEpisodeError, PersonaUnavailableError
+from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
 from .dialogue_session import DialogueSession
 from .product_view import ProductView
 from .session import ShopSession
 from .tools import tools_for_state
-
-SEARCH_CACHE_SIZE = 65536
 
 
 class ShopWorld:
@@ -42,10 +53,10 @@ class ShopWorld:
         # prepare checks that every hit is a catalog product; only an index built elsewhere needs the filter
         known = None if catalog.index_covers_products else catalog.products_by_asin
 
-        @lru_cache(maxsize=SEARCH_CACHE_SIZE)
         def search(query: str) -> tuple[str, ...]:
-            hits = index.search(query, k=SEARCH_TOP_K)
-            return tuple(hit.asin for hit in hits if known is None or hit.asin in known)
+            """The result ASINs of ``query``; the index's own cache (keyed by the query's tokens) is the only one."""
+            asins = index.result_asins(search_tokens(query), SEARCH_TOP_K)
+            return asins if known is None else tuple(asin for asin in asins if asin in known)
 
         self.search = search
 
@@ -72,11 +83,17 @@ class ShopWorld:
                     view = self._views[asin] = ProductView.of(self.catalog.products_by_asin[asin])
         return view
 
-    def new_env(self) -> ShopEnv:
-        return ShopEnv(self)
+    def new_env(self, *, llm_shopper: ShopperEndpoint | None = None) -> ShopEnv:
+        return ShopEnv(self, llm_shopper=llm_shopper)
 
 
-def resolve_persona_mode(task_id: int, goal: dict[str, Any], persona: bool | None) -> bool:
+def check_shopper(shopper: object) -> None:
+    """Refuse a dialogue shopper this version does not know (the service checks before it waits for a slot)."""
+    if shopper is not None and shopper not in ("rule", "llm"):
+        raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
+
+
+def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | None) -> bool:
     """The mode a reset runs in: None → persona iff the task has one; True on a standard task is an error."""
     has_persona = bool(goal.get("user_persona"))
     if persona is None:
@@ -89,27 +106,38 @@ def resolve_persona_mode(task_id: int, goal: dict[str, Any], persona: bool | Non
 class ShopEnv:
     """One shopping session: ``reset`` a task, then ``step`` canonical actions until ``done``."""
 
-    def __init__(self, world: ShopWorld) -> None:
+    def __init__(
+        self, world: ShopWorld, *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None
+    ) -> None:
+        """``llm_shopper``: the endpoint ``reset(..., shopper="llm")`` asks (settings get their own client)."""
         self.world = world
         self._session: ShopSession | None = None
         self._persona = False
+        if isinstance(llm_shopper, LLMShopperSettings):
+            llm_shopper = ShopperEndpoint(llm_shopper)
+        if llm_shopper is not None and not isinstance(llm_shopper, ShopperEndpoint):
+            raise DialogueError("llm_shopper must be LLMShopperSettings or a ShopperEndpoint")
+        self.llm_shopper = llm_shopper
 
     @classmethod
-    def from_data_dir(cls, root: str | os.PathLike[str]) -> ShopEnv:
+    def from_data_dir(
+        cls, root: str | os.PathLike[str], *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None
+    ) -> ShopEnv:
         """A session over the process-wide shared world of ``root`` (a ``shopsimrl data prepare`` directory)."""
-        return cls(ShopWorld.shared(root))
+        return cls(ShopWorld.shared(root), llm_shopper=llm_shopper)
 
     # ------------------------------------------------------------------ API
     def reset(
         self,
         task_id: int,
         persona: bool | None = None,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
         session_id: str | None = None,
         shopper: str | None = None,
         shopper_config: ShopperConfig | None = None,
+        shopper_seed: int | None = None,
     ) -> dict[str, Any]:
         """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
 
@@ -119,19 +147,25 @@ class ShopEnv:
         ``shopper="rule"`` starts a dialogue episode (always ``multi_turn``): ``task_instruction`` is withheld
         (``""``), ``shopper_opening`` carries the shopper's first message, and ``ask_user`` is offered until
         ``shopper_config.max_questions`` questions have been answered. None (the default) is the reference
-        behaviour, byte for byte.
+        behaviour, byte for byte. ``shopper="llm"`` asks the endpoint this env was given (``llm_shopper``) for
+        the opening and every reply; a failed call raises :class:`ShopperCallError`. ``shopper_seed`` replaces
+        ``shopper_config.sample_seed`` (the LLM shopper sends it as the request seed).
         """
-        if isinstance(task_id, bool) or not isinstance(task_id, int):
-            raise ShopSimError("task idx must be an integer")
-        if shopper is not None and shopper != "rule":
-            if shopper == "llm":
-                raise DialogueError("the LLM shopper is not available yet; use shopper='rule'")
-            raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' (or None for no dialogue)")
+        check_task_id(task_id)
+        check_shopper(shopper)
+        if shopper == "llm" and self.llm_shopper is None:
+            raise DialogueError(NO_ENDPOINT)
         if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
             raise DialogueError("shopper_config must be a ShopperConfig")
+        if shopper_seed is not None and shopper is None:
+            raise DialogueError("shopper_seed is the shopper's seed: it needs shopper='rule' or 'llm'")
+        if shopper_seed is not None:  # the episode seed (eval passes the job's): it replaces the config's sample seed
+            base = shopper_config or ShopperConfig()
+            shopper_config = ShopperConfig(max_questions=base.max_questions, sample_seed=shopper_seed, noise=base.noise)
         goal = self.world.catalog.goal(task_id)
         persona = resolve_persona_mode(task_id, goal, persona)
-        rule_shopper: RuleShopper | None = None
+        chat_shopper: Shopper | None = None
+        opening = ""
         if shopper is None:
             session: ShopSession = ShopSession(
                 goal=goal,
@@ -141,11 +175,17 @@ class ShopEnv:
                 session_id=session_id,
             )
         else:
-            interaction_mode = "multi_turn"
+            interaction_mode = MULTI_TURN
             product = self.world.catalog.products_by_asin.get(goal["asin"])
-            rule_shopper = RuleShopper(goal, product.raw if product is not None else None, shopper_config)
+            raw = product.raw if product is not None else None
+            if shopper == "llm":
+                assert self.llm_shopper is not None
+                chat_shopper = LLMShopper(goal, raw, shopper_config, self.llm_shopper)
+            else:
+                chat_shopper = RuleShopper(goal, raw, shopper_config)
+            opening = chat_shopper.opening()  # the LLM is asked here: a failure leaves the env as it was
             session = DialogueSession(
-                shopper=rule_shopper,
+                shopper=chat_shopper,
                 goal=goal,
                 search=self.world.search,
                 view=self.world.view,
@@ -154,39 +194,39 @@ class ShopEnv:
             )
         self._session = session
         persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
-        visible = goal["instruction_simple"] if persona and goal.get("user_persona") else goal["instruction_text"]
-        if rule_shopper is not None:
-            visible = ""
+        visible = visible_instruction(goal, persona) if chat_shopper is None else ""
         observation, state = session.observe()
         payload: dict[str, Any] = {
             "task_instruction": visible,
             "observation": observation,
-            "message": f"Task {task_id} started",
+            "message": started_message(task_id),
             "idx": task_id,
-            "task_mode": "persona" if persona else "standard",
+            "task_mode": task_mode(persona),
             "interaction_mode": interaction_mode,
             "environment_version": ENVIRONMENT_VERSION,
             "observation_state": state,
             "user_persona": persona_dict,
         }
-        if rule_shopper is not None:
-            payload["shopper"] = rule_shopper.name
-            payload["shopper_version"] = rule_shopper.version
-            payload["shopper_opening"] = rule_shopper.opening()
+        if chat_shopper is not None:
+            payload["shopper"] = chat_shopper.name
+            payload["shopper_version"] = chat_shopper.version
+            payload["shopper_opening"] = opening
             payload["dialogue_version"] = DIALOGUE_OBSERVATION_VERSION
             payload["tool_version"] = DIALOGUE_TOOL_VERSION
         if include_private_goal:
             payload["private_task_instruction"] = goal["instruction_text"]
             payload["goal_options"] = list(goal["goal_options"])
             payload["reason_key"] = goal.get("reason_key")
-            if rule_shopper is not None:
-                payload["shopper_slots"] = [slot.name for slot in rule_shopper.slots]
+            if chat_shopper is not None:
+                payload["shopper_slots"] = [slot.name for slot in chat_shopper.slots]
         return payload
 
     def step(self, action: str) -> dict[str, Any]:
+        """Apply ``action``: a canonical ``search[...]`` / ``click[...]`` string, or a model's whole answer whose
+        one ``Action:`` line holds it (read the same way on every path: docs/contract.md#model-text)."""
         return self._require_session().step(action)
 
-    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+    def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         """End the episode with zero reward, shaped as the reference's ``terminate`` result (env_spec §9.2): no
         ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``."""
         return self._require_session().terminate(reason)
@@ -229,6 +269,6 @@ class ShopEnv:
 
     def _require_session(self) -> ShopSession:
         if self._session is None:
-            raise ShopSimError("no active episode: call reset(task_id) first")
+            raise NoActiveEpisodeError("no active episode: call reset(task_id) first")
         return self._session
 

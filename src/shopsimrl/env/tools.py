@@ -9,17 +9,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..contract import (
+    ASK_USER_TOOL,
+    CLICK_TOOL,
+    QUERY_ARGUMENT,
+    QUESTION_ARGUMENT,
+    SEARCH_TOOL,
+    VALUE_ARGUMENT,
+)
 from ..errors import ObservationError
 from ..versions import MAX_QUESTION_CHARS
 
-SEARCH_TOOL = "search"
-CLICK_TOOL = "click"
 SEARCH_DESCRIPTION = "使用关键词搜索商品。仅在当前页面提供此工具时调用。"
 QUERY_DESCRIPTION = "用于检索商品的简洁关键词。"
 CLICK_DESCRIPTION = "点击当前页面的一个可用按钮、商品或规格选项。"
 VALUE_DESCRIPTION = "必须逐字选择当前可点击值之一。"
 # Dialogue mode only (``shopsimrl-dialogue-tools-v1``): offered while the state's ``dialogue`` block allows it.
-ASK_USER_TOOL = "ask_user"
 ASK_USER_DESCRIPTION = "向顾客提一个问题，了解其购物需求（预算、规格、具体要求等）。页面不会改变，工具结果是顾客的回复。"
 QUESTION_DESCRIPTION = "用一句话向顾客提出的问题。"
 
@@ -32,8 +37,8 @@ def _search_tool() -> dict[str, Any]:
             "description": SEARCH_DESCRIPTION,
             "parameters": {
                 "type": "object",
-                "properties": {"query": {"type": "string", "minLength": 1, "description": QUERY_DESCRIPTION}},
-                "required": ["query"],
+                "properties": {QUERY_ARGUMENT: {"type": "string", "minLength": 1, "description": QUERY_DESCRIPTION}},
+                "required": [QUERY_ARGUMENT],
                 "additionalProperties": False,
             },
         },
@@ -48,8 +53,8 @@ def _click_tool(actions: list[str]) -> dict[str, Any]:
             "description": CLICK_DESCRIPTION,
             "parameters": {
                 "type": "object",
-                "properties": {"value": {"type": "string", "enum": actions, "description": VALUE_DESCRIPTION}},
-                "required": ["value"],
+                "properties": {VALUE_ARGUMENT: {"type": "string", "enum": actions, "description": VALUE_DESCRIPTION}},
+                "required": [VALUE_ARGUMENT],
                 "additionalProperties": False,
             },
         },
@@ -65,14 +70,14 @@ def _ask_user_tool() -> dict[str, Any]:
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "question": {
+                    QUESTION_ARGUMENT: {
                         "type": "string",
                         "minLength": 1,
                         "maxLength": MAX_QUESTION_CHARS,
                         "description": QUESTION_DESCRIPTION,
                     }
                 },
-                "required": ["question"],
+                "required": [QUESTION_ARGUMENT],
                 "additionalProperties": False,
             },
         },

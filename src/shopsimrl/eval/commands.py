@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..contract import MULTI_TURN, SINGLE_TURN
+from ..dialogue.llm_shopper import add_shopper_arguments, shopper_settings_from_args
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS
 
@@ -26,8 +28,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
             top_p=args.top_p, max_tokens=args.max_tokens, extra_body=parse_extra_body(args.extra_body),
             timeout=args.timeout, max_retries=args.max_retries, send_seed=args.send_seed,
-            checkpoint_id=args.checkpoint_id,
+            checkpoint_id=args.checkpoint_id, send_task_id=args.send_task_id,
         )
+    elif args.send_task_id:
+        raise ShopSimError("--send-task-id goes with --base-url (a served model)")
     from ..agent.skills import SkillBank
     from ..catalog.store import check_data_dir
 
@@ -42,7 +46,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
         concurrency=args.concurrency, repeats=args.repeats, limit=args.limit, sample_size=args.sample_size,
         seed=args.seed, persona=args.persona, skills=args.skills, shopper=args.shopper,
-        max_steps=args.max_steps or EPISODE_LIMITS["multi_turn" if args.shopper else "single_turn"],
+        shopper_llm=shopper_settings_from_args(args),
+        max_steps=args.max_steps or EPISODE_LIMITS[MULTI_TURN if args.shopper else SINGLE_TURN],
         experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
         ray_data=args.ray_data,
     )
@@ -191,9 +196,13 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--sample-size", type=_positive_int, help="a seeded random sample of N tasks")
     ev.add_argument("--seed", type=int, default=20260830)
     ev.add_argument("--max-steps", type=int, default=None,
-                    help=f"turn limit (default {EPISODE_LIMITS['single_turn']}; {EPISODE_LIMITS['multi_turn']} with --shopper)")
-    ev.add_argument("--shopper", choices=("rule",), default=None,
-                    help="dialogue mode: a simulated shopper the agent can ask (ask_user); the instruction is withheld")
+                    help=f"turn limit (default {EPISODE_LIMITS[SINGLE_TURN]}; {EPISODE_LIMITS[MULTI_TURN]} with --shopper)")
+    ev.add_argument("--shopper", choices=("rule", "llm"), default=None,
+                    help="dialogue mode: a simulated shopper the agent can ask (ask_user); the instruction is withheld "
+                         "(llm: an LLM plays the shopper, --shopper-base-url/--shopper-model; replies cached in --out)")
+    add_shopper_arguments(ev)
+    ev.add_argument("--send-task-id", action="store_true",
+                    help="send shopsim_task_id in each model request (for the policy server's oracle policies)")
     ev.add_argument("--persona", action=argparse.BooleanOptionalAction, default=None,
                     help="persona mode (default: what the split declares)")
     ev.add_argument("--skills", help="skill-bank JSON appended to the system message")
@@ -222,7 +231,10 @@ def add_commands(commands: Any) -> None:
 
     ps = commands.add_parser("policy-server", help="an OpenAI-compatible chat server driven by a built-in policy")
     ps.add_argument("--data", required=True, help="a prepared data directory (the oracle resolves tasks in it)")
-    ps.add_argument("--policy", default="heuristic", choices=("heuristic", "oracle", "random", "dialogue-heuristic"))
+    ps.add_argument("--policy", default="heuristic",
+                    choices=("heuristic", "oracle", "random", "dialogue-heuristic", "dialogue-oracle", "rule-shopper"),
+                    help="dialogue-heuristic / dialogue-oracle: for `eval --shopper rule` (dialogue-oracle needs "
+                         "eval --send-task-id); rule-shopper: a scripted shopper for `eval --shopper llm`")
     ps.add_argument("--host", default="127.0.0.1")
     ps.add_argument("--port", type=int, default=8100)
     ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")

@@ -92,8 +92,15 @@ def _jobs(plan: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
 
 def _seed_conflicts(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any]) -> int:
     """Episodes both plans hold (same split, task, sample) but with different seeds: never comparable."""
-    seeds_a = {job[:3]: job[3] for job in _jobs(plan_a)}
-    return sum(1 for *key, seed in _jobs(plan_b) if tuple(key) in seeds_a and seeds_a[tuple(key)] != seed)
+    seeds_a = {(split, task, sample): seed for split, task, sample, seed in _jobs(plan_a)}
+    return sum(1 for split, task, sample, seed in _jobs(plan_b)
+               if seeds_a.get((split, task, sample), seed) != seed)
+
+
+def _shopper_model(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """The LLM shopper's model and sampling in a plan (its address and key variable do not matter)."""
+    identity = plan.get("environment", {}).get("shopper_llm") or {}
+    return {key: value for key, value in identity.items() if key not in ("base_url", "api_key_env")}
 
 
 def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, partial: bool = False) -> dict[str, Any]:
@@ -122,6 +129,9 @@ def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, par
             ignored = DIALOGUE_IGNORED
             warnings.append(f"single-turn vs dialogue (shopper {shopper_a or shopper_b!r}): ignored "
                             + ", ".join(ignored) + "; the dialogue run sees the shopper's opening, not the instruction")
+    llm_a, llm_b = _shopper_model(plan_a), _shopper_model(plan_b)
+    if shopper_a == shopper_b == "llm" and llm_a != llm_b:  # two LLM shoppers: the same model and sampling only
+        problems.append(f"environment shopper model differs ({llm_a.get('model')} vs {llm_b.get('model')})")
     for key in ENVIRONMENT_KEYS:
         if env_a[key] != env_b[key] and f"environment {key}" not in ignored:
             problems.append(f"environment {key} differs")

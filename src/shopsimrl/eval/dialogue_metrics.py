@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..contract import PURCHASE
 from ..dialogue.replies import NEUTRAL_REPLY, PURCHASE_INCOMPLETE
 
 INCOMPLETE_PREFIX = PURCHASE_INCOMPLETE.split("{", 1)[0]
-PURCHASE = "purchase"
 
 
 def episode_dialogue(record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -26,7 +26,8 @@ def episode_dialogue(record: Mapping[str, Any]) -> dict[str, Any] | None:
     if not isinstance(record.get("dialogue"), Mapping):
         return None
     final = record.get("final") or {}
-    state = final.get("dialogue") if isinstance(final.get("dialogue"), Mapping) else {}
+    raw_state = final.get("dialogue")
+    state: Mapping[str, Any] = raw_state if isinstance(raw_state, Mapping) else {}
     replies = [step["dialogue"].get("reply") for step in record.get("steps") or []
                if isinstance(step.get("dialogue"), Mapping) and step["dialogue"].get("valid")]
     told_incomplete = any(isinstance(r, str) and r.startswith(INCOMPLETE_PREFIX) for r in replies)

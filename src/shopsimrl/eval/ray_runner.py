@@ -51,10 +51,11 @@ class EpisodeWorker:
         self.plan, self.runtime = builder(settings, ShopWorld.shared(data_dir))
 
     def fingerprint(self) -> str:
-        return self.plan.fingerprint
+        return str(self.plan.fingerprint)
 
     async def run(self, job: Mapping[str, Any]) -> dict[str, Any]:
-        return await self.runtime.run(EpisodeJob(**job))
+        record: dict[str, Any] = await self.runtime.run(EpisodeJob(**job))
+        return record
 
     def stats(self) -> dict[str, Any]:
         return dataclasses.asdict(self.runtime.stats)
@@ -116,7 +117,8 @@ class RayEpisodePool:
         index = min(range(len(self.actors)), key=lambda i: (self._load[i], i))
         self._load[index] += 1
         try:
-            return await self.actors[index].run.remote(job.record())
+            record: dict[str, Any] = await self.actors[index].run.remote(job.record())
+            return record
         except Exception as exc:  # the worker died or the cluster went away: a technical failure, retried
             return failure_record(job, self.provenance, "ray_worker", exc)
         finally:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..contract import MISSING_TEXT
 from .rundir import RunDir, is_completed, write_json_atomic
 from .runner import run_summary
 from .summary import reward_detail, step_counts
@@ -44,8 +45,8 @@ def _cjk_font() -> str | None:
 
 def _category(record: Mapping[str, Any]) -> str:
     goal = (record.get("final") or {}).get("goal") or {}
-    category = str(goal.get("category") or "未提供")
-    return category.split("›")[0].strip() or "未提供"
+    category = str(goal.get("category") or MISSING_TEXT)
+    return category.split("›")[0].strip() or MISSING_TEXT
 
 
 def run_tables(records: list[dict[str, Any]]) -> dict[str, Any]:

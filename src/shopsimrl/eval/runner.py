@@ -9,6 +9,7 @@ or duplicating a completed episode.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,9 @@ from ..agent.runtime import (
 )
 from ..agent.skills import NO_SKILLS, SkillBank
 from ..catalog.store import Catalog
+from ..contract import MULTI_TURN, SINGLE_TURN
+from ..dialogue.llm_shopper import LLMShopperSettings, ShopperEndpoint
+from ..dialogue.reply_cache import CACHE_DIRNAME
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
 from ..versions import (
@@ -69,9 +73,10 @@ class EvalSettings:
     limit: int | None = None
     sample_size: int | None = None
     seed: int = DEFAULT_EVAL_SEED
-    max_steps: int = EPISODE_LIMITS["single_turn"]
+    max_steps: int = EPISODE_LIMITS[SINGLE_TURN]
     persona: bool | None = None
-    shopper: str | None = None  # dialogue mode (issue 16): "rule"; recorded in the plan so runs never mix
+    shopper: str | None = None  # dialogue mode (issue 16): "rule" or "llm"; recorded in the plan so runs never mix
+    shopper_llm: LLMShopperSettings | None = None  # the LLM shopper's endpoint (in process; its cache: the run dir)
     skills: str | None = None
     experiment: str | None = None
     env_timeout: float = 30.0
@@ -87,8 +92,15 @@ class EvalSettings:
             raise ShopSimError("concurrency must be at least 1")
         if self.max_steps < 1:
             raise ShopSimError("max_steps must be at least 1")
-        if self.shopper not in (None, "rule"):
-            raise ShopSimError(f"unknown shopper {self.shopper!r}; choose 'rule' (the LLM shopper is not available yet)")
+        if self.shopper not in (None, "rule", "llm"):
+            raise ShopSimError(f"unknown shopper {self.shopper!r}; choose 'rule' or 'llm'")
+        if self.shopper_llm is not None and (self.shopper != "llm" or self.env_url):
+            raise ShopSimError("--shopper-base-url/--shopper-model go with --shopper llm in process; with --env-url "
+                               "the service's own shopper answers (serve --shopper-base-url ...)")
+        if self.shopper_llm is not None and self.ray is not None:
+            raise ShopSimError("--shopper llm runs in process or against --env-url, not on Ray workers")
+        if self.shopper == "llm" and self.shopper_llm is None and not self.env_url:
+            raise ShopSimError("--shopper llm needs --shopper-base-url URL and --shopper-model NAME")
 
 
 @dataclass
@@ -122,19 +134,22 @@ def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | Non
 
 
 def environment_identity(
-    catalog: Catalog, adapter: Mapping[str, Any], persona: bool | None, shopper: str | None = None
+    catalog: Catalog, adapter: Mapping[str, Any], persona: bool | None, shopper: str | None = None,
+    shopper_llm: LLMShopperSettings | None = None,
 ) -> dict[str, Any]:
     manifest = catalog.manifest
     out = {
-        **adapter, "persona": persona, "interaction_mode": "single_turn",
+        **adapter, "persona": persona, "interaction_mode": SINGLE_TURN,
         "environment_version": ENVIRONMENT_VERSION, "observation_version": OBSERVATION_VERSION,
         "tool_version": TOOL_VERSION,
         "catalog": {"data_sha256": manifest.get("output_data_sha256"),
                     "schema_version": manifest.get("schema_version")},
     }
     if shopper is not None:  # dialogue mode: its own versions; absent otherwise (single-turn plans unchanged)
-        out.update(interaction_mode="multi_turn", shopper=shopper, dialogue_version=DIALOGUE_OBSERVATION_VERSION,
+        out.update(interaction_mode=MULTI_TURN, shopper=shopper, dialogue_version=DIALOGUE_OBSERVATION_VERSION,
                    dialogue_tool_version=DIALOGUE_TOOL_VERSION)
+    if shopper_llm is not None:  # the shopper's model and sampling: a resume never mixes two shoppers
+        out["shopper_llm"] = shopper_llm.identity()
     return out
 
 
@@ -157,7 +172,11 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
         environment = ServiceEnvironment(settings.env_url, timeout=settings.env_timeout)
     else:
         threaded = settings.policy is None if settings.threaded_env is None else settings.threaded_env
-        environment = InProcessEnvironment(world, threaded=threaded)
+        endpoint = None
+        if settings.shopper_llm is not None:  # replies cached in the run directory: a rerun replays them
+            cache = str(Path(settings.out) / CACHE_DIRNAME)
+            endpoint = ShopperEndpoint(dataclasses.replace(settings.shopper_llm, cache_dir=cache))
+        environment = InProcessEnvironment(world, threaded=threaded, llm_shopper=endpoint)
     bank = SkillBank.load(settings.skills) if settings.skills else None
     config = RuntimeConfig(max_steps=settings.max_steps, persona=persona, prompt=SYSTEM_PROMPT,
                            shopper=settings.shopper)
@@ -165,7 +184,8 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
     plan = EvalPlan.create(
         experiment=experiment, model=model.identity(),
         task_split=_task_split(catalog, settings.data, settings.split, persona, ids), jobs=jobs,
-        environment=environment_identity(catalog, environment.identity(), persona, settings.shopper),
+        environment=environment_identity(catalog, environment.identity(), persona, settings.shopper,
+                                         settings.shopper_llm),
         runtime={**config.identity(), "concurrency": settings.concurrency},
         prompt=prompt_identity(config.prompt), skills=bank.identity() if bank else dict(NO_SKILLS),
         seed=settings.seed,

@@ -52,7 +52,7 @@ def step_counts(record: Mapping[str, Any]) -> dict[str, int]:
     policy = sum(1 for s in steps if s.get("policy_failure"))
     actions = [s for s in steps if isinstance(s.get("environment"), dict)]
     invalid = sum(1 for s in actions if (s["environment"].get("action_feedback") or {}).get("valid") is False)
-    tokens = Counter()
+    tokens: Counter[str] = Counter()
     for s in steps:
         usage = (s.get("model") or {}).get("usage") or {}
         for key in ("prompt_tokens", "completion_tokens", "total_tokens"):

@@ -7,6 +7,7 @@ goes through the normal ``shopsimrl data prepare`` pipeline like the real one wo
 from .generator import (
     DEFAULT_SEED,
     GENERATOR_VERSION,
+    CatalogStream,
     GeneratedCatalog,
     GeneratorConfig,
     TaskAudit,
@@ -20,6 +21,7 @@ from .generator import (
 __all__ = [
     "DEFAULT_SEED",
     "GENERATOR_VERSION",
+    "CatalogStream",
     "GeneratedCatalog",
     "GeneratorConfig",
     "TaskAudit",

@@ -14,9 +14,12 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import random
+from array import array
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,15 +28,18 @@ from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.splits import normalize_text
 from ..errors import GeneratorConfigError
 from .instructions import Requirements, choose_requirements, full_instruction
-from .personas import User, make_user, persona_task
+from .personas import PersonaTask, User, make_user, persona_task
 from .products import ProductDraft, make_brands, make_product
 from .rng import pick_many
+from .spill import DraftStore, MemoryStore, SpillStore
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
 GENERATOR_VERSION = "shopsimrl-catalog-generator-v5"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
+LEAF_TYPICAL_ITEMS = 140
+"""The default catalog's mean leaf size (23,421 / 170); larger catalogs scale their leaf bounds by it."""
 BRANDS_PER_DOMAIN = 40
 MANIFEST_SUFFIX = ".manifest.json"
 REAL_PRODUCTS, REAL_TWO_AXIS, REAL_PERSONA = 23421, 695, 4526
@@ -131,19 +137,28 @@ def _choose_leaves(vocab: Vocabulary, config: GeneratorConfig, rng: random.Rando
 
 
 def _leaf_sizes(total: int, count: int, rng: random.Random) -> list[int]:
-    """Split ``total`` over ``count`` leaves, each within 60–200 when that is possible, else evenly."""
-    if not LEAF_MIN_ITEMS * count <= total <= LEAF_MAX_ITEMS * count:
+    """Split ``total`` over ``count`` leaves with the default catalog's spread (issue 14: at any size).
+
+    Up to 200 items a leaf: each leaf gets 60–200 (weights 0.45–1.55 around the mean), evenly when even 60
+    each is too many. Beyond that the same weights and bounds are scaled by ``mean / LEAF_TYPICAL_ITEMS``, so
+    a 50× catalog has leaves of ~3,000–10,000 products in the same proportions instead of equal leaves.
+    """
+    low, high = LEAF_MIN_ITEMS, LEAF_MAX_ITEMS
+    if total > high * count:
+        factor = total / count / LEAF_TYPICAL_ITEMS
+        low, high = math.floor(LEAF_MIN_ITEMS * factor), math.ceil(LEAF_MAX_ITEMS * factor)
+    if not low * count <= total <= high * count:
         base, extra = divmod(total, count)
         return [base + (1 if i < extra else 0) for i in range(count)]
     weights = [rng.uniform(0.45, 1.55) for _ in range(count)]
     scale = total / sum(weights)
-    sizes = [min(LEAF_MAX_ITEMS, max(LEAF_MIN_ITEMS, int(w * scale))) for w in weights]
+    sizes = [min(high, max(low, int(w * scale))) for w in weights]
     order = list(range(count))
     rng.shuffle(order)
     while (gap := total - sum(sizes)) != 0:
         step = 1 if gap > 0 else -1
         for i in order:
-            if sizes[i] + step < LEAF_MIN_ITEMS or sizes[i] + step > LEAF_MAX_ITEMS:
+            if sizes[i] + step < low or sizes[i] + step > high:
                 continue
             sizes[i] += step
             gap -= step
@@ -183,122 +198,179 @@ def _unique_full(
     return text
 
 
-def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> GeneratedCatalog:
-    """Generate the catalog with its private task audits (``generate_catalog`` returns only the records)."""
-    config = config or GeneratorConfig()
-    vocab = load_vocabulary()
-    master = random.Random(f"shopsimrl-generate:{seed}:layout")
-    leaves = _choose_leaves(vocab, config, master)
-    sizes = _leaf_sizes(config.products, len(leaves), master)
-    slots = [(li, local) for li, size in enumerate(sizes) for local in range(size)]
-    eligible = [i for i, (li, _) in enumerate(slots) if len(leaves[li].axes) >= 2]
-    if config.two_axis_products > len(eligible):
-        raise GeneratorConfigError(
-            f"--two-axis-products {config.two_axis_products} is more than the {len(eligible)} products of leaves "
-            "with two option axes at this --products"
+class CatalogStream:
+    """The catalog as a stream of (record, audit) in archive order, with bounded memory (issue 14).
+
+    The layout (leaves, sizes, two-axis and persona slots, archive order, ASINs) is drawn up front and kept
+    as small per-product summaries; iterating makes every product leaf by leaf into a draft store (spilled
+    to disk unless ``in_memory``), then emits the records in archive order, doing each persona task when its
+    position comes up (persona positions are visited in ascending order, as before, so every random stream
+    is consumed exactly as when everything was held in memory). A user is dropped after its last task.
+    Iterate once; ``user_task_counts`` is complete when the iteration ends.
+    """
+
+    def __init__(
+        self,
+        seed: int = DEFAULT_SEED,
+        config: GeneratorConfig | None = None,
+        *,
+        in_memory: bool = False,
+        spill_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.seed = seed
+        self.config = config = config or GeneratorConfig()
+        self.in_memory = in_memory
+        self.spill_dir = spill_dir
+        self.vocab = vocab = load_vocabulary()
+        master = random.Random(f"shopsimrl-generate:{seed}:layout")
+        self.leaves = leaves = _choose_leaves(vocab, config, master)
+        self.sizes = sizes = _leaf_sizes(config.products, len(leaves), master)
+        self.leaf_sizes = {leaf.name: size for leaf, size in zip(leaves, sizes, strict=True)}
+        self.user_task_counts: dict[str, int] = {}
+        total = sum(sizes)
+        two_axis_count, persona_count = config.two_axis_products, config.persona_tasks
+        assert two_axis_count is not None and persona_count is not None  # filled in by __post_init__
+        two_axis_leaf = [len(leaf.axes) >= 2 for leaf in leaves]
+        eligible: list[int] = []
+        slot = 0
+        for li, size in enumerate(sizes):
+            if two_axis_leaf[li]:
+                eligible.extend(range(slot, slot + size))
+            slot += size
+        if two_axis_count > len(eligible):
+            raise GeneratorConfigError(
+                f"--two-axis-products {two_axis_count} is more than the {len(eligible)} products of leaves "
+                "with two option axes at this --products"
+            )
+        self.two_axis = two_axis = set(pick_many(master, eligible, two_axis_count))
+        del eligible
+        kept = [i for i in range(total) if i not in two_axis]
+        persona = pick_many(master, kept, persona_count)
+        del kept
+        order = list(range(total))
+        master.shuffle(order)
+        self.position_of = position_of = array("q", bytes(8 * total))
+        for position, slot in enumerate(order):
+            position_of[slot] = position
+        del order
+        self.asins = array("q", master.sample(range(10**11, 10**12), total))
+        self.persona_positions = sorted(position_of[i] for i in persona)
+
+    def __iter__(self) -> Iterator[tuple[dict[str, Any], TaskAudit]]:
+        seed, config, vocab, leaves, sizes = self.seed, self.config, self.vocab, self.leaves, self.sizes
+        total = len(self.position_of)
+        store: DraftStore[tuple[ProductDraft, Requirements, str]] = (
+            MemoryStore(total) if self.in_memory else SpillStore(total, vocab, self.spill_dir)
         )
-    two_axis = set(pick_many(master, eligible, config.two_axis_products))
-    kept = [i for i in range(len(slots)) if i not in two_axis]
-    persona = set(pick_many(master, kept, config.persona_tasks))
-    order = list(range(len(slots)))
-    master.shuffle(order)
-    position_of = {slot: position for position, slot in enumerate(order)}
-    asins = [str(n) for n in master.sample(range(10**11, 10**12), len(slots))]
+        try:
+            brands = {
+                domain: make_brands(vocab, domain, BRANDS_PER_DOMAIN, random.Random(f"{seed}:brands:{domain}"))
+                for domain in vocab.domains
+            }
+            by_leaf: dict[int, list[int]] = {}
+            leaf_of = array("i", bytes(4 * total))
+            slot_index = 0
+            for li, leaf in enumerate(leaves):
+                rng = random.Random(f"{seed}:leaf:{leaf.name}")
+                pool = brands[leaf.domain]
+                shops = pick_many(rng, pool, rng.randint(12, min(24, len(pool))))
+                weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(shops))]
+                for _ in range(sizes[li]):
+                    position = self.position_of[slot_index]
+                    brand = rng.choices(shops, weights)[0]
+                    draft = make_product(
+                        leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng
+                    )
+                    req = choose_requirements(draft, vocab, rng)
+                    store.put(position, (draft, req, full_instruction(draft, req, vocab, rng)))
+                    by_leaf.setdefault(li, []).append(position)
+                    leaf_of[position] = li
+                    slot_index += 1
 
-    brands = {
-        domain: make_brands(vocab, domain, BRANDS_PER_DOMAIN, random.Random(f"{seed}:brands:{domain}"))
-        for domain in vocab.domains
-    }
-    drafts: list[ProductDraft | None] = [None] * len(slots)
-    requirements: list[Requirements | None] = [None] * len(slots)
-    texts: list[str] = [""] * len(slots)
-    by_leaf: dict[int, list[int]] = {}
-    slot_index = 0
-    for li, leaf in enumerate(leaves):
-        rng = random.Random(f"{seed}:leaf:{leaf.name}")
-        pool = brands[leaf.domain]
-        shops = pick_many(rng, pool, rng.randint(12, min(24, len(pool))))
-        weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(shops))]
-        for _ in range(sizes[li]):
-            position = position_of[slot_index]
-            brand = rng.choices(shops, weights)[0]
-            draft = make_product(leaf, asins[position], brand, slot_index in two_axis, vocab, rng)
-            req = choose_requirements(draft, vocab, rng)
-            drafts[position] = draft
-            requirements[position] = req
-            texts[position] = full_instruction(draft, req, vocab, rng)
-            by_leaf.setdefault(li, []).append(position)
-            slot_index += 1
+            prng = random.Random(f"{seed}:personas")
+            owners: list[int] = []
+            for user_index, size in enumerate(_group_sizes(config, prng)):
+                owners.extend([user_index] * size)
+            prng.shuffle(owners)
+            noise_brands = [b.name for domain in vocab.domains for b in brands[domain][:6]]
+            user_ids = [str(n) for n in prng.sample(range(10**7, 10**8), max(1, len(set(owners))))]
+            owner_of = dict(zip(self.persona_positions, owners, strict=True))
+            remaining = Counter(owners)
+            del owners
+            users: dict[int, User] = {}
+            all_nouns = [leaf.noun for leaf in vocab.leaves]
+            taken_simple: set[str] = set()
+            taken_full: set[str] = set()
+            for position in range(total):
+                draft, req, text = store.get(position)
+                owner = owner_of.get(position)
+                task: PersonaTask | None = None
+                user_id: str | None = None
+                if owner is not None:
+                    if owner not in users:
+                        users[owner] = make_user(f"U{user_ids[owner]}", vocab, noise_brands, prng)
+                        self.user_task_counts[users[owner].user_id] = 0
+                    user = users[owner]
+                    user_id = user.user_id
+                    text = _unique_full(draft, req, text, taken_full, vocab, prng)
+                    same_leaf = by_leaf[leaf_of[position]]
+                    neighbours = pick_many(prng, same_leaf, min(6, len(same_leaf)))
+                    siblings = [store.get(p)[0] for p in neighbours if p != position]
+                    unrelated = [n for n in pick_many(prng, all_nouns, 3) if n != draft.leaf.noun]
+                    task = persona_task(draft, req, user, siblings, unrelated, taken_simple, normalize_text, vocab, prng)
+                    remaining[owner] -= 1
+                    if not remaining[owner]:
+                        self.user_task_counts[user.user_id] = user.task_count
+                        del users[owner], remaining[owner]
+                yield _finish(position, draft, req, text, task, user_id)
+        finally:
+            store.close()
 
-    prng = random.Random(f"{seed}:personas")
-    persona_positions = sorted(position_of[i] for i in persona)
-    owners: list[int] = []
-    for user_index, size in enumerate(_group_sizes(config, prng)):
-        owners.extend([user_index] * size)
-    prng.shuffle(owners)
-    noise_brands = [b.name for domain in vocab.domains for b in brands[domain][:6]]
-    user_ids = [str(n) for n in prng.sample(range(10**7, 10**8), max(1, len(set(owners))))]
-    users: dict[int, User] = {}
-    leaf_of = {position: li for li, positions in by_leaf.items() for position in positions}
-    all_nouns = [leaf.noun for leaf in vocab.leaves]
-    taken_simple: set[str] = set()
-    taken_full: set[str] = set()
-    simple_of: dict[int, tuple[str, dict[str, Any], tuple[str, ...], str]] = {}
-    for owner, position in zip(owners, persona_positions, strict=True):
-        draft, req = drafts[position], requirements[position]
-        assert draft is not None and req is not None
-        if owner not in users:
-            users[owner] = make_user(f"U{user_ids[owner]}", vocab, noise_brands, prng)
-        user = users[owner]
-        texts[position] = _unique_full(draft, req, texts[position], taken_full, vocab, prng)
-        same_leaf = by_leaf[leaf_of[position]]
-        neighbours = pick_many(prng, same_leaf, min(6, len(same_leaf)))
-        siblings = [d for p in neighbours if p != position and (d := drafts[p]) is not None]
-        unrelated = [n for n in pick_many(prng, all_nouns, 3) if n != draft.leaf.noun]
-        task = persona_task(draft, req, user, siblings, unrelated, taken_simple, normalize_text, vocab, prng)
-        omitted = tuple(value for _, value in task.omitted)
-        simple_of[position] = (task.simple, task.persona, omitted, user.user_id)
 
+def _finish(
+    position: int, draft: ProductDraft, req: Requirements, text: str, task: PersonaTask | None, user_id: str | None
+) -> tuple[dict[str, Any], TaskAudit]:
+    """The archive record of one product (a copy: the stored draft stays as it was made) and its audit."""
+    record = dict(draft.record)
+    if task is not None:
+        record["user_persona"] = task.persona
+    record["instructions"] = [
+        {
+            "instruction": text,
+            "instruction_simple": task.simple if task else None,
+            "attributes": list(req.attributes),
+            "instruction_options": [value for _, value in req.options],
+            "price_upper": None,
+            "instruction_index": 0,
+        }
+    ]
+    audit = TaskAudit(
+        position=position,
+        asin=record["asin"],
+        leaf=draft.leaf.name,
+        persona=task is not None,
+        two_axis=draft.two_axis,
+        budget_kind=req.budget.kind,
+        budget_phrase=req.budget.phrase,
+        ceiling=req.budget.ceiling,
+        gold_price=draft.gold_price,
+        dearer_price=draft.dearer_price,
+        gold_options=dict(draft.gold),
+        user_id=user_id,
+        omitted=tuple(value for _, value in task.omitted) if task else (),
+    )
+    return record, audit
+
+
+def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> GeneratedCatalog:
+    """Generate the whole catalog in memory with its private task audits (tests, statistics, small sizes)."""
+    stream = CatalogStream(seed, config, in_memory=True)
     records: list[dict[str, Any]] = []
     audits: list[TaskAudit] = []
-    for position, draft in enumerate(drafts):
-        req = requirements[position]
-        assert draft is not None and req is not None
-        record = draft.record
-        simple = simple_of.get(position)
-        if simple is not None:
-            record["user_persona"] = simple[1]
-        record["instructions"] = [
-            {
-                "instruction": texts[position],
-                "instruction_simple": simple[0] if simple else None,
-                "attributes": list(req.attributes),
-                "instruction_options": [value for _, value in req.options],
-                "price_upper": None,
-                "instruction_index": 0,
-            }
-        ]
+    for record, audit in stream:
         records.append(record)
-        audits.append(
-            TaskAudit(
-                position=position,
-                asin=record["asin"],
-                leaf=draft.leaf.name,
-                persona=simple is not None,
-                two_axis=draft.two_axis,
-                budget_kind=req.budget.kind,
-                budget_phrase=req.budget.phrase,
-                ceiling=req.budget.ceiling,
-                gold_price=draft.gold_price,
-                dearer_price=draft.dearer_price,
-                gold_options=dict(draft.gold),
-                user_id=simple[3] if simple else None,
-                omitted=simple[2] if simple else (),
-            )
-        )
-    leaf_sizes = {leaf.name: size for leaf, size in zip(leaves, sizes, strict=True)}
-    user_counts = {user.user_id: user.task_count for user in users.values()}
-    return GeneratedCatalog(records, audits, leaves, leaf_sizes, user_counts)
+        audits.append(audit)
+    return GeneratedCatalog(records, audits, stream.leaves, stream.leaf_sizes, stream.user_task_counts)
 
 
 def generate_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> list[dict[str, Any]]:
@@ -332,27 +404,51 @@ def vocabulary_sha256() -> str:
     return digest.hexdigest()
 
 
+class _Counts:
+    """The manifest's counts, accumulated one audit at a time (so a streamed catalog need not be held)."""
+
+    def __init__(self) -> None:
+        self.raw = self.two_axis = self.persona = self.standard = 0
+        self.budget_kinds: Counter[str] = Counter()
+        self.persona_budget_kinds: Counter[str] = Counter()
+
+    def add(self, audit: TaskAudit) -> None:
+        self.raw += 1
+        self.two_axis += audit.two_axis
+        self.persona += audit.persona
+        self.standard += not audit.persona and not audit.two_axis
+        if not audit.two_axis:
+            self.budget_kinds[audit.budget_kind] += 1
+        if audit.persona:
+            self.persona_budget_kinds[audit.budget_kind] += 1
+
+    def statistics(self, leaves: list[Leaf], leaf_sizes: dict[str, int], user_task_counts: dict[str, int]) -> dict[str, Any]:
+        sizes = list(leaf_sizes.values())
+        group_sizes = sorted(user_task_counts.values(), reverse=True)
+        return {
+            "raw_products": self.raw,
+            "two_axis_products": self.two_axis,
+            "kept_products": self.raw - self.two_axis,
+            "persona_tasks": self.persona,
+            "standard_tasks": self.standard,
+            "domains": len({leaf.domain: None for leaf in leaves}),
+            "leaf_categories": len(leaves),
+            "leaf_size_min": min(sizes),
+            "leaf_size_max": max(sizes),
+            "budget_kinds": dict(sorted(self.budget_kinds.items())),
+            "persona_budget_kinds": dict(sorted(self.persona_budget_kinds.items())),
+            "persona_users": len(group_sizes),
+            "multi_task_users": sum(1 for size in group_sizes if size > 1),
+            "largest_user_tasks": group_sizes[0] if group_sizes else 0,
+        }
+
+
 def catalog_statistics(catalog: GeneratedCatalog) -> dict[str, Any]:
     """Counts and shape figures of a generated catalog (what the manifest reports)."""
-    audits = catalog.audits
-    sizes = list(catalog.leaf_sizes.values())
-    group_sizes = sorted(catalog.user_task_counts.values(), reverse=True)
-    return {
-        "raw_products": len(audits),
-        "two_axis_products": sum(a.two_axis for a in audits),
-        "kept_products": sum(not a.two_axis for a in audits),
-        "persona_tasks": sum(a.persona for a in audits),
-        "standard_tasks": sum(not a.persona and not a.two_axis for a in audits),
-        "domains": len({leaf.domain: None for leaf in catalog.leaves}),
-        "leaf_categories": len(catalog.leaves),
-        "leaf_size_min": min(sizes),
-        "leaf_size_max": max(sizes),
-        "budget_kinds": dict(sorted(Counter(a.budget_kind for a in audits if not a.two_axis).items())),
-        "persona_budget_kinds": dict(sorted(Counter(a.budget_kind for a in audits if a.persona).items())),
-        "persona_users": len(group_sizes),
-        "multi_task_users": sum(1 for size in group_sizes if size > 1),
-        "largest_user_tasks": group_sizes[0] if group_sizes else 0,
-    }
+    counts = _Counts()
+    for audit in catalog.audits:
+        counts.add(audit)
+    return counts.statistics(catalog.leaves, catalog.leaf_sizes, catalog.user_task_counts)
 
 
 class _HashingWriter(io.RawIOBase):
@@ -371,7 +467,7 @@ class _HashingWriter(io.RawIOBase):
         return len(data)
 
 
-def _stream_archive(target: Path, records: list[dict[str, Any]]) -> tuple[str, str]:
+def _stream_archive(target: Path, records: Iterable[dict[str, Any]]) -> tuple[str, str]:
     """Write the canonical archive record by record (issue 14: no whole-archive byte string in memory).
 
     The bytes equal ``dump_archive_json`` (compact list, sorted keys) and, for ``.gz``, the deterministic gzip
@@ -388,6 +484,7 @@ def _stream_archive(target: Path, records: list[dict[str, Any]]) -> tuple[str, s
             if str(target).endswith(".gz")
             else sink
         )
+        index = -1
         for index, record in enumerate(records):
             chunk = ("[" if index == 0 else ",") + json.dumps(
                 record, sort_keys=True, ensure_ascii=False, separators=(",", ":")
@@ -395,7 +492,7 @@ def _stream_archive(target: Path, records: list[dict[str, Any]]) -> tuple[str, s
             data = chunk.encode("utf-8")
             data_digest.update(data)
             stream.write(data)
-        tail = ("]" if records else "[]").encode("utf-8") + b"\n"
+        tail = ("]" if index >= 0 else "[]").encode("utf-8") + b"\n"
         data_digest.update(tail)
         stream.write(tail)
         if stream is not sink:
@@ -407,18 +504,32 @@ def _stream_archive(target: Path, records: list[dict[str, Any]]) -> tuple[str, s
 
 
 def write_catalog(
-    path: str | os.PathLike[str], seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None
+    path: str | os.PathLike[str],
+    seed: int = DEFAULT_SEED,
+    config: GeneratorConfig | None = None,
+    *,
+    in_memory: bool = False,
 ) -> dict[str, Any]:
     """Write the archive and ``<path>.manifest.json`` atomically (temp file + rename); returns the manifest.
 
     A path ending in ``.gz`` gets a deterministic gzip (mtime 0, no file name), any other path plain JSON.
     The manifest holds the generator version, seed, config, counts and the SHA-256 of the archive file and
     of its decompressed data; it has no timestamps, so it is byte-identical for the same seed too.
+    Products are streamed (``CatalogStream``): drafts wait in an unlinked spill file next to the archive
+    unless ``in_memory`` (the reference the byte-identity test compares with).
     """
     config = config or GeneratorConfig()
-    catalog = build_catalog(seed, config)
     target = Path(path)
-    archive_sha, data_sha = _stream_archive(target, catalog.records)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stream = CatalogStream(seed, config, in_memory=in_memory, spill_dir=target.parent)
+    counts = _Counts()
+
+    def records() -> Iterator[dict[str, Any]]:
+        for record, audit in stream:
+            counts.add(audit)
+            yield record
+
+    archive_sha, data_sha = _stream_archive(target, records())
     manifest = {
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
@@ -427,7 +538,7 @@ def write_catalog(
         "archive_sha256": archive_sha,
         "data_sha256": data_sha,
         "vocabulary_sha256": vocabulary_sha256(),
-        "counts": catalog_statistics(catalog),
+        "counts": counts.statistics(stream.leaves, stream.leaf_sizes, stream.user_task_counts),
     }
     atomic_write_bytes(manifest_path_for(target), dump_json_file_bytes(manifest))
     return manifest

@@ -90,7 +90,8 @@ class Vocabulary:
 
 def _load_json(name: str) -> dict[str, Any]:
     data = resources.files(__package__).joinpath("vocab").joinpath(name).read_text("utf-8")
-    return json.loads(data)
+    loaded: dict[str, Any] = json.loads(data)
+    return loaded
 
 
 def _parse_slots(spec: str, where: str) -> tuple[AttributeSlot, ...]:

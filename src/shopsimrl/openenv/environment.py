@@ -14,9 +14,10 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from ..contract import ACTION_LIMIT, ARGUMENT_KEYS, PERSONA_MODE, SINGLE_TURN, format_action
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..env.tools import tools_for_state
-from ..errors import ShopSimError
+from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
 from ..versions import (
     ENVIRONMENT_VERSION,
     EPISODE_LIMITS,
@@ -27,12 +28,19 @@ from ..versions import (
 )
 from .models import ShopSimAction, ShopSimObservation, ShopSimState
 
-ARGUMENT_KEYS = {"search": "query", "click": "value"}
 DEFAULT_SPLIT = "test"
+NO_EPISODE = "no active episode: call reset(task_id) first"  # ShopEnv's message
 
 
-class OpenEnvUsageError(ShopSimError, ValueError):
-    """A reset or step the OpenEnv adapter cannot honour (no episode, unknown split index, bad arguments)."""
+class OpenEnvUsageError(InvalidRequestError):
+    """A reset the OpenEnv adapter cannot honour (a split index outside the split, a task that is not a task id).
+
+    The errors ``ShopEnv`` itself raises (``UnknownTaskError``, ``EpisodeTerminatedError``,
+    ``NoActiveEpisodeError``, ``InvalidRequestError``, ...) pass through unchanged."""
+
+
+class TaskIndexError(OpenEnvUsageError, IndexError):
+    """A task index outside its split; an ``IndexError`` too, which OpenEnv's task route answers with 400."""
 
 
 def public_components(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -60,9 +68,12 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, task_id: int | None = None,
         split: str | None = None, index: int | None = None, persona: bool | None = None,
-        interaction_mode: str = "single_turn", **kwargs: Any,
+        interaction_mode: str = SINGLE_TURN, shopper: str | None = None, **kwargs: Any,
     ) -> ShopSimObservation:
-        """Start ``task_id``, or the ``index``-th task of ``split`` (default split test, index ``seed`` or 0)."""
+        """Start ``task_id``, or the ``index``-th task of ``split`` (default split test, index ``seed`` or 0).
+
+        ``shopper="rule"`` starts a dialogue episode (issue 16; always ``multi_turn``): the observation carries
+        ``shopper_opening`` instead of the instruction and ``ask_user`` is among the tools."""
         if task_id is None:
             ids = self.world.catalog.split(split or DEFAULT_SPLIT)
             position = index if index is not None else (seed or 0)
@@ -70,35 +81,39 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
                 raise OpenEnvUsageError(f"task index {position!r} is outside split {split or DEFAULT_SPLIT!r} "
                                         f"(0..{len(ids) - 1})")
             task_id = ids[position]
-        if interaction_mode not in EPISODE_LIMITS:
-            raise OpenEnvUsageError(f"interaction_mode must be one of {sorted(EPISODE_LIMITS)}")
-        payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
-                                  session_id=episode_id)
+        if shopper is not None:  # implies multi_turn; an unknown shopper is ShopEnv's DialogueError
+            payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
+                                      session_id=episode_id, shopper=shopper)
+        else:
+            payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
+                                      session_id=episode_id)
+        interaction_mode = payload["interaction_mode"]
         self._state = ShopSimState(
-            episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == "persona",
-            interaction_mode=interaction_mode, action_limit=EPISODE_LIMITS[interaction_mode], **version_strings(),
+            episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == PERSONA_MODE,
+            interaction_mode=interaction_mode, shopper=shopper, action_limit=EPISODE_LIMITS[interaction_mode],
+            **version_strings(),
         )
         state = payload["observation_state"]
         return ShopSimObservation(
             page_text=payload["observation"], observation_state=state, tools=tools_for_state(state),
             task_instruction=payload["task_instruction"], user_persona=payload["user_persona"] or None,
-            done=False, reward=0.0,
+            shopper_opening=payload.get("shopper_opening"), done=False, reward=0.0,
         )
 
     def step(self, action: ShopSimAction, timeout_s: float | None = None, **kwargs: Any) -> ShopSimObservation:
         if self._env.session is None:
-            raise OpenEnvUsageError("no active episode: reset first")
+            raise NoActiveEpisodeError(NO_EPISODE)
         value = action.arguments.get(ARGUMENT_KEYS[action.tool])
         if not isinstance(value, str):
-            raise OpenEnvUsageError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
-        result = self._env.step(f"{action.tool}[{value.strip()}]")
+            raise InvalidActionError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
+        result = self._env.step(format_action(action.tool, value))
         self._state.step_count += 1
         return self._observation(result)
 
-    def terminate(self, reason: str = "action_limit") -> ShopSimObservation:
+    def terminate(self, reason: str = ACTION_LIMIT) -> ShopSimObservation:
         """End the episode for the runner (``generation_length`` / ``action_limit``); not a tool of the model."""
         if self._env.session is None:
-            raise OpenEnvUsageError("no active episode: reset first")
+            raise NoActiveEpisodeError(NO_EPISODE)
         return self._observation(self._env.terminate(reason))
 
     def _observation(self, result: Mapping[str, Any]) -> ShopSimObservation:
@@ -109,7 +124,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
             self._state.termination_reason = result.get("termination_reason")
         return ShopSimObservation(
             page_text=result["observation"], observation_state=state, tools=tools_for_state(state),
-            action_feedback=result.get("action_feedback"), done=done,
+            action_feedback=result.get("action_feedback"), shopper_reply=result.get("shopper_reply"), done=done,
             reward=float(result["reward"]) if done else 0.0,
             metadata=public_components(result.get("reward_detail") or {}) if done else {},
         )
@@ -122,7 +137,8 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
         versions = ", ".join(f"{k}={v}" for k, v in version_strings().items())
         return EnvironmentMetadata(
             name="shopsim", version=ENVIRONMENT_VERSION,
-            description=f"ShopSimRL: deterministic simulated shop; search and click to buy the right item ({versions})",
+            description=(f"ShopSimRL: deterministic simulated shop; search and click to buy the right item "
+                         f"(reset with shopper='rule' for dialogue mode: ask_user) ({versions})"),
         )
 
     # ------------------------------------------------------------------ task discovery (ids only)
@@ -139,7 +155,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def get_task(self, split: str, index: int) -> dict[str, Any]:
         ids = self.world.catalog.split(split)
         if not 0 <= index < len(ids):
-            raise IndexError(index)
+            raise TaskIndexError(f"task index {index!r} is outside split {split!r} (0..{len(ids) - 1})")
         return {"id": ids[index], "index": index}
 
     def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:

@@ -7,6 +7,10 @@ forwards the environment's own ``r_strict`` (0 without a purchase) with the publ
 OpenEnv's ``MCPHarnessAdapter`` lists the tools once per episode; for such harnesses ``per_page_tools=False``
 lists both tools for the whole episode, ``click`` without an enum (the page text lists the clickable values), and
 leaves a tool the page does not offer to the environment (an invalid action), as verifiers does.
+
+Dialogue mode (issue 16): ``ShopSimSessionFactory(world, shopper="rule")`` (or a task spec ``{"id": …,
+"shopper": "rule"}``) starts dialogue episodes: the first user message is the shopper's opening, ``ask_user`` is
+a tool (per page while offered; for the whole episode with ``per_page_tools=False``) and its result is the reply.
 """
 
 from __future__ import annotations
@@ -17,44 +21,52 @@ from openenv.core.env_server.mcp_types import Tool
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, VerifyResult
 
 from ..agent.prompt import first_user_message, system_message
+from ..contract import BACK_TO_SEARCH, VALUE_ARGUMENT
 from ..env.shop_env import ShopWorld
 from ..env.tools import tools_for_state
 from .environment import OpenEnvUsageError, ShopSimEnvironment
 from .models import ShopSimAction
 
 
-def _static_tools() -> list[dict[str, Any]]:
-    """``search`` and ``click`` for a whole episode: the click schema without the page's enum."""
-    tools = tools_for_state({"search_available": True, "actions": ["back to search"]})
-    del tools[1]["function"]["parameters"]["properties"]["value"]["enum"]
+def _static_tools(dialogue: bool = False) -> list[dict[str, Any]]:
+    """``search`` and ``click`` (and, in dialogue mode, ``ask_user``) for a whole episode: the environment's own
+    tools, the click schema without the page's enum."""
+    state: dict[str, Any] = {"search_available": True, "actions": [BACK_TO_SEARCH]}
+    if dialogue:
+        state["dialogue"] = {"ask_user_available": True}
+    tools = tools_for_state(state)
+    del tools[1]["function"]["parameters"]["properties"][VALUE_ARGUMENT]["enum"]
     return tools
 
 
 class ShopSimSession(ResourceSession):
     def __init__(
-        self, world: ShopWorld, task_id: int, *, episode_id: str | None = None, per_page_tools: bool = True
+        self, world: ShopWorld, task_id: int, *, episode_id: str | None = None, per_page_tools: bool = True,
+        shopper: str | None = None,
     ) -> None:
         self.per_page_tools = per_page_tools
+        self.dialogue = shopper is not None
         self.env = ShopSimEnvironment(world)
-        self.observation = self.env.reset(task_id=task_id, episode_id=episode_id)
+        self.observation = self.env.reset(task_id=task_id, episode_id=episode_id, shopper=shopper)
+        visible = (self.observation.shopper_opening if self.dialogue else self.observation.task_instruction) or ""
         self._messages = [
             {"role": "system", "content": system_message(self.observation.user_persona or {})},
-            {"role": "user", "content": first_user_message(self.observation.task_instruction or "",
-                                                           self.observation.page_text)},
+            {"role": "user", "content": first_user_message(visible, self.observation.page_text)},
         ]
 
     def initial_messages(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self._messages]
 
     def list_tools(self) -> list[Tool]:
-        tools = self.observation.tools if self.per_page_tools else _static_tools()
+        tools = self.observation.tools if self.per_page_tools else _static_tools(self.dialogue)
         return [Tool(name=t["function"]["name"], description=t["function"]["description"],
                      input_schema=t["function"]["parameters"]) for t in tools]
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         if self.observation.done:
             return ToolResult(error="the episode is over", done=True)
-        offered = {t["function"]["name"] for t in (self.observation.tools if self.per_page_tools else _static_tools())}
+        tools = self.observation.tools if self.per_page_tools else _static_tools(self.dialogue)
+        offered = {t["function"]["name"] for t in tools}
         if name not in offered:
             return ToolResult(data=self.observation.page_text, error=f"tool {name!r} is not offered on this page")
         try:
@@ -76,14 +88,18 @@ class ShopSimSession(ResourceSession):
 
 
 class ShopSimSessionFactory(ResourceSessionFactory[ShopSimSession]):
-    """``create(task)`` with a task id or a task spec ``{"id": …}`` from the task-discovery routes."""
+    """``create(task)`` with a task id or a task spec ``{"id": …}`` from the task-discovery routes; ``shopper``
+    (the factory's, or the spec's ``"shopper"`` key) makes it a dialogue episode."""
 
-    def __init__(self, world: ShopWorld, *, per_page_tools: bool = True) -> None:
+    def __init__(self, world: ShopWorld, *, per_page_tools: bool = True, shopper: str | None = None) -> None:
         self.world = world
         self.per_page_tools = per_page_tools
+        self.shopper = shopper
 
     def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> ShopSimSession:
         task_id = task.get("id") if isinstance(task, dict) else task
         if isinstance(task_id, bool) or not isinstance(task_id, int):
             raise OpenEnvUsageError(f"a task is a task id or {{'id': task_id}}, not {task!r}")
-        return ShopSimSession(self.world, task_id, episode_id=episode_id, per_page_tools=self.per_page_tools)
+        shopper = task.get("shopper", self.shopper) if isinstance(task, dict) else self.shopper
+        return ShopSimSession(self.world, task_id, episode_id=episode_id, per_page_tools=self.per_page_tools,
+                              shopper=shopper)

@@ -6,20 +6,24 @@ that a model trained through OpenEnv sees what the runtime shows it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
-ToolName = Literal["search", "click"]
+from ..contract import SINGLE_TURN
+from ..contract import ToolName as ToolName
+from ..versions import EPISODE_LIMITS
 
 
 class ShopSimAction(Action):
-    """One tool call: ``search`` with ``{"query": …}`` or ``click`` with ``{"value": …}`` (a value of the enum)."""
+    """One tool call: ``search`` with ``{"query": …}``, ``click`` with ``{"value": …}`` (a value of the enum), or
+    ``ask_user`` with ``{"question": …}`` (dialogue episodes only: reset with a ``shopper``)."""
 
-    tool: ToolName = Field(description="the tool called: search or click")
+    tool: ToolName = Field(description="the tool called: search, click, or ask_user (dialogue mode)")
     arguments: dict[str, Any] = Field(default_factory=dict,
-                                      description='{"query": text} for search, {"value": enum value} for click')
+                                      description='{"query": text} for search, {"value": enum value} for click, '
+                                                  '{"question": text} for ask_user')
 
 
 class ShopSimObservation(Observation):
@@ -32,6 +36,10 @@ class ShopSimObservation(Observation):
     action_feedback: dict[str, Any] | None = Field(default=None, description="how the last action was handled")
     task_instruction: str | None = Field(default=None, description="the visible task (at reset only)")
     user_persona: dict[str, Any] | None = Field(default=None, description="the persona (at reset, persona tasks)")
+    shopper_opening: str | None = Field(default=None,
+                                        description="dialogue mode: the shopper's first message (at reset; the "
+                                                    "instruction is then withheld)")
+    shopper_reply: str | None = Field(default=None, description="dialogue mode: the shopper's reply to ask_user")
 
 
 class ShopSimState(State):
@@ -39,8 +47,9 @@ class ShopSimState(State):
 
     task_id: int | None = None
     persona: bool = False
-    interaction_mode: str = "single_turn"
-    action_limit: int = 30
+    interaction_mode: str = SINGLE_TURN
+    shopper: str | None = None  # dialogue mode (issue 16): the shopper's name, None for single-turn episodes
+    action_limit: int = EPISODE_LIMITS[SINGLE_TURN]
     done: bool = False
     termination_reason: str | None = None
     environment_version: str = ""

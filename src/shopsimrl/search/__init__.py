@@ -1,11 +1,23 @@
-"""Search: the query normaliser and tokenizer, per-field documents, the FTS5 BM25 index and retrieval evaluation."""
+"""Search: the query normaliser and tokenizer, per-field documents, the FTS5 BM25 index and retrieval evaluation.
 
+``__all__`` is the public surface. The index is implemented in private modules, one per job: ``_schema``
+(columns, tokenizer, weights, MATCH expression), ``_build`` (atomic build), ``_manifest`` (open-time checks),
+``_backend`` (the in-memory postings of ``_postings``, verified against SQLite), ``_pool`` (read-only
+connections) and ``_index`` (``SearchIndex``: open and cached queries). ``search.stored`` is the on-disk form
+that ``catalog`` writes and opens. ``shopsimrl.search.index`` and ``search.postings`` remain as import paths.
+"""
+
+from ._backend import BACKEND_ENV
+from ._build import build_search_index
+from ._index import DEFAULT_CACHE_SIZE, SearchHit, SearchIndex
+from ._schema import DEFAULT_FIELD_WEIGHTS, FTS_COLUMNS, match_expression
 from .documents import product_search_fields
 from .evaluate import RetrievalQuery, evaluate_retrieval
-from .index import DEFAULT_FIELD_WEIGHTS, FTS_COLUMNS, SearchHit, SearchIndex, build_search_index
 from .text import normalize_query, search_tokens
 
 __all__ = [
+    "BACKEND_ENV",
+    "DEFAULT_CACHE_SIZE",
     "DEFAULT_FIELD_WEIGHTS",
     "FTS_COLUMNS",
     "RetrievalQuery",
@@ -13,6 +25,7 @@ __all__ = [
     "SearchIndex",
     "build_search_index",
     "evaluate_retrieval",
+    "match_expression",
     "normalize_query",
     "product_search_fields",
     "search_tokens",

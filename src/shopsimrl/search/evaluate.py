@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from .. import versions
-from .index import SearchIndex
+from ._index import SearchIndex
 
 METRIC_SCOPE = "Gold-ASIN retrieval proxy; alternatives may also be valid"
 MIN_TOP_K = 20
@@ -42,8 +42,10 @@ def _metrics(ranks: list[int | None], top_k: int) -> dict[str, Any]:
 
 
 def gold_rank(index: SearchIndex, query: str, gold_asin: str, top_k: int) -> int | None:
-    """1-based rank of ``gold_asin`` in the top-``top_k`` hits of ``query``, or None."""
-    return next((hit.rank for hit in index.search(query, k=top_k) if hit.asin == gold_asin), None)
+    """1-based rank of ``gold_asin`` in the top-``top_k`` hits of ``query``, or None.
+
+    Uncached: an evaluation asks each query once, so caching it would only fill the index's result cache."""
+    return next((hit.rank for hit in index.search_uncached(query, k=top_k) if hit.asin == gold_asin), None)
 
 
 def evaluate_retrieval(
@@ -66,8 +68,9 @@ def evaluate_retrieval(
         if task_id in seen:
             raise ValueError(f"task_id {task_id} is listed twice")
         seen.add(task_id)
-        ranks["simple"].append(gold_rank(index, simple or full, gold, top_k))
-        ranks["full"].append(gold_rank(index, full, gold, top_k))
+        full_rank = gold_rank(index, full, gold, top_k)
+        ranks["simple"].append(gold_rank(index, simple, gold, top_k) if simple and simple != full else full_rank)
+        ranks["full"].append(full_rank)
     return {
         "search_version": index.manifest["search_version"],
         "product_data_sha256": index.manifest["product_data_sha256"],

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .postings import Postings
+from ._postings import Postings
 
 #: Version of the stored search layout (file names, dtypes, meta keys); part of the data-directory manifest.
 STORED_SEARCH_VERSION = "shopsimrl-stored-search-v1"

@@ -1,13 +1,15 @@
 """The HTTP service: the reference ``/api/shop_agent`` API and ``/v1/sessions`` over leased in-process sessions,
 plus the browser UIs (agent view, experiment replay)."""
 
+from ..errors import LeaseError, PoolTimeout, ReplayError, ServiceError, SessionNotFound
 from .app import create_app
-from .client import AsyncShopClient, ServiceError, ShopClient
-from .leases import LeaseError, LeasePool, PoolTimeout
-from .replay import ReplayError, RunsStore
+from .client import AsyncShopClient, ShopClient
+from .http_errors import ERROR_TABLE
+from .leases import LeasePool
+from .replay import RunsStore
 from .service import EnvService, ServiceRequestError
 
 __all__ = [
-    "AsyncShopClient", "EnvService", "LeaseError", "LeasePool", "PoolTimeout", "ReplayError", "RunsStore",
-    "ServiceError", "ServiceRequestError", "ShopClient", "create_app",
+    "ERROR_TABLE", "AsyncShopClient", "EnvService", "LeaseError", "LeasePool", "PoolTimeout", "ReplayError",
+    "RunsStore", "ServiceError", "ServiceRequestError", "SessionNotFound", "ShopClient", "create_app",
 ]

@@ -2,7 +2,8 @@
 the resource-style ``/v1`` API, and the browser UIs with their read-only replay API.
 
 A thin layer: it checks the request, maps a lease to its in-process ``ShopEnv`` (through ``EnvService``)
-and turns library errors into 4xx JSON errors ``{"error": ...}``. One ``ShopWorld`` (catalog + index) per
+and turns library errors into JSON errors ``{"error": ..., "code": ...}`` through the one table of
+``http_errors.py``. One ``ShopWorld`` (catalog + index) per
 process is shared by all sessions.
 """
 
@@ -10,56 +11,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..env.shop_env import ShopWorld
-from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
+from ..contract import ACTION_LIMIT, INTERACTION_MODES, SINGLE_TURN, TERMINATION_REASONS
+from ..dialogue.llm_shopper import ShopperEndpoint
+from ..env.shop_env import ShopEnv, ShopWorld
+from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from .api_docs import install_offline_docs
 from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect, send_refusal
-from .leases import LeaseError, PoolTimeout
+from .http_errors import INTERNAL_ERROR, VALIDATION_ERROR, error_payload, http_code, status_of
+from .leases import Lease
 from .models import ErrorBody, Health
-from .replay import ReplayError, RunsStore
-from .service import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_RESPONSE_CHARS,
-    DEFAULT_SLOTS,
-    EnvService,
-    ResponseTooLong,
-    ServiceRequestError,
-)
+from .replay import RunsStore
+from .service import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_CHARS, DEFAULT_SLOTS, EnvService
 from .ui import ui_router
-from .v1 import SessionNotFound, v1_router
-
-try:  # optional: about 5x faster JSON for the responses that carry each step
-    import orjson
-except ImportError:  # pragma: no cover - the standard library encoder gives the same JSON
-    orjson = None
+from .v1 import v1_router
 
 REAP_INTERVAL = 5.0
 FREE_SLOTS_HEADER = b"x-shopsim-free-slots"  # free slots, or minus the queued resets when there are none
 logger = logging.getLogger("shopsimrl.server")
-
-# Library error -> HTTP status; the first matching class wins.
-ERROR_STATUS: tuple[tuple[type[BaseException], int], ...] = (
-    (SessionNotFound, 404),
-    (LeaseError, 409),
-    (PoolTimeout, 503),
-    (UnknownTaskError, 404),
-    (EpisodeTerminatedError, 409),
-    (ResponseTooLong, 413),
-    (ServiceRequestError, 400),
-    (ShopSimError, 400),
-)
 
 # The reference request body, one schema per action, for the OpenAPI schema (the handler parses the body
 # itself, so that a non-JSON body is a clear 400 in the reference's own error shape). Unknown fields are
@@ -79,29 +59,26 @@ REFERENCE_BODY = {
     "content": {"application/json": {"schema": {"oneOf": [
         _variant("reset", ["idx"], idx=_INT64, if_persona={"type": ["boolean", "null"]},
                  include_private_goal={"type": "boolean"},
-                 interaction_mode={"type": "string", "enum": ["single_turn", "multi_turn"]},
-                 shopper={"type": ["string", "null"], "enum": ["rule", None]},
+                 interaction_mode={"type": "string", "enum": list(INTERACTION_MODES)},
+                 shopper={"type": ["string", "null"], "enum": ["rule", "llm", None]},
+                 shopper_seed={"type": ["integer", "null"], "minimum": -(2**63), "maximum": 2**63 - 1},
                  wait_timeout={"type": "number", "minimum": 0, "maximum": 86_400}),
         _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),
         _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
-                 termination_reason={"type": "string", "enum": ["action_limit", "generation_length"]}),
+                 termination_reason={"type": "string", "enum": list(TERMINATION_REASONS)}),
         _variant("release_one", ["env_idx", "lease_id"], **_LEASE),
         _variant("release_all", []),
     ]}}},
 }
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, code: str) -> JSONResponse:
+    return JSONResponse({"error": message, "code": code}, status_code=status)
 
 
-def status_of(exc: BaseException) -> int | None:
-    if isinstance(exc, ReplayError):
-        return exc.status
-    for kind, status in ERROR_STATUS:
-        if isinstance(exc, kind):
-            return status
-    return None
+def error_answer(exc: ShopSimError) -> tuple[int, dict[str, str]]:
+    """A library error's status and body, from the table in http_errors.py."""
+    return status_of(exc), error_payload(exc)
 
 
 def create_app(
@@ -116,13 +93,15 @@ def create_app(
     advertise_free_slots: bool = False,
     guard: Guard | None = None,
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+    llm_shopper: ShopperEndpoint | None = None,
 ) -> FastAPI:
     """The service app. ``first_slot``, ``lease_prefix`` and ``advertise_free_slots`` are for a worker behind
     ``shopsimrl serve --workers`` (see ``workers.py``); a single process keeps the defaults. ``guard`` holds
     the admission rules (body cap, Content-Type, Host, Origin, API key: guard.py); the default admits loopback
     and IP-address hosts, same-origin browsers and bodies up to 1 MiB, with no key."""
     service = EnvService(world, slots=slots, idle_timeout=idle_timeout, reset_wait_timeout=reset_wait_timeout,
-                         first_slot=first_slot, lease_prefix=lease_prefix, max_response_chars=max_response_chars)
+                         first_slot=first_slot, lease_prefix=lease_prefix, max_response_chars=max_response_chars,
+                         llm_shopper=llm_shopper)
     pool = service.pool
 
     @contextlib.asynccontextmanager
@@ -151,30 +130,25 @@ def create_app(
 
     @app.exception_handler(ShopSimError)
     async def library_error(_: Request, exc: ShopSimError) -> JSONResponse:
-        return _error(status_of(exc) or 400, str(exc))
-
-    @app.exception_handler(LeaseError)
-    async def lease_error(_: Request, exc: LeaseError) -> JSONResponse:
-        return _error(409, str(exc))
-
-    @app.exception_handler(PoolTimeout)
-    async def pool_timeout(_: Request, exc: PoolTimeout) -> JSONResponse:
-        return _error(503, str(exc))
+        status, payload = error_answer(exc)
+        return JSONResponse(payload, status_code=status)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if request.method in ("POST", "PUT", "PATCH") and not kind.endswith("json"):
             # curl -d sends application/x-www-form-urlencoded: say what to send, not "a valid dictionary"
-            return _error(422, f"the request body must be JSON sent with the header Content-Type: application/json "
-                               f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'")
+            return _error(VALIDATION_ERROR.status, f"the request body must be JSON sent with the header Content-Type: application/json "
+                               f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'",
+                          VALIDATION_ERROR.code)
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors())
-        return _error(422, f"invalid request: {problems}")
+        return _error(VALIDATION_ERROR.status, f"invalid request: {problems}", VALIDATION_ERROR.code)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+        return JSONResponse({"error": str(exc.detail), "code": http_code(exc.status_code)},
+                            status_code=exc.status_code, headers=exc.headers)
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     async def healthz() -> dict[str, Any]:
@@ -194,7 +168,7 @@ def create_app(
 
     @app.post(
         "/api/shop_agent", tags=["reference"], openapi_extra={"requestBody": REFERENCE_BODY},
-        responses={status: {"model": ErrorBody} for status in (400, 404, 409, 503)},
+        responses={status: {"model": ErrorBody} for status in (400, 404, 409, 413, 503)},
         summary="The reference API (env_spec §9.2): reset, interact, terminate, release_one, release_all",
     )
     async def shop_agent(request: Request) -> Response:
@@ -207,50 +181,50 @@ def create_app(
         try:
             body = decode(raw or b"null")
         except ValueError:  # json.JSONDecodeError, orjson.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            return 400, {"error": "request body must be a JSON object (UTF-8, standard JSON)"}
+            return error_answer(InvalidRequestError("request body must be a JSON object (UTF-8, standard JSON)"))
         if not isinstance(body, dict):
-            return 400, {"error": "request body must be a JSON object"}
+            return error_answer(InvalidRequestError("request body must be a JSON object"))
         action = body.get("action")
         handler = handlers.get(action) if isinstance(action, str) else None
         if handler is None:
-            return 400, {"error": f"unsupported action: {action!r}"}
+            return error_answer(InvalidRequestError(f"unsupported action: {action!r}"))
         try:
             return 200, {"result": await handler(body)}
-        except (ShopSimError, LeaseError, PoolTimeout) as exc:
-            return status_of(exc) or 400, {"error": str(exc)}
-        except (ValueError, TypeError) as exc:
-            return 400, {"error": str(exc)}
+        except ShopSimError as exc:
+            return error_answer(exc)
+        except (ValueError, TypeError) as exc:  # a library check not yet typed: still the caller's mistake
+            return error_answer(InvalidRequestError(str(exc)))
 
-    def _lease(body: dict[str, Any], action: str):
+    def _lease(body: dict[str, Any], action: str) -> Lease[ShopEnv]:
         slot, lease_id = json_int(body.get("env_idx")), body.get("lease_id")
         if slot is None or not isinstance(lease_id, str) or not lease_id:
-            raise ServiceRequestError(f"{action} requires a valid env_idx and lease_id")
+            raise InvalidRequestError(f"{action} requires a valid env_idx and lease_id")
         return service.lease(slot, lease_id)
 
     async def _reset(body: dict[str, Any]) -> dict[str, Any]:
         if "env_idx" in body:
-            raise ServiceRequestError("reset must not include env_idx; the server assigns a slot")
+            raise InvalidRequestError("reset must not include env_idx; the server assigns a slot")
         if "idx" not in body:
-            raise ServiceRequestError("reset action requires idx parameter")
+            raise InvalidRequestError("reset action requires idx parameter")
         idx = json_int(body["idx"])
         lease, payload = await service.reset(
             body["idx"] if idx is None else idx, persona=body.get("if_persona", False),
-            interaction_mode=body.get("interaction_mode", "single_turn"),
+            interaction_mode=body.get("interaction_mode", SINGLE_TURN),
             include_private_goal=body.get("include_private_goal", False), wait_timeout=body.get("wait_timeout"),
-            shopper=body.get("shopper"),
+            shopper=body.get("shopper"), shopper_seed=_seed(body.get("shopper_seed")),
         )
         payload.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return payload
 
     async def _interact(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "interact")
-        result = service.step(lease, body.get("response"))
+        result = await service.step_async(lease, body.get("response"))
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
     async def _terminate(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "terminate")
-        result = service.terminate(lease, body.get("termination_reason", "action_limit"))
+        result = service.terminate(lease, body.get("termination_reason", ACTION_LIMIT))
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
@@ -314,6 +288,13 @@ def _headers_only(send: Any) -> Any:
     return sending
 
 
+def _seed(value: Any) -> Any:
+    """``shopper_seed`` as an int where JSON Schema counts it one (``7.0``); anything else is left for the
+    service to refuse."""
+    as_int = json_int(value)
+    return value if as_int is None else as_int
+
+
 def json_int(value: Any) -> int | None:
     """An integer as JSON Schema counts one (``7`` or ``7.0``, not ``true``), else None."""
     if isinstance(value, bool):
@@ -326,13 +307,11 @@ def json_int(value: Any) -> int | None:
 
 
 def decode(raw: bytes) -> Any:
-    return orjson.loads(raw) if orjson is not None else json.loads(raw)
+    return orjson.loads(raw)
 
 
 def encode(payload: dict[str, Any]) -> bytes:
-    if orjson is not None:
-        return orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    return orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)  # a core dependency: ~5x faster than json
 
 
 class ServiceApp(FastAPI):
@@ -382,7 +361,7 @@ class ServiceApp(FastAPI):
             body = encode(payload)
         except Exception:  # a bug, never a client mistake: the same 500 FastAPI would give, and a log line
             logger.exception("unhandled error in /api/shop_agent")
-            status, body = 500, b'{"error":"internal server error"}'
+            status, body = INTERNAL_ERROR.status, encode({"error": "internal server error", "code": INTERNAL_ERROR.code})
         await send({"type": "http.response.start", "status": status, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

@@ -1,31 +1,36 @@
 """Python clients (sync and async) for the service, with the same interface as the in-process ``ShopEnv``.
 
 The lease is kept inside the client, so results look exactly like ``ShopEnv``'s and a runtime can use
-either. Connection errors are retried only on idempotent calls (health, release); the lease is released
-on ``close()`` and on context-manager exit.
+either. Errors too: an error answer names its class by a stable code (``http_errors.py``), and the client
+raises that class with the service's message, so ``UnknownTaskError``, ``EpisodeTerminatedError``,
+``PersonaUnavailableError``, ``DialogueError``, ``InvalidRequestError``/``InvalidActionError``, ``LeaseError``
+and ``PoolTimeout`` are caught the same way in process and over HTTP. ``ServiceError`` is left for the
+transport: no connection, a 5xx or a body that is not the service's JSON. Connection errors are retried only
+on idempotent calls (health, release); the lease is released on ``close()`` and on context-manager exit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 import httpx
 
+from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..env.tools import tools_for_state
-from ..errors import PersonaUnavailableError, ShopSimError
+from ..errors import (
+    LeaseError,
+    NoActiveEpisodeError,
+    PersonaUnavailableError,
+    ServiceError,
+    UnknownTaskError,
+)
 from .guard import API_KEY_ENV
+from .http_errors import rebuild
 
 LEASE_FIELDS = ("env_idx", "lease_id")
 IDEMPOTENT_RETRIES = 3
-
-
-class ServiceError(ShopSimError):
-    """The service answered with an error (the HTTP status is kept)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -36,18 +41,30 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-def _persona_unavailable(exc: ServiceError) -> bool:
-    return exc.status == 400 and "standard task without a persona" in str(exc)
+NO_EPISODE = "no active episode: call reset(task_id) first"  # ShopEnv's message
 
 
 def _unwrap(response: httpx.Response) -> dict[str, Any]:
+    """The result of a 200 answer; otherwise the error it names by its code, or ``ServiceError``."""
+    status = response.status_code
     try:
         payload = response.json()
     except ValueError as exc:
-        raise ServiceError(response.status_code, response.text[:200]) from exc
-    if response.status_code != 200 or "error" in payload:
-        raise ServiceError(response.status_code, str(payload.get("error", payload)))
-    return payload["result"]
+        raise ServiceError(status, response.text[:200] or "an empty body instead of JSON") from exc
+    if not isinstance(payload, dict):
+        raise ServiceError(status, "the answer is not a JSON object")
+    if status == 200 and "error" not in payload and isinstance(payload.get("result"), dict):
+        result: dict[str, Any] = payload["result"]
+        return result
+    message, code = str(payload.get("error", payload)), payload.get("code")
+    error = rebuild(code, message) if isinstance(code, str) else None
+    if error is not None:
+        raise error
+    raise ServiceError(status, message, code if isinstance(code, str) else None)
+
+
+def _unreachable(base_url: object, exc: httpx.TransportError) -> ServiceError:
+    return ServiceError(0, f"cannot reach the service at {base_url}: {exc.__class__.__name__}: {exc}")
 
 
 class _Base:
@@ -64,26 +81,28 @@ class _Base:
         return result
 
     def _reset_body(self, task_id: int, persona: bool | None, interaction_mode: str, include_private_goal: bool,
-                    shopper: str | None = None) -> dict[str, Any]:
+                    shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         body = {"action": "reset", "idx": task_id, "if_persona": persona, "interaction_mode": interaction_mode,
                 "include_private_goal": include_private_goal}
         if shopper is not None:  # dialogue mode; absent otherwise, so the reference body is unchanged
             body["shopper"] = shopper
+        if shopper_seed is not None:  # the LLM shopper's request seed (the episode seed)
+            body["shopper_seed"] = shopper_seed
         return body
 
     def _require_lease(self) -> dict[str, Any]:
         if self._lease is None:
-            raise ShopSimError("no active episode: call reset(task_id) first")
+            raise NoActiveEpisodeError(NO_EPISODE)
         return self._lease
 
     def tools(self) -> list[dict[str, Any]]:
         if self._state is None:
-            raise ShopSimError("no active episode: call reset(task_id) first")
+            raise NoActiveEpisodeError(NO_EPISODE)
         return tools_for_state(self._state)
 
     def observation_state(self) -> dict[str, Any]:
         if self._state is None:
-            raise ShopSimError("no active episode: call reset(task_id) first")
+            raise NoActiveEpisodeError(NO_EPISODE)
         return self._state
 
     @property
@@ -105,27 +124,26 @@ class ShopClient(_Base):
         for attempt in range(IDEMPOTENT_RETRIES if idempotent else 1):
             try:
                 return _unwrap(self._http.post("/api/shop_agent", json=body, timeout=timeout))
-            except httpx.TransportError:
+            except httpx.TransportError as exc:
                 if attempt + 1 >= (IDEMPOTENT_RETRIES if idempotent else 1):
-                    raise
+                    raise _unreachable(self._http.base_url, exc) from exc
                 time.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
-    def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
+    def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
               include_private_goal: bool = False, wait_timeout: float | None = None,
-              shopper: str | None = None) -> dict[str, Any]:
+              shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         """Start an episode, as ``ShopEnv.reset``: a lease still held (a finished or running episode) is
         released first; ``persona=None`` takes the task's own mode, ``True`` on a standard task raises
         :class:`PersonaUnavailableError`."""
         self.release()
-        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper)
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
         try:
             result = self._post(body, timeout=httpx.Timeout(30.0, read=None))  # a reset may queue for a slot
-        except ServiceError as exc:
-            if _persona_unavailable(exc):
-                raise PersonaUnavailableError(task_id) from exc
+        except (UnknownTaskError, PersonaUnavailableError) as exc:
+            exc.task_id = task_id  # as ShopEnv's (the message is the service's)
             raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
         return self._strip(result)
@@ -133,18 +151,15 @@ class ShopClient(_Base):
     def step(self, action: str) -> dict[str, Any]:
         return self._strip(self._post({"action": "interact", **self._require_lease(), "response": action}))
 
-    def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+    def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(self._post(body))
 
     def release(self) -> None:
         lease, self._lease = self._lease, None
         if lease is not None:
-            try:
+            with contextlib.suppress(LeaseError):  # already reclaimed: nothing left to release
                 self._post({"action": "release_one", **lease}, idempotent=True)
-            except ServiceError as exc:
-                if exc.status != 409:  # already reclaimed: nothing left to release
-                    raise
 
     def close(self) -> None:
         try:
@@ -174,25 +189,24 @@ class AsyncShopClient(_Base):
         for attempt in range(attempts):
             try:
                 return _unwrap(await self._http.post("/api/shop_agent", json=body, timeout=timeout))
-            except httpx.TransportError:
+            except httpx.TransportError as exc:
                 if attempt + 1 >= attempts:
-                    raise
+                    raise _unreachable(self._http.base_url, exc) from exc
                 await asyncio.sleep(0.2 * 2**attempt)
         raise AssertionError("unreachable")
 
-    async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
+    async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
                     include_private_goal: bool = False, wait_timeout: float | None = None,
-                    shopper: str | None = None) -> dict[str, Any]:
+                    shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         """As :meth:`ShopClient.reset` (a held lease is released first)."""
         await self.release()
-        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper)
+        body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
         if wait_timeout is not None:
             body["wait_timeout"] = wait_timeout
         try:
             result = await self._post(body, timeout=httpx.Timeout(30.0, read=None))
-        except ServiceError as exc:
-            if _persona_unavailable(exc):
-                raise PersonaUnavailableError(task_id) from exc
+        except (UnknownTaskError, PersonaUnavailableError) as exc:
+            exc.task_id = task_id
             raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
         return self._strip(result)
@@ -200,18 +214,15 @@ class AsyncShopClient(_Base):
     async def step(self, action: str) -> dict[str, Any]:
         return self._strip(await self._post({"action": "interact", **self._require_lease(), "response": action}))
 
-    async def terminate(self, reason: str = "action_limit") -> dict[str, Any]:
+    async def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(await self._post(body))
 
     async def release(self) -> None:
         lease, self._lease = self._lease, None
         if lease is not None:
-            try:
+            with contextlib.suppress(LeaseError):
                 await self._post({"action": "release_one", **lease}, idempotent=True)
-            except ServiceError as exc:
-                if exc.status != 409:
-                    raise
 
     async def close(self) -> None:
         try:

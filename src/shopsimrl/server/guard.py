@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import InvalidRequestError, ShopSimError
+
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step is a few hundred bytes, a full model response a few KiB
 DEFAULT_MAX_RESPONSE_CHARS = 65_536  # the ``response``/``action`` text of one step
 API_KEY_ENV = "SHOPSIM_API_KEY"  # where the Python clients look for the key when none is passed
@@ -25,13 +27,43 @@ _UI_PREFIXES = ("/debug-ui", "/replay-ui", "/ui/", "/docs", "/openapi.json", "/f
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-class Refusal(Exception):
-    """A request refused at admission: ``status`` and a one-line message (sent as ``{"error": ...}``)."""
+class Refusal(ShopSimError):
+    """A request refused at admission, before any library code runs; the subclass decides the HTTP status and
+    error code (``server/http_errors.py``), ``headers`` are added to the answer."""
 
-    def __init__(self, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    def __init__(self, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
         super().__init__(message)
-        self.status = status
         self.headers = list(headers)
+
+    @property
+    def status(self) -> int:
+        from .http_errors import status_of
+
+        return status_of(self)
+
+
+class BodyTooLarge(Refusal):
+    """A body (declared or read) larger than ``--max-body-bytes``."""
+
+
+class HostNotServed(Refusal):
+    """A ``Host`` header this server does not answer for (DNS-rebinding protection)."""
+
+
+class CrossOriginRefused(Refusal):
+    """A browser request from another origin or site that ``--cors-origin`` does not allow."""
+
+
+class CorsPreflight(Refusal):
+    """Not an error: the answer to an allowed CORS preflight (``OPTIONS``), sent without a body."""
+
+
+class Unauthorized(Refusal):
+    """A request without the bearer key of a server started with ``--api-key-env``."""
+
+
+class UnsupportedMediaType(Refusal):
+    """A POST body not declared ``application/json``."""
 
 
 def is_loopback(host: str) -> bool:
@@ -95,7 +127,7 @@ class Guard:
         if bound_host and bound_host not in ("0.0.0.0", "::", ""):
             hosts.add(host_name(bound_host) if ":" not in bound_host.strip("[]") else bound_host.strip("[]").lower())
         if max_body_bytes < 1:
-            raise ValueError("the body size limit must be at least 1 byte")
+            raise InvalidRequestError("the body size limit must be at least 1 byte")
         return cls(max_body_bytes=max_body_bytes, allowed_hosts=frozenset(hosts),
                    cors_origins=frozenset(o.rstrip("/").lower() for o in cors_origins if o),
                    api_key=api_key or None, trusted=trusted)
@@ -106,7 +138,7 @@ class Guard:
         headers = _headers(scope)
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            raise Refusal(413, self.too_large())
+            raise BodyTooLarge(self.too_large())
         if self.trusted:
             return []
         raw_host = headers.get(b"host", b"")
@@ -117,7 +149,7 @@ class Guard:
             if len(self._hosts_seen) < 1024:  # a client can send any Host: the memo stays small
                 self._hosts_seen[raw_host] = allowed
         if not allowed:
-            raise Refusal(421, f"Host {host!r} is not served here; start the server with --allowed-host "
+            raise HostNotServed(f"Host {host!r} is not served here; start the server with --allowed-host "
                                f"{host_name(host) or 'NAME'} to accept it")
         extra: list[tuple[bytes, bytes]] = []
         origin = headers.get(b"origin")
@@ -125,23 +157,23 @@ class Guard:
             name = origin.decode("latin-1").rstrip("/").lower()
             if not self._same_origin(name, host, scope):
                 if "*" not in self.cors_origins and name not in self.cors_origins:
-                    raise Refusal(403, f"cross-origin request from {name} refused; allow it with --cors-origin {name}")
+                    raise CrossOriginRefused(f"cross-origin request from {name} refused; allow it with --cors-origin {name}")
                 extra = [(b"access-control-allow-origin", name.encode("latin-1")), (b"vary", b"origin")]
         elif (headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site") and self._needs_key(scope["path"])
               and "*" not in self.cors_origins):
             # a browser request from another site without an Origin (an <img> or <script> GET): no API for it
-            raise Refusal(403, "cross-site browser request refused (Sec-Fetch-Site); call the API from "
+            raise CrossOriginRefused("cross-site browser request refused (Sec-Fetch-Site); call the API from "
                                "this server's own pages or allow an origin with --cors-origin")
         method = scope["method"]
         if method == "OPTIONS" and extra:
-            raise Refusal(204, "", [*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+            raise CorsPreflight("", [*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
                                     (b"access-control-allow-headers", b"content-type, authorization"),
                                     (b"access-control-max-age", b"600")])
         if self.api_key is not None and self._needs_key(scope["path"]):
             sent = headers.get(b"authorization", b"")
             scheme, _, token = sent.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.api_key.encode()):
-                raise Refusal(401, "this server needs an API key: send the header Authorization: Bearer <key> "
+                raise Unauthorized("this server needs an API key: send the header Authorization: Bearer <key> "
                                    f"(the Python clients read it from ${API_KEY_ENV})",
                               [*extra, (b"www-authenticate", b"Bearer")])
         return extra
@@ -155,7 +187,7 @@ class Guard:
         if kind == b"application/json" or (not kind and not body):
             return
         shown = kind.decode("latin-1") or "no Content-Type"
-        raise Refusal(415, f"POST bodies must be sent with Content-Type: application/json (got {shown}); "
+        raise UnsupportedMediaType(f"POST bodies must be sent with Content-Type: application/json (got {shown}); "
                            f"with curl add -H 'Content-Type: application/json'", cors)
 
     def too_large(self) -> str:
@@ -193,7 +225,7 @@ def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
 
 
 async def read_limited(receive: Any, limit: int) -> bytes | None:
-    """The whole request body, None when the client disconnected first; ``Refusal(413)`` past ``limit``."""
+    """The whole request body, None when the client disconnected first; ``BodyTooLarge`` past ``limit``."""
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -203,7 +235,7 @@ async def read_limited(receive: Any, limit: int) -> bytes | None:
         chunk = message.get("body", b"")
         total += len(chunk)
         if total > limit:
-            raise Refusal(413, f"request body larger than {limit} bytes; "
+            raise BodyTooLarge(f"request body larger than {limit} bytes; "
                                f"the server's limit is set with --max-body-bytes")
         chunks.append(chunk)
         if not message.get("more_body"):
@@ -254,13 +286,15 @@ async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any) ->
 
 async def send_refusal(send: Any, refusal: Refusal) -> None:
     from .app import encode
+    from .http_errors import error_payload, status_of
 
-    body = b"" if refusal.status == 204 else encode({"error": str(refusal)})
+    status = status_of(refusal)
+    body = b"" if isinstance(refusal, CorsPreflight) else encode(error_payload(refusal))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                *refusal.headers]
-    if refusal.status == 413:
+    if isinstance(refusal, BodyTooLarge):
         headers.append((b"connection", b"close"))  # the rest of the body is not read
-    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

@@ -15,15 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from ..errors import InvalidRequestError, LeaseError, PoolTimeout
+
 T = TypeVar("T")
-
-
-class LeaseError(Exception):
-    """A stale, unknown or mismatched lease (HTTP 409)."""
-
-
-class PoolTimeout(Exception):
-    """No slot became free within the wait timeout (HTTP 503)."""
 
 
 @dataclass
@@ -44,7 +38,7 @@ class LeasePool(Generic[T]):
     def __init__(self, size: int, *, idle_timeout: float | None = 600.0, clock: Callable[[], float] = time.monotonic,
                  first_slot: int = 0, lease_prefix: str = ""):
         if size < 1:
-            raise ValueError("the pool needs at least one slot")
+            raise InvalidRequestError("the pool needs at least one slot")
         self.size = size
         self.first_slot = first_slot
         self.lease_prefix = lease_prefix
@@ -105,7 +99,7 @@ class LeasePool(Generic[T]):
 
     def get(self, slot: object, lease_id: object) -> Lease[T]:
         if isinstance(slot, bool) or not isinstance(slot, int) or not isinstance(lease_id, str):
-            raise TypeError("a valid env_idx (int) and lease_id (str) are required")
+            raise InvalidRequestError("a valid env_idx (int) and lease_id (str) are required")
         lease = self._leases.get(slot)
         if lease is None or lease.lease_id != lease_id:
             raise LeaseError(f"stale or invalid lease for environment {slot}")

@@ -6,16 +6,28 @@ Page data (``observation_state``, ``reward_detail``, ``purchase``, ``goal``) is 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
-InteractionMode = Literal["single_turn", "multi_turn"]
-TerminationReason = Literal["action_limit", "generation_length"]
+from ..contract import ACTION_LIMIT, SINGLE_TURN
+from ..contract import InteractionMode as InteractionMode
+from ..contract import TaskMode as TaskMode
+from ..contract import TerminationReason as TerminationReason
+
+
+def _integral(value: object) -> object:
+    """``7.0`` is the integer 7 for JSON Schema (and so for the schema's clients); other values go on unchanged."""
+    return int(value) if isinstance(value, float) and value.is_integer() and abs(value) < 2**63 else value
+
+
+Seed = Annotated[StrictInt, Field(ge=-(2**63), le=2**63 - 1), BeforeValidator(_integral)]
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="what was wrong with the request")
+    error: str = Field(description="what was wrong with the request, for a person to read")
+    code: str = Field(description="the error's stable machine-readable code (docs/contract.md, HTTP errors): "
+                                  "match on it, never on the message")
 
 
 class CreateSession(BaseModel):
@@ -26,12 +38,16 @@ class CreateSession(BaseModel):
     persona: StrictBool | None = Field(
         None, description="persona mode (the simple instruction plus the user profile); null or absent: the task's "
                           "own mode, as ShopEnv.reset; true on a standard task is a 400")
-    interaction_mode: InteractionMode = "single_turn"
+    interaction_mode: InteractionMode = SINGLE_TURN
     include_private_goal: StrictBool = False
     wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
-    shopper: Literal["rule"] | None = Field(
+    shopper: Literal["rule", "llm"] | None = Field(
         None, description="dialogue mode: the simulated shopper the agent can ask (ask_user); implies multi_turn and "
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
+    shopper_seed: Seed | None = Field(
+        None,
+        description="the shopper's sample seed (the LLM shopper sends it with each request); null: 0; ignored "
+                    "without a shopper")
 
 
 class StepRequest(BaseModel):
@@ -42,7 +58,7 @@ class StepRequest(BaseModel):
 
 class TerminateRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    reason: TerminationReason = "action_limit"
+    reason: TerminationReason = ACTION_LIMIT
 
 
 class SessionCreated(BaseModel):
@@ -52,7 +68,7 @@ class SessionCreated(BaseModel):
     observation: str
     message: str
     idx: int
-    task_mode: Literal["persona", "standard"]
+    task_mode: TaskMode
     interaction_mode: InteractionMode
     environment_version: str
     observation_state: dict[str, Any]

@@ -20,7 +20,7 @@ DEFAULT_HEADER_TIMEOUT = 10.0
 class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+    def connection_made(self, transport: Any) -> None:
         self._header_timer: asyncio.TimerHandle | None = None
         super().connection_made(transport)
         self._arm()

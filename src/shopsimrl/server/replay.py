@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..env.fuzzy import token_set_ratio
-from ..errors import ShopSimError
+from ..errors import ReplayError, ReplayNotFoundError
 
 ARTIFACTS = ("manifest.json", "summary.json", "traces.jsonl")
 EPISODE_SCHEMA = "shopsimrl-episode-v4"
@@ -27,14 +27,6 @@ RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
 MAX_CACHED_TRACE_BYTES = 64 * 1024 * 1024  # parsed traces kept, counted by file size (~2.5x that in memory)
-
-
-class ReplayError(ShopSimError):
-    """A replay request that cannot be served; ``status`` is 400 (malformed) or 404 (not found)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass
@@ -67,13 +59,60 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _sort_key(record: dict[str, Any]) -> tuple:
+def _sort_key(record: dict[str, Any]) -> tuple[Any, ...]:
     job = _dict(record.get("job"))
     task, sample = job.get("task_id"), job.get("sample_id")
     return (
         not isinstance(task, int), task if isinstance(task, int) else 0,
         sample if isinstance(sample, int) else 0, str(record.get("episode_id")),
     )
+
+
+ASK_PREFIX = "ask_user["
+
+
+def _ask_question(step: dict[str, Any]) -> str | None:
+    """The question of an ``ask_user`` step, from its canonical action (``ask_user[QUESTION]``)."""
+    action = step.get("action")
+    if isinstance(action, str) and action[: len(ASK_PREFIX)].casefold() == ASK_PREFIX and action.endswith("]"):
+        return action[len(ASK_PREFIX):-1]
+    return None
+
+
+def dialogue_view(record: dict[str, Any]) -> dict[str, Any] | None:
+    """A dialogue episode's conversation for the replay view: the shopper, its opening and every question with
+    its reply in step order (None for an episode without a shopper).
+
+    Read from the trace's ``dialogue`` block (``turns``, each with its ``step_index``) when it has one, else from
+    the steps themselves (each step's ``dialogue`` entry, or an ``ask_user[...]`` action and the environment's
+    ``shopper_reply``), so a failed episode, which has no block, still shows what was said. The private
+    ``transcript`` (matched slots, noise) is never part of it.
+    """
+    block, reset = _dict(record.get("dialogue")), _dict(record.get("reset"))
+    shopper = block.get("shopper") or reset.get("shopper")
+    if not block and not shopper:
+        return None
+    turns: list[dict[str, Any]] = []
+    if isinstance(block.get("turns"), list):
+        for turn in block["turns"]:
+            turn = _dict(turn)
+            turns.append({"step_index": turn.get("step_index"), "question": turn.get("question"),
+                          "reply": turn.get("reply"), "valid": turn.get("valid") is True})
+    else:
+        for step in _list(record.get("steps")):
+            step = _dict(step)
+            entry = _dict(step.get("dialogue"))
+            question = entry.get("question") if entry else _ask_question(step)
+            if question is None:
+                continue
+            environment = _dict(step.get("environment"))
+            feedback = _dict(environment.get("action_feedback"))
+            reply = entry.get("reply") if entry else environment.get("shopper_reply")
+            valid = entry.get("valid") if entry else feedback.get("valid")
+            turns.append({"step_index": step.get("step_index"), "question": question, "reply": reply,
+                          "valid": valid is True})
+    return {"shopper": shopper, "shopper_version": block.get("shopper_version") or reset.get("shopper_version"),
+            "opening": block.get("opening") or reset.get("shopper_opening"), "turns": turns}
 
 
 def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -83,6 +122,7 @@ def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
     steps = [step for step in _list(record.get("steps")) if isinstance(step, dict)]
     invalid = sum(1 for s in steps if _dict(_dict(s.get("environment")).get("action_feedback")).get("valid") is False)
     error = record.get("error")
+    dialogue = dialogue_view(record)
     return {
         "episode_id": record.get("episode_id"),
         "task_id": job.get("task_id"),
@@ -101,6 +141,8 @@ def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
         "instruction": _dict(record.get("reset")).get("task_instruction"),
         "task_mode": _dict(record.get("reset")).get("task_mode"),
         "schema_version": record.get("schema_version"),
+        "shopper": dialogue["shopper"] if dialogue else None,
+        "questions": len(dialogue["turns"]) if dialogue else None,
         "error": error if isinstance(error, (str, type(None))) else _dict(error).get("type", str(error)),
     }
 
@@ -210,12 +252,12 @@ class RunsStore:
     # --------------------------------------------------------------- paths
     def run_dir(self, name: str) -> Path:
         if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
-            raise ReplayError(400, f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only")
+            raise ReplayError(f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only")
         path = (self.root / name).resolve()
         if path.parent != self.root:
-            raise ReplayError(400, f"run {name!r} resolves outside the runs directory")
+            raise ReplayError(f"run {name!r} resolves outside the runs directory")
         if not path.is_dir() or not any(self.artifact(path, a) for a in ARTIFACTS):
-            raise ReplayError(404, f"no run named {name!r} in the runs directory")
+            raise ReplayNotFoundError(f"no run named {name!r} in the runs directory")
         return path
 
     # --------------------------------------------------------------- reading
@@ -236,11 +278,11 @@ class RunsStore:
         if path is None:
             return None
         if path.stat().st_size > MAX_ARTIFACT_BYTES:
-            raise ReplayError(400, f"{path.name} is too large to show")
+            raise ReplayError(f"{path.name} is too large to show")
         try:
             return json.loads(path.read_text("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ReplayError(400, f"{path.name} is not valid JSON: {exc}") from exc
+            raise ReplayError(f"{path.name} is not valid JSON: {exc}") from exc
 
     def traces(self, run: Path) -> TraceIndex:
         path = self.artifact(run, "traces.jsonl")
@@ -253,7 +295,7 @@ class RunsStore:
             self._cache.move_to_end(path)
             return cached[1]
         if stat.st_size > MAX_ARTIFACT_BYTES:
-            raise ReplayError(400, "traces.jsonl is too large to show")
+            raise ReplayError("traces.jsonl is too large to show")
         episodes: dict[str, dict[str, Any]] = {}
         records = invalid = 0
         with path.open("rb") as handle:
@@ -280,7 +322,7 @@ class RunsStore:
         path = self.run_dir(name)
         manifest, summary = self._json(path, "manifest.json"), self._json(path, "summary.json")
         index = self.traces(path)
-        artifacts = {}
+        artifacts: dict[str, dict[str, Any]] = {}
         for artifact in ARTIFACTS:
             file = self.artifact(path, artifact)
             artifacts[artifact] = ({"present": True, "bytes": file.stat().st_size, "modified_at": _mtime(file)}
@@ -302,5 +344,6 @@ class RunsStore:
         index = self.traces(self.run_dir(name))
         record = index.episodes.get(episode_id)
         if record is None:
-            raise ReplayError(404, f"run {name!r} has no episode {episode_id!r}")
-        return {"summary": episode_summary(record), "episode": record, "outcome_comparison": outcome_comparison(record)}
+            raise ReplayNotFoundError(f"run {name!r} has no episode {episode_id!r}")
+        return {"summary": episode_summary(record), "episode": record, "outcome_comparison": outcome_comparison(record),
+                "dialogue": dialogue_view(record)}

@@ -2,17 +2,22 @@
 
 The reference ``/api/shop_agent`` API and the resource-style ``/v1/sessions`` API are two spellings of
 the same operations, so they cannot drift apart: both call this class, which speaks in library errors
-(``ServiceRequestError``, ``LeaseError``, ``PoolTimeout``, ``UnknownTaskError`` ...) and never in HTTP.
+(``InvalidRequestError``, ``LeaseError``, ``PoolTimeout``, ``UnknownTaskError`` ...) and never in HTTP;
+``http_errors.py`` turns them into statuses.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
-from ..env.actions import extract_action
-from ..env.session import TERMINATION_REASONS
-from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
-from ..errors import ShopSimError
+from ..contract import ACTION_LIMIT, SINGLE_TURN, TERMINATION_REASONS, check_task_id
+from ..dialogue.llm_shopper import NO_ENDPOINT, ShopperEndpoint
+from ..env.dialogue_session import DialogueSession
+from ..env.session import require_action_text
+from ..env.shop_env import ShopEnv, ShopWorld, check_shopper, resolve_persona_mode
+from ..errors import DialogueError, InvalidRequestError, NoActiveEpisodeError, ResponseTooLong
 from ..versions import EPISODE_LIMITS
 from .leases import Lease, LeasePool
 
@@ -21,12 +26,8 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_MAX_RESPONSE_CHARS = 65_536  # one step's model text; the parsers are linear, this bounds the work
 
 
-class ServiceRequestError(ShopSimError, ValueError):
-    """A request the service refuses as malformed (HTTP 400)."""
-
-
-class ResponseTooLong(ServiceRequestError):
-    """A step's ``response``/``action`` text longer than the server's limit (HTTP 413)."""
+# The service's own name for a malformed request: the same class ShopEnv raises, so a caller catches one.
+ServiceRequestError = InvalidRequestError
 
 
 class EnvService:
@@ -42,8 +43,10 @@ class EnvService:
         first_slot: int = 0,
         lease_prefix: str = "",
         max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+        llm_shopper: ShopperEndpoint | None = None,
     ) -> None:
         self.world = world
+        self.llm_shopper = llm_shopper  # the endpoint behind shopper "llm" (None: such resets are refused)
         self.max_response_chars = max_response_chars
         self.pool: LeasePool[ShopEnv] = LeasePool(
             slots, idle_timeout=idle_timeout, first_slot=first_slot, lease_prefix=lease_prefix)
@@ -54,40 +57,54 @@ class EnvService:
         task_id: int,
         *,
         persona: bool | None = False,
-        interaction_mode: str = "single_turn",
+        interaction_mode: str = SINGLE_TURN,
         include_private_goal: bool = False,
         wait_timeout: float | None = None,
         shopper: str | None = None,
+        shopper_seed: int | None = None,
     ) -> tuple[Lease[ShopEnv], dict[str, Any]]:
         """Check the request, wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
-        if isinstance(task_id, bool) or not isinstance(task_id, int):
-            raise ServiceRequestError("task idx must be an integer")
+        check_task_id(task_id)
         if interaction_mode not in EPISODE_LIMITS:
-            raise ServiceRequestError(
+            raise InvalidRequestError(
                 f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
         if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
-            raise ServiceRequestError("if_persona must be a boolean or null (the task's own mode); "
+            raise InvalidRequestError("if_persona must be a boolean or null (the task's own mode); "
                                       "include_private_goal must be a boolean")
-        if shopper not in (None, "rule"):  # dialogue mode (issue 16); the LLM shopper is not served yet
-            raise ServiceRequestError(f"unsupported shopper {shopper!r}; choose 'rule' or null (no dialogue)")
+        check_shopper(shopper)  # dialogue mode: the same DialogueError as ShopEnv.reset, before waiting for a slot
+        if shopper_seed is not None and (isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int)
+                                         or not -(2**63) <= shopper_seed < 2**63):
+            raise InvalidRequestError("shopper_seed must be a 64-bit integer or null")
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
                 isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not 0 <= wait_timeout <= 86_400):
-            raise ServiceRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
+            raise InvalidRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
         # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
         resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
-        env = self.world.new_env()
+        env = self.world.new_env(llm_shopper=self.llm_shopper)
+        if shopper == "llm" and self.llm_shopper is None:
+            raise DialogueError(NO_ENDPOINT)  # 400, before a slot is taken
         lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
         try:
-            payload = env.reset(
-                task_id, persona=persona, interaction_mode=interaction_mode,
+            call = functools.partial(
+                env.reset, task_id, persona=persona, interaction_mode=interaction_mode,
                 include_private_goal=include_private_goal, session_id=f"slot-{lease.slot}-{task_id}", shopper=shopper,
+                shopper_seed=shopper_seed if shopper is not None else None,  # ignored without a shopper
             )
+            # the LLM shopper's opening is an HTTP call: a worker thread keeps the event loop free
+            payload = await asyncio.to_thread(call) if shopper == "llm" else call()
         except BaseException:
             self.pool.release(lease.slot, lease.lease_id)
             raise
         return lease, payload
+
+    async def step_async(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+        """``step`` for the HTTP handlers: in a worker thread when an LLM shopper may be asked (a blocking call)."""
+        session = lease.session.session
+        if isinstance(session, DialogueSession) and session.shopper.name == "llm":
+            return await asyncio.to_thread(self.step, lease, response)
+        return self.step(lease, response)
 
     def lease(self, slot: object, lease_id: object) -> Lease[ShopEnv]:
         return self.pool.get(slot, lease_id)
@@ -96,18 +113,18 @@ class EnvService:
         return self.pool.find(session_id)
 
     def step(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
-        """One step; ``response`` is the model's text, the action taken from it as env_spec §4.3 says."""
-        if not isinstance(response, str):
-            raise ServiceRequestError("interact action requires response parameter")
+        """One step; ``response`` is the model's text (the session reads the action out of it, as on every
+        path: docs/contract.md#model-text)."""
+        response = require_action_text(response)
         if len(response) > self.max_response_chars:
             raise ResponseTooLong(f"response is {len(response)} characters; this server accepts at most "
                                   f"{self.max_response_chars} per step (--max-response-chars)")
-        return lease.session.step(extract_action(response))
+        return lease.session.step(response)
 
     @staticmethod
-    def terminate(lease: Lease[ShopEnv], reason: object = "action_limit") -> dict[str, Any]:
+    def terminate(lease: Lease[ShopEnv], reason: object = ACTION_LIMIT) -> dict[str, Any]:
         if reason not in TERMINATION_REASONS:
-            raise ServiceRequestError(f"unsupported termination reason: {reason}")
+            raise InvalidRequestError(f"unsupported termination reason: {reason}")
         return lease.session.terminate(str(reason))  # reward 0, no action_feedback, "Episode terminated: …"
 
     def release(self, lease: Lease[ShopEnv]) -> None:
@@ -122,7 +139,7 @@ class EnvService:
         env = lease.session
         session = env.session
         if session is None:  # cannot happen for a live lease; kept as a typed error all the same
-            raise ServiceRequestError("session has no episode")
+            raise NoActiveEpisodeError("session has no episode")
         observation, state = session.observe()
         return {
             "session_id": lease.lease_id,

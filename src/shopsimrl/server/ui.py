@@ -6,6 +6,7 @@ a fixed allow-list (the files in that folder), uncached, so a page always matche
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,10 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse
 
+from ..errors import ReplayError
+from .http_errors import error_payload, status_of
 from .models import ErrorBody
-from .replay import RUN_NAME_PATTERN, ReplayError, RunsStore
+from .replay import RUN_NAME_PATTERN, RunsStore
 
 UI_DIR = Path(__file__).parent / "ui"
 MEDIA_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -47,16 +50,16 @@ def ui_router(runs: RunsStore) -> APIRouter:
     async def replay_view() -> Any:
         return _asset("replay.html")
 
-    errors = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}}
+    errors: dict[int | str, dict[str, Any]] = {400: {"model": ErrorBody}, 404: {"model": ErrorBody}}
     # The pattern is documented, not enforced by FastAPI: RunsStore checks it and answers 400 itself.
     run_name = PathParam(description="a run directory's name inside the runs directory",
                          json_schema_extra={"pattern": RUN_NAME_PATTERN})
 
-    def guarded(call, *args: Any) -> Any:
+    def guarded(call: Callable[..., Any], *args: Any) -> Any:
         try:
             return call(*args)
         except ReplayError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+            return JSONResponse(error_payload(exc), status_code=status_of(exc))
 
     @router.get("/api/runs", tags=["replay"], summary="Runs in the runs directory, newest first")
     def list_runs() -> Any:  # plain def: file reads run in the thread pool, not on the event loop

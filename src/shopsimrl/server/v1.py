@@ -11,8 +11,10 @@ from typing import Any
 
 from fastapi import APIRouter, Path, Query
 
-from ..errors import ShopSimError
-from .leases import Lease, LeaseError
+from ..contract import ACTION_LIMIT, visible_instruction
+from ..env.shop_env import ShopEnv
+from ..errors import LeaseError, SessionNotFound
+from .leases import Lease
 from .models import (
     CreateSession,
     ErrorBody,
@@ -31,10 +33,6 @@ MAX_TASK_PAGE = 2000
 SessionId = Path(min_length=1, max_length=64, pattern=r"^[0-9a-f]+$", description="the session's lease id")
 
 
-class SessionNotFound(ShopSimError):
-    """No live session has this id (HTTP 404)."""
-
-
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody} for status in (*statuses, 422)}
 
@@ -42,7 +40,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 def v1_router(service: EnvService) -> APIRouter:
     router = APIRouter(prefix="/v1", tags=["sessions"])
 
-    def find(session_id: str) -> Lease:
+    def find(session_id: str) -> Lease[ShopEnv]:
         try:
             return service.find(session_id)
         except LeaseError as exc:
@@ -53,9 +51,9 @@ def v1_router(service: EnvService) -> APIRouter:
     def all_tasks() -> list[dict[str, Any]]:
         if not task_rows:
             for task_id, goal in sorted(service.world.catalog.goals.items()):
-                visible = goal.get("instruction_simple") if goal.get("user_persona") else goal.get("instruction_text")
-                task_rows.append({"task_id": task_id, "has_persona": bool(goal.get("user_persona")),
-                                  "preview": str(visible or "")[:48]})
+                has_persona = bool(goal.get("user_persona"))  # the task's own mode
+                task_rows.append({"task_id": task_id, "has_persona": has_persona,
+                                  "preview": visible_instruction(goal, has_persona)[:48]})
         return task_rows
 
     @router.get("/tasks", response_model=TaskList, summary="Active task ids (for choosing one), a page at a time")
@@ -73,6 +71,7 @@ def v1_router(service: EnvService) -> APIRouter:
         lease, payload = await service.reset(
             body.task_id, persona=body.persona, interaction_mode=body.interaction_mode,
             include_private_goal=body.include_private_goal, wait_timeout=body.wait_timeout, shopper=body.shopper,
+            shopper_seed=body.shopper_seed,
         )
         payload.update(session_id=lease.lease_id, env_idx=lease.slot)
         return payload
@@ -85,12 +84,12 @@ def v1_router(service: EnvService) -> APIRouter:
     @router.post("/sessions/{session_id}/step", response_model=StepResult, response_model_exclude_unset=True, responses=_errors(400, 404, 409),
                  summary="One action (interact)")
     async def step(body: StepRequest, session_id: str = SessionId) -> dict[str, Any]:
-        return service.step(find(session_id), body.action)
+        return await service.step_async(find(session_id), body.action)
 
     @router.post("/sessions/{session_id}/terminate", response_model=StepResult, response_model_exclude_unset=True, responses=_errors(400, 404, 409),
                  summary="End the episode with zero reward (action_limit or generation_length)")
     async def terminate(body: TerminateRequest | None = None, session_id: str = SessionId) -> dict[str, Any]:
-        return service.terminate(find(session_id), body.reason if body is not None else "action_limit")
+        return service.terminate(find(session_id), body.reason if body is not None else ACTION_LIMIT)
 
     @router.delete("/sessions/{session_id}", response_model=Released, responses=_errors(404),
                    summary="Release the session's slot")

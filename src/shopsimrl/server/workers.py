@@ -28,9 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ShopSimError
+from ..dialogue.llm_shopper import LLMShopperSettings
+from ..errors import ShopSimError, WorkerUnavailableError
 from .app import FREE_SLOTS_HEADER, decode, encode
 from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
+from .http_errors import error_payload, status_of
 from .protocol import DEFAULT_HEADER_TIMEOUT, http_protocol
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
@@ -205,8 +207,9 @@ class Front:
                     *(w.request(method, target, headers, body, timeout=timeout) for w in targets))
                 status, out_headers, data = answers[0]
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
-            status, out_headers = 502, [(b"content-type", b"application/json")]
-            data = encode({"error": f"a worker process is not answering: {exc.__class__.__name__}"})
+            error = WorkerUnavailableError(f"a worker process is not answering: {exc.__class__.__name__}")
+            status, out_headers = status_of(error), [(b"content-type", b"application/json")]
+            data = encode(error_payload(error))
         out = [(n, v) for n, v in out_headers if n not in HOP_HEADERS and n != FREE_SLOTS_HEADER]
         length = next((v for n, v in out_headers if n == b"content-length"), None) if method == "HEAD" else None
         out.append((b"content-length", length if length is not None else str(len(data)).encode()))
@@ -214,7 +217,7 @@ class Front:
         await send({"type": "http.response.start", "status": status, "headers": out})
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else data})
 
-    async def _health(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, list, bytes]:
+    async def _health(self, headers: list[tuple[bytes, bytes]]) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         answers = await asyncio.gather(*(w.request("GET", b"/healthz", headers, b"") for w in self.workers))
         reports = [decode(data) for _, _, data in answers]
         merged = dict(reports[0])
@@ -226,11 +229,13 @@ class Front:
 
 
 def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size: int, idle_timeout: float | None,
-                 wait_timeout: float | None, runs: str, log_level: str, limits: tuple[int, int]) -> None:
+                 wait_timeout: float | None, runs: str, log_level: str, limits: tuple[int, int],
+                 shopper: LLMShopperSettings | None = None) -> None:
     import threading
 
     import uvicorn
 
+    from ..dialogue.llm_shopper import ShopperEndpoint
     from ..env.shop_env import ShopWorld
     from .app import create_app
 
@@ -245,7 +250,8 @@ def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size:
     app = create_app(ShopWorld.from_data_dir(data), slots=size, idle_timeout=idle_timeout,
                      reset_wait_timeout=wait_timeout, runs_dir=runs, first_slot=first_slot,
                      lease_prefix=f"{index:02x}", advertise_free_slots=True,
-                     guard=Guard(max_body_bytes=limits[0], trusted=True), max_response_chars=limits[1])
+                     guard=Guard(max_body_bytes=limits[0], trusted=True), max_response_chars=limits[1],
+                     llm_shopper=ShopperEndpoint(shopper) if shopper is not None else None)
     uvicorn.run(app, uds=socket_path, log_level=log_level, access_log=False, proxy_headers=False,
                 server_header=False, date_header=False, timeout_keep_alive=24 * 3600)
 
@@ -269,7 +275,8 @@ def _wait_ready(workers: list[Worker]) -> None:
 def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, idle_timeout: float | None,
                   wait_timeout: float | None, runs: str, log_level: str, progress: Any = None,
                   guard: Guard | None = None, max_response_chars: int = 65_536,
-                  header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> None:
+                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, shopper: LLMShopperSettings | None = None) -> None:
+    # shopper: LLMShopperSettings for shopper "llm" (each worker opens its own client on the same cache)
     """Start ``workers`` worker processes and the front on ``host:port``; stop the workers when it stops."""
     import uvicorn
 
@@ -288,7 +295,7 @@ def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, 
         worker.process = context.Process(
             target=_worker_main, name=f"shopsimrl-worker-{index}", daemon=True,
             args=(data, worker.socket_path, index, first, size, idle_timeout, wait_timeout, runs, log_level,
-                  (guard.max_body_bytes, max_response_chars)))
+                  (guard.max_body_bytes, max_response_chars), shopper))
         worker.process.start()
         pool.append(worker)
         first += size

@@ -26,15 +26,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..contract import ARGUMENT_KEYS, ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL
 from ..env.tools import (
     ASK_USER_DESCRIPTION,
-    ASK_USER_TOOL,
     CLICK_DESCRIPTION,
-    CLICK_TOOL,
     QUERY_DESCRIPTION,
     QUESTION_DESCRIPTION,
     SEARCH_DESCRIPTION,
-    SEARCH_TOOL,
 )
 from ..env.tools import VALUE_DESCRIPTION as _VALUE_DESCRIPTION
 
@@ -51,16 +49,17 @@ def episode_tools(*, dialogue: bool = False) -> list[dict[str, Any]]:
     message every turn. The page's clickable values are in the observation text (``可点击元素``), and the
     validator still checks each call against the page's own tools.
     """
-    def tool(name: str, description: str, key: str, key_description: str) -> dict[str, Any]:
+    def tool(name: str, description: str, key_description: str) -> dict[str, Any]:
+        key = ARGUMENT_KEYS[name]
         return {"type": "function", "function": {
             "name": name, "description": description,
             "parameters": {"type": "object", "properties": {key: {"type": "string", "description": key_description}},
                            "required": [key], "additionalProperties": False}}}
 
-    tools = [tool(SEARCH_TOOL, SEARCH_DESCRIPTION, "query", QUERY_DESCRIPTION),
-             tool(CLICK_TOOL, CLICK_DESCRIPTION, "value", EPISODE_VALUE_DESCRIPTION)]
+    tools = [tool(SEARCH_TOOL, SEARCH_DESCRIPTION, QUERY_DESCRIPTION),
+             tool(CLICK_TOOL, CLICK_DESCRIPTION, EPISODE_VALUE_DESCRIPTION)]
     if dialogue:  # dialogue mode: ask_user is rendered for the whole episode (offered or not on a page)
-        tools.append(tool(ASK_USER_TOOL, ASK_USER_DESCRIPTION, "question", QUESTION_DESCRIPTION))
+        tools.append(tool(ASK_USER_TOOL, ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION))
     return tools
 
 
@@ -113,7 +112,7 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
 
 
 _PROBE_CALL = {"id": "call-0", "type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}
-PROBE_CONVERSATION = [
+PROBE_CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "s"}, {"role": "user", "content": "u"},
     {"role": "assistant", "content": None, "tool_calls": [_PROBE_CALL]},
     {"role": "tool", "tool_call_id": "call-0", "content": "o"},
@@ -152,8 +151,8 @@ def stop_texts(tokenizer: Any) -> tuple[str, ...]:
 
 def render_text(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,
                 add_generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(list(messages), tools=list(tools) or None,
-                                         add_generation_prompt=add_generation_prompt, tokenize=False)
+    return str(tokenizer.apply_chat_template(list(messages), tools=list(tools) or None,
+                                             add_generation_prompt=add_generation_prompt, tokenize=False))
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:

@@ -21,7 +21,7 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export = commands.add_parser("export-sft", help="successful trajectories of a run → chat SFT records with tools")
     export.add_argument("run", help="a run directory written by `shopsimrl eval` (traces.jsonl)")
     export.add_argument("--min-reward", type=float, default=1.0, help="keep episodes with r_strict >= this (0 to 1)")

@@ -26,10 +26,12 @@ from typing import Any, Protocol
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, system_message
 from ..agent.runtime import AsyncEnv, EnvironmentFactory
 from ..agent.skills import Skill, render_skills
-from ..agent.turn import ACTION_LIMIT, REPAIR, TERMINATE, decide_turn, observation_message
+from ..agent.turn import REPAIR, TERMINATE, decide_turn, observation_message
 from ..agent.validation import ModelOutput, interpret
+from ..contract import ACTION_LIMIT, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
+from ..dialogue import SHOPPER_NAMES
 from ..env.tools import tools_for_state
-from ..errors import ShopSimError
+from ..errors import DialogueError, ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .chat_template import (
     KNOWN_STOPS,
@@ -43,7 +45,6 @@ from .chat_template import (
 from .chat_template import stop_texts as template_stops
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
-GENERATION_LENGTH = "generation_length"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
 COMPLETED, TRUNCATED, ABORTED = "completed", "truncated", "aborted"
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
@@ -91,17 +92,38 @@ class RolloutContext:
     persona: bool | None = None  # None: the task's own mode (persona iff it has one)
     skills: tuple[Skill, ...] = ()
     prompt: str = SYSTEM_PROMPT
-    interaction_mode: str = "single_turn"
+    interaction_mode: str = SINGLE_TURN
     shopper: str | None = None  # dialogue mode (issue 16): the shopper's replies come back as tool messages (mask 0)
 
     def fingerprint(self) -> tuple[Any, ...]:
         return (self.task_id, self.persona, self.prompt, self.interaction_mode,
                 tuple((s.skill_id, s.version, s.content_sha256) for s in self.skills), self.shopper)
 
+    @classmethod
+    def for_task(cls, task_id: int, shopper: str | None = None, **fields: Any) -> RolloutContext:
+        """The context of one task-source row: a shopper makes it a dialogue episode (``multi_turn``)."""
+        return cls(task_id, interaction_mode=MULTI_TURN if shopper else SINGLE_TURN, shopper=shopper or None,
+                   **fields)
+
+    @property
+    def turn_limit(self) -> int:
+        """The episode's own turn limit (30 single-turn, 40 in dialogue mode: questions count)."""
+        return EPISODE_LIMITS[self.interaction_mode]
+
+
+def parse_shopper(raw: Any) -> str | None:
+    """A task source's ``shopper`` field (dataset column, ``extra_info``, sample metadata): absent, None or ""
+    is a single-turn task; otherwise it must name a shopper (:data:`shopsimrl.dialogue.SHOPPER_NAMES`)."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or raw not in SHOPPER_NAMES:
+        raise DialogueError(f"unknown shopper {raw!r} in a task row; choose one of {list(SHOPPER_NAMES)} or none")
+    return raw
+
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    max_steps: int = EPISODE_LIMITS["single_turn"]
+    max_steps: int | None = None  # None: the episode's own turn limit (30; 40 in dialogue mode)
     max_context_len: int | None = None  # a prompt longer than this ends the episode as generation_length
     keep_reasoning: bool = False  # echo parsed reasoning into the assistant history ("wire message")
     stop_texts: tuple[str, ...] | None = None  # stripped from the decoded text end; None: the tokenizer's eos
@@ -241,7 +263,7 @@ def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]
 WINDOW_HEAD = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
 
 
-def _window(messages: list[dict[str, Any]], turn_start: int) -> tuple[list[dict[str, Any]], int]:
+def _window(messages: list[Mapping[str, Any]], turn_start: int) -> tuple[list[Mapping[str, Any]], int]:
     """The messages of the last turn on, behind a short system and user message.
 
     For a prefix-preserving template (checked by :func:`~shopsimrl.train.chat_template.prepare_tokenizer`)
@@ -433,7 +455,8 @@ async def run_rollout(
         fixed_tools = episode_tools(dialogue=context.shopper is not None) if cfg.episode_tools else None
         turn_start: int | None = None  # append mode: where the last sampled turn's history messages begin
         last_stop: str | None = None
-        for step_index in range(1, cfg.max_steps + 1):
+        max_steps = cfg.max_steps if cfg.max_steps is not None else context.turn_limit
+        for step_index in range(1, max_steps + 1):
             stage = f"model_step_{step_index}"
             tools = tools_for_state(state)
             if not tools:
@@ -465,9 +488,10 @@ async def run_rollout(
                 text = _strip_stops(raw, stops)
                 last_stop = next((s for s in stops if raw.rstrip().endswith(s)), None)
                 tail_ids = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
-                out = parse_turn(tokenizer, raw, text,
-                                 lambda ids=tail_ids: tokenizer.decode(ids, skip_special_tokens=False),
-                                 gen.finish_reason, tools)
+                def prompt_tail(ids: list[int] = tail_ids) -> str:
+                    return str(tokenizer.decode(ids, skip_special_tokens=False))
+
+                out = parse_turn(tokenizer, raw, text, prompt_tail, gen.finish_reason, tools)
                 step: dict[str, Any] = {"step_index": step_index, "action": None,
                                         "sampled_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
                                         "raw_output": text}
@@ -491,7 +515,7 @@ async def run_rollout(
             messages.extend(decision.messages)
             stage = f"environment_step_{step_index}"
             t = clock()
-            result = await env.step(decision.action)
+            result = await env.step(decision.action or "")  # an "act" decision always carries its action
             env_s += clock() - t
             feedback_block = result.get("action_feedback") or {}
             step["valid"] = feedback_block.get("valid")
@@ -510,7 +534,7 @@ async def run_rollout(
         termination = final.get("termination_reason")
         if not ledger.trainable():
             raise RolloutError("the episode produced no trainable token")
-        status = TRUNCATED if termination == "generation_length" else COMPLETED
+        status = TRUNCATED if termination == GENERATION_LENGTH else COMPLETED
     except Exception as exc:
         status, reward, detail = ABORTED, 0.0, None
         error = {"stage": stage, "type": type(exc).__name__, "message": str(exc)}

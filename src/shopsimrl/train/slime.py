@@ -42,7 +42,15 @@ from typing import Any
 from ..agent.runtime import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..errors import ShopSimError
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision, segment_advantages, unique_rewards
-from .rollout import TRUNCATED, Generation, RolloutConfig, RolloutContext, Trajectory, run_rollout
+from .rollout import (
+    TRUNCATED,
+    Generation,
+    RolloutConfig,
+    RolloutContext,
+    Trajectory,
+    parse_shopper,
+    run_rollout,
+)
 
 TASKS_SCHEMA = "shopsimrl-slime-tasks-v1"
 INSTALL_HINT = ("slime is not installed: install it from its repository (it is not on PyPI) together with "
@@ -135,10 +143,21 @@ def task_of(sample: Any) -> tuple[int, str]:
     meta = getattr(sample, "metadata", None) or {}
     raw = meta.get("task_id", getattr(sample, "prompt", None))
     try:
-        task_id = int(raw)
+        task_id = int(raw)  # type: ignore[arg-type]  # None and junk raise TypeError/ValueError below
     except (TypeError, ValueError) as exc:
         raise SlimeAdapterError(f"sample has no task id (prompt={raw!r})") from exc
     return task_id, str(meta.get("split", "train"))
+
+
+def context_of(sample: Any) -> RolloutContext:
+    """The sample's rollout context; ``metadata.shopper`` makes it a dialogue episode (issue 16)."""
+    task_id, _ = task_of(sample)
+    meta = getattr(sample, "metadata", None) or {}
+    try:
+        shopper = parse_shopper(meta.get("shopper"))
+    except ShopSimError as exc:
+        raise SlimeAdapterError(f"metadata.shopper: {exc}") from exc
+    return RolloutContext.for_task(task_id, shopper)
 
 
 def check_args(args: Any, sampling_params: Mapping[str, Any], sample: Any, evaluation: bool = False) -> None:
@@ -224,16 +243,17 @@ def evaluation_sample(samples: list[Any]) -> Any:
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> list[Any]:
     """slime's custom generate: one episode → a list of ``Sample``s (one per segment; one for evaluation)."""
     check_args(args, sampling_params, sample, evaluation)
-    task_id, _ = task_of(sample)
+    context = context_of(sample)
     tokenizer = _tokenizer(args)
     backend = (HOOKS.backend or sglang_backend)(args, sampling_params)
     limit = int(getattr(args, "shopsim_episode_concurrency", DEFAULT_EPISODE_CONCURRENCY))
     semaphore = _SEMAPHORES.setdefault(limit, asyncio.Semaphore(limit))
-    config = RolloutConfig(max_steps=int(getattr(args, "shopsim_max_steps", 30)),
+    max_steps = getattr(args, "shopsim_max_steps", None)  # None: the episode's own limit (40 in dialogue)
+    config = RolloutConfig(max_steps=None if max_steps is None else int(max_steps),
                            max_context_len=getattr(args, "rollout_max_context_len", None))
     meta = {"group_index": sample.group_index, "rollout_id": rollout_id_of(sample)}
     async with semaphore:
-        trajectory = await run_rollout(RolloutContext(task_id), tokenizer, backend, _environment(args),
+        trajectory = await run_rollout(context, tokenizer, backend, _environment(args),
                                        config=config, metadata=meta)
     samples = to_samples(sample, trajectory, tokenizer)
     return [evaluation_sample(samples)] if evaluation else samples
@@ -302,7 +322,12 @@ __all__ = [
 ]
 
 
-def task_lines(task_ids: Sequence[int], split: str = "train") -> list[dict[str, Any]]:
-    """slime task data (JSONL lines): the prompt is the task id; the real prompt comes from the reset."""
-    return [{"prompt": str(t), "metadata": {"schema_version": TASKS_SCHEMA, "task_id": int(t), "split": split}}
+def task_lines(task_ids: Sequence[int], split: str = "train", *, shopper: str | None = None
+               ) -> list[dict[str, Any]]:
+    """slime task data (JSONL lines): the prompt is the task id; the real prompt comes from the reset.
+    ``shopper`` adds ``metadata.shopper``: dialogue episodes (issue 16)."""
+    shopper = parse_shopper(shopper)
+    extra = {"shopper": shopper} if shopper else {}
+    return [{"prompt": str(t), "metadata": {"schema_version": TASKS_SCHEMA, "task_id": int(t), "split": split,
+                                            **extra}}
             for t in task_ids]

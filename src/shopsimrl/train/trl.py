@@ -1,7 +1,10 @@
 """TRL adapter: a ``rollout_func`` for ``trl.GRPOTrainer`` (TRL ≥ 1.16) that plays shop episodes.
 
-The dataset's ``prompt`` column holds task ids (as strings); TRL's sampler already repeats each prompt
-``num_generations`` times, so every prompt is one episode and siblings share the task (one context). Episodes
+The dataset's ``prompt`` column holds task ids (as strings; :func:`task_prompts` builds it); TRL's sampler
+already repeats each prompt ``num_generations`` times, so every prompt is one episode and siblings share the task
+(one context). TRL hands ``rollout_func`` the prompts only, so a dialogue task (issue 16) carries its shopper in
+the prompt itself: ``"17@rule"`` plays task 17 against the rule shopper (``multi_turn``, 40 turns, the shopper's
+opening as the first user message); its replies are tool results, so ``env_mask`` is 0 on them. Episodes
 run concurrently (``concurrency`` at a time, asyncio; a synchronous generate runs in worker threads), each
 through the rollout core in *append* mode — one exact sequence — and come back as ``prompt_ids`` (the first
 prompt), ``completion_ids`` (everything after it: several turns), ``logprobs`` (sampled tokens' log-probs, 0
@@ -35,14 +38,15 @@ from .rollout import (
     RolloutConfig,
     RolloutContext,
     Trajectory,
+    parse_shopper,
     run_rollout,
 )
 from .server_generate import server_generate
-from .trl_environment import ShopToolEnvironment
+from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 
 INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
-__all__ = ["ShopToolEnvironment", "TrlAdapterError", "make_rollout_func", "model_generate", "server_generate",
-           "shop_reward"]
+__all__ = ["ShopDialogueToolEnvironment", "ShopToolEnvironment", "TrlAdapterError", "make_rollout_func",
+           "model_generate", "server_generate", "shop_reward", "task_prompts"]
 
 
 class TrlAdapterError(ShopSimError):
@@ -92,19 +96,33 @@ def model_generate(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, tem
     return generate
 
 
-def _task_id(prompt: Any) -> int:
+SHOPPER_SEPARATOR = "@"
+
+
+def task_prompts(task_ids: Sequence[int], shopper: str | None = None) -> dict[str, list[Any]]:
+    """Dataset columns for :func:`make_rollout_func`: ``prompt`` (``"17"``, or ``"17@rule"`` with a shopper),
+    plus ``task_id`` and ``shopper`` for readers of the dataset."""
+    shopper = parse_shopper(shopper)
+    suffix = f"{SHOPPER_SEPARATOR}{shopper}" if shopper else ""
+    return {"prompt": [f"{int(t)}{suffix}" for t in task_ids], "task_id": [int(t) for t in task_ids],
+            "shopper": [shopper or "" for _ in task_ids]}
+
+
+def _context(prompt: Any) -> RolloutContext:
+    """A prompt (``"17"``, ``"17@rule"``, or a conversation whose last message is one) → its rollout context."""
     text = prompt if isinstance(prompt, str) else (prompt[-1].get("content") if isinstance(prompt, list) else None)
+    task, _, shopper = str(text).strip().partition(SHOPPER_SEPARATOR)
     try:
-        return int(str(text).strip())
-    except ValueError as exc:
-        raise TrlAdapterError(f"prompt {prompt!r} is not a task id") from exc
+        return RolloutContext.for_task(int(task), parse_shopper(shopper.strip()))
+    except (ValueError, ShopSimError) as exc:
+        raise TrlAdapterError(f"prompt {prompt!r} is not a task id (optionally @shopper): {exc}") from exc
 
 
 async def run_episodes(prompts: Sequence[Any], tokenizer: Any, generate: Callable[[list[int]], Any],
                        environment: EnvironmentFactory, config: RolloutConfig, *, concurrency: int = 8
                        ) -> list[Trajectory]:
     """One episode per prompt, at most ``concurrency`` at a time; results in prompt order."""
-    contexts = [RolloutContext(_task_id(p)) for p in prompts]
+    contexts = [_context(p) for p in prompts]
     limit = asyncio.Semaphore(max(1, concurrency))
     is_async = inspect.iscoroutinefunction(generate) or inspect.iscoroutinefunction(
         type(generate).__call__)
@@ -123,10 +141,11 @@ async def run_episodes(prompts: Sequence[Any], tokenizer: Any, generate: Callabl
 
 
 def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 256, temperature: float = 1.0,
-                      max_steps: int = 30, concurrency: int = 8, on_template_error: str = "raise",
+                      max_steps: int | None = None, concurrency: int = 8, on_template_error: str = "raise",
                       generate_factory: Callable[[Any], Callable[[list[int]], Any]] | None = None,
                       ) -> Callable[[list[Any], Any], dict[str, Any]]:
-    """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer``."""
+    """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` (``max_steps`` None: each episode's own turn
+    limit, 30 or 40 in dialogue mode)."""
     if on_template_error not in ("raise", "metric"):
         raise TrlAdapterError("on_template_error must be 'raise' or 'metric'")
     config = RolloutConfig(mode="append", max_steps=max_steps)
@@ -144,7 +163,8 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
                        "shop/template_errors": float(template_errors),
                        "shop/turns_mean": sum(len(t.steps) for t in trajectories) / max(1, len(prompts))})
         if template_errors and on_template_error == "raise":
-            first = next(t.error for t in trajectories if (t.error or {}).get("type") == "ChatTemplateError")
+            first = next(t.error for t in trajectories
+                         if t.error is not None and t.error.get("type") == "ChatTemplateError")
             raise TrlAdapterError(f"{template_errors}/{len(prompts)} episodes failed on the chat template: "
                                   f"{first['message']}")
         return out

@@ -12,6 +12,11 @@ observation text, and a value outside them is an invalid action judged by the en
 decides what a tool call is, so the repair protocol (feedback JSON on a protocol error, the turn counted) does
 not apply — a malformed call is TRL's ``{"error": …}`` tool message or ends the completion; a cut-off generation
 is not ``terminate("generation_length")``; and the tokens are TRL's re-rendered ones, not the exact samples.
+
+Dialogue mode (issue 16): TRL builds one tool list per environment class, so :class:`ShopDialogueToolEnvironment`
+adds ``ask_user`` (its description is the environment's own ``ask_user`` tool text) and plays rows whose
+``shopper`` column names a shopper; ``reset`` returns the shopper's opening instead of the instruction, and a
+reply comes back as the tool result, which TRL masks like every tool result.
 """
 
 from __future__ import annotations
@@ -19,9 +24,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..agent.prompt import PERSONA_HEADER, SYSTEM_PROMPT, first_user_message, persona_line
+from ..agent.policy import PERSONA_HEADER
+from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
+from ..contract import ACTION_LIMIT, CLICK_TOOL, SEARCH_TOOL, format_action
+from ..env.tools import ASK_USER_DESCRIPTION, ASK_USER_TOOL, QUESTION_DESCRIPTION
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
+from .rollout import parse_shopper
 
 EPISODE_OVER = "本回合已结束，不能再调用工具。"
 
@@ -29,11 +38,13 @@ EPISODE_OVER = "本回合已结束，不能再调用工具。"
 class ShopToolEnvironment:
     """One shop session per rollout; ``search``/``click`` are the tools, ``get_reward`` the terminal r_strict."""
 
-    def __init__(self, world: Any, *, max_steps: int = EPISODE_LIMITS["single_turn"], persona: bool | None = None
-                 ) -> None:
+    dialogue = False  # a class without ask_user plays single-turn rows only
+
+    def __init__(self, world: Any, *, max_steps: int | None = None, persona: bool | None = None) -> None:
         self.world = world
-        self.max_steps = max_steps
+        self.max_steps = max_steps  # None: the episode's own limit (30; 40 in dialogue mode)
         self.persona = persona
+        self._limit = 0  # set by reset: the episode's own limit unless max_steps caps it
         self._env: Any = None
         self._final: Mapping[str, Any] | None = None
         self._steps = 0
@@ -52,13 +63,22 @@ class ShopToolEnvironment:
             task_id = int(str(task).strip())
         except ValueError as exc:
             raise ShopSimError(f"row has no task id (task_id column): {task!r}") from exc
+        shopper = parse_shopper(row.get("shopper"))
+        if shopper is not None and not self.dialogue:
+            raise ShopSimError(f"row for task {task_id} asks for the {shopper!r} shopper: use "
+                               "ShopDialogueToolEnvironment, which has the ask_user tool")
         if self._env is None:
             self._env = self.world.new_env()
-        reset = self._env.reset(task_id, persona=self.persona)
+        if shopper is None:
+            reset = self._env.reset(task_id, persona=self.persona)
+        else:
+            reset = self._env.reset(task_id, persona=self.persona, shopper=shopper)  # a shopper implies multi_turn
         self._final, self._steps = None, 0
+        self._limit = self.max_steps or EPISODE_LIMITS[reset["interaction_mode"]]
         persona = reset.get("user_persona") or {}
         head = f"{PERSONA_HEADER}\n{persona_line(persona)}\n\n" if persona else ""
-        return head + first_user_message(reset["task_instruction"], reset["observation"])
+        opening = (reset.get("shopper_opening") or "") if shopper is not None else reset["task_instruction"]
+        return head + first_user_message(opening, reset["observation"])
 
     def _act(self, action: str) -> str:
         if self._final is not None:
@@ -67,8 +87,8 @@ class ShopToolEnvironment:
         self._steps += 1
         if result.get("done"):
             self._final = result
-        elif self._steps >= self.max_steps:
-            self._final = self._env.terminate("action_limit")
+        elif self._steps >= self._limit:
+            self._final = self._env.terminate(ACTION_LIMIT)
         return str(result["observation"])
 
     def search(self, query: str) -> str:
@@ -81,7 +101,7 @@ class ShopToolEnvironment:
         Returns:
             The new page as text.
         """
-        return self._act(f"search[{query.strip()}]")
+        return self._act(format_action(SEARCH_TOOL, query))
 
     def click(self, value: str) -> str:
         """
@@ -93,19 +113,39 @@ class ShopToolEnvironment:
         Returns:
             The new page as text.
         """
-        return self._act(f"click[{value.strip()}]")
+        return self._act(format_action(CLICK_TOOL, value))
 
     def get_reward(self) -> float:
         """The episode's r_strict (an unfinished episode is ended with ``action_limit`` first)."""
         if self._env is None:
             return 0.0
         if self._final is None:
-            self._final = self._env.terminate("action_limit")
+            self._final = self._env.terminate(ACTION_LIMIT)
         return float(self._final["reward_detail"][PRIMARY_REWARD])
 
 
-def environment_rows(task_ids: Sequence[int], *, system_prompt: str = SYSTEM_PROMPT) -> dict[str, list[Any]]:
-    """Dataset columns for the ``environment_factory`` path: a system prompt, an empty user turn, the task id."""
-    return {"prompt": [[{"role": "system", "content": system_prompt}, {"role": "user", "content": ""}]
-                       for _ in task_ids],
-            "task_id": [int(t) for t in task_ids]}
+class ShopDialogueToolEnvironment(ShopToolEnvironment):
+    """The same, plus ``ask_user``: rows with a ``shopper`` column play dialogue episodes (single-turn rows
+    still work, ``ask_user`` is then an invalid action judged by the environment)."""
+
+    dialogue = True
+
+    def ask_user(self, question: str) -> str:
+        return self._act(f"{ASK_USER_TOOL}[{question.strip()}]")
+
+    # TRL builds the schema from the docstring: the environment's own ask_user texts (one definition)
+    ask_user.__doc__ = (f"\n{ASK_USER_DESCRIPTION}\n\nArgs:\n    question: {QUESTION_DESCRIPTION}\n\n"
+                        "Returns:\n    The shopper's reply (the page does not change).\n")
+
+
+def environment_rows(task_ids: Sequence[int], *, system_prompt: str = SYSTEM_PROMPT, shopper: str | None = None
+                     ) -> dict[str, list[Any]]:
+    """Dataset columns for the ``environment_factory`` path: a system prompt, an empty user turn, the task id
+    (and the ``shopper`` column for dialogue rows, played by :class:`ShopDialogueToolEnvironment`)."""
+    rows: dict[str, list[Any]] = {
+        "prompt": [[{"role": "system", "content": system_prompt}, {"role": "user", "content": ""}] for _ in task_ids],
+        "task_id": [int(t) for t in task_ids]}
+    shopper = parse_shopper(shopper)
+    if shopper is not None:
+        rows["shopper"] = [shopper for _ in task_ids]
+    return rows

@@ -29,7 +29,10 @@ Register it in an agent-loop config file (``actor_rollout_ref.rollout.agent.agen
 Optional keys there are passed to the constructor: ``env_url``, ``data_dir``, ``max_steps``,
 ``max_tokens_per_turn``. Without them the environment comes from ``SHOPSIM_ENV_URL`` (a ``shopsimrl serve``)
 or ``SHOPSIM_DATA`` (an in-process catalog directory). Every dataset row needs ``agent_name: shopsim`` and
-``extra_info: {task_id: N}`` (``examples/verl/build_tasks.py`` writes such a parquet file).
+``extra_info: {task_id: N}`` (``examples/verl/build_tasks.py`` writes such a parquet file). A row whose
+``extra_info`` also has ``shopper: rule`` is a dialogue episode (issue 16; ``build_tasks.py --shopper rule``):
+``multi_turn``, 40 turns unless ``max_steps`` caps it, the shopper's opening as the first user message, and its
+replies appended as tool results with ``response_mask`` 0.
 
 Importing this module needs no verl; ``ShopAgentLoop`` imports verl on first access and names what to install.
 """
@@ -56,6 +59,7 @@ from .rollout import (
     RolloutContext,
     RolloutTimer,
     Trajectory,
+    parse_shopper,
     run_rollout,
 )
 
@@ -100,9 +104,20 @@ def task_id_of(kwargs: Mapping[str, Any]) -> int:
     extra = kwargs.get("extra_info") or {}
     raw = extra.get("task_id", kwargs.get("task_id")) if isinstance(extra, Mapping) else kwargs.get("task_id")
     try:
-        return int(raw)
+        return int(raw)  # type: ignore[arg-type]  # None and junk raise TypeError/ValueError below
     except (TypeError, ValueError) as exc:
         raise VerlAdapterError("a shopsim row needs extra_info.task_id") from exc
+
+
+def context_of(kwargs: Mapping[str, Any]) -> RolloutContext:
+    """A row's rollout context: ``extra_info.task_id`` and, for a dialogue row, ``extra_info.shopper``."""
+    extra = kwargs.get("extra_info") or {}
+    raw = extra.get("shopper") if isinstance(extra, Mapping) else None
+    try:
+        shopper = parse_shopper(raw)
+    except ShopSimError as exc:
+        raise VerlAdapterError(f"extra_info.shopper: {exc}") from exc
+    return RolloutContext.for_task(task_id_of(kwargs), shopper)
 
 
 @dataclass(frozen=True)
@@ -180,7 +195,7 @@ def output_fields(trajectory: Trajectory | None, episode: EpisodeLog, budget: Bu
     if trajectory is not None and trajectory.scored and len(trajectory.segments) != 1:
         status, error = ABORTED, f"append mode produced {len(trajectory.segments)} segments, verl takes one"
     overflow = cut = 0
-    if usable:
+    if usable and trajectory is not None:
         segment = trajectory.segments[0]
         tokens, mask, log_probs = segment.tokens, segment.loss_mask, segment.log_probs
         split = min(segment.prompt_length, budget.prompt_length)
@@ -224,7 +239,7 @@ class ShopAgentLoopCore:
     """The trainer-free part of the agent loop: one episode against verl's server-manager ``generate``."""
 
     def __init__(self, server_manager: Any, tokenizer: Any, budget: Budget, *,
-                 environment: EnvironmentFactory | None = None, max_steps: int = 30) -> None:
+                 environment: EnvironmentFactory | None = None, max_steps: int | None = None) -> None:
         self.server_manager = server_manager
         self.tokenizer = tokenizer
         self.budget = budget
@@ -235,7 +250,7 @@ class ShopAgentLoopCore:
         want_log_probs = bool(sampling_params.get("logprobs", False))
         episode = EpisodeLog()
         try:
-            task_id = task_id_of(kwargs)
+            context = context_of(kwargs)
         except VerlAdapterError as exc:
             log.warning("shopsim verl row skipped: %s", exc)
             return output_fields(None, episode, self.budget, self.tokenizer, want_log_probs=want_log_probs,
@@ -262,12 +277,13 @@ class ShopAgentLoopCore:
         config = RolloutConfig(mode="append", max_steps=self.max_steps,
                                max_context_len=self.budget.prompt_length + self.budget.response_length)
         timer = RolloutTimer()
-        trajectory = await run_rollout(RolloutContext(task_id), self.tokenizer, generate, environment,
+        trajectory = await run_rollout(context, self.tokenizer, generate, environment,
                                        config=config, timer=timer)
         fields = output_fields(trajectory, episode, self.budget, self.tokenizer, want_log_probs=want_log_probs)
         fields["timing"] = {"generate_sequences": timer.generate_s, "tool_calls": timer.env_s}
         if fields["extra_fields"]["shopsim_status"] == ABORTED:
-            log.warning("shopsim episode (task %s) aborted: %s", task_id, fields["extra_fields"]["shopsim_error"])
+            log.warning("shopsim episode (task %s) aborted: %s", context.task_id,
+                        fields["extra_fields"]["shopsim_error"])
         return fields
 
 
@@ -277,17 +293,18 @@ def _build_class() -> type:
     except ImportError as exc:
         raise VerlAdapterError(install_hint(exc)) from exc
 
-    class ShopAgentLoop(AgentLoopBase):  # type: ignore[misc, valid-type]
+    class ShopAgentLoop(AgentLoopBase):  # type: ignore[misc]
         """verl agent loop over the shop environment (see the module docstring)."""
 
         def __init__(self, *args: Any, env_url: str | None = None, data_dir: str | None = None,
-                     max_steps: int = 30, max_tokens_per_turn: int = DEFAULT_MAX_TOKENS, **kwargs: Any) -> None:
+                     max_steps: int | None = None, max_tokens_per_turn: int = DEFAULT_MAX_TOKENS,
+                     **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             rollout = self.rollout_config
             budget = Budget(int(rollout.prompt_length), int(rollout.response_length), int(max_tokens_per_turn))
             self._core = ShopAgentLoopCore(self.server_manager, self.tokenizer, budget,
                                            environment=environment_from(env_url, data_dir),
-                                           max_steps=int(max_steps))
+                                           max_steps=None if max_steps is None else int(max_steps))
 
         async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
             fields = await self._core.run_fields(sampling_params, **kwargs)
@@ -313,21 +330,31 @@ AGENT_NAME = "shopsim"
 DATA_SOURCE = "shopsimrl"
 
 
-def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int | None = None) -> list[dict[str, Any]]:
+def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int | None = None, *,
+              shopper: str | None = None) -> list[dict[str, Any]]:
     """verl dataset rows, one per task of ``split``: ``agent_name``, a ``prompt`` (the task instruction, for
     verl's dataset and logs; the model's real prompt comes from the environment's reset) and
-    ``extra_info.task_id``."""
+    ``extra_info.task_id``. With ``shopper`` every row is a dialogue row (``extra_info.shopper``) and its
+    ``prompt`` names the task only: the agent never sees the instruction, so the row does not carry it."""
     from ..catalog.store import Catalog
 
+    shopper = parse_shopper(shopper)
     catalog = Catalog.from_data_dir(data_dir)
     try:
         ids = catalog.split(split)[: limit if limit is not None else None]
-        return [{
-            "data_source": DATA_SOURCE, "agent_name": AGENT_NAME,
-            "prompt": [{"role": "user", "content": str(catalog.goal(t)["instruction_text"])}],
-            "ability": "shopping", "reward_model": {"style": "environment", "ground_truth": str(t)},
-            "extra_info": {"task_id": int(t), "split": split, "index": int(t)},
-        } for t in ids]
+        rows = []
+        for t in ids:
+            text = (f"shopsim dialogue task {int(t)} ({shopper} shopper)" if shopper
+                    else str(catalog.goal(t)["instruction_text"]))
+            extra: dict[str, Any] = {"task_id": int(t), "split": split, "index": int(t)}
+            if shopper:
+                extra["shopper"] = shopper
+            rows.append({
+                "data_source": DATA_SOURCE, "agent_name": AGENT_NAME, "prompt": [{"role": "user", "content": text}],
+                "ability": "shopping", "reward_model": {"style": "environment", "ground_truth": str(t)},
+                "extra_info": extra,
+            })
+        return rows
     finally:
         catalog.close()
 

@@ -9,6 +9,8 @@ asked so far are read from the history).
 
 from __future__ import annotations
 
+from ...contract import ASK_USER_TOOL as ASK
+from ...contract import FEEDBACK_MESSAGE_PREFIX, QUESTION_ARGUMENT, SEARCH_TOOL, action_argument
 from ...dialogue.replies import ALL_SAID, LEADS
 from ...dialogue.slots import ATTRIBUTE, BUDGET, OPTION, build_slots
 from ...env.dialogue_session import REPLY_PREFIX
@@ -17,25 +19,24 @@ from ..policy import PolicyAction, PolicyContext
 from .heuristic import HeuristicPolicy
 from .oracle import OraclePolicy
 
-ASK = "ask_user"
 GENERAL_SCRIPT = ("你的预算大概是多少？", "对商品有什么具体要求吗？", "规格上有什么要求吗？")
 FOLLOW_UP = "还有别的要求吗？"
-REPLY_LINE = "- 说明：" + REPLY_PREFIX
+REPLY_LINE = FEEDBACK_MESSAGE_PREFIX + REPLY_PREFIX
 
 
 def ask(question: str, reasoning: str) -> PolicyAction:
-    return PolicyAction(ASK, {"question": question}, reasoning)
+    return PolicyAction(ASK, {QUESTION_ARGUMENT: question}, reasoning)
 
 
 def asked(context: PolicyContext) -> list[str]:
-    return [turn.action for turn in context.history if turn.action.startswith(f"{ASK}[")]
+    return [turn.action for turn in context.history if action_argument(turn.action, ASK) is not None]
 
 
 def replies(context: PolicyContext) -> list[str]:
     """The shopper's replies so far, read from the observations after each question."""
     out: list[str] = []
     for turn in context.history:
-        if not turn.action.startswith(f"{ASK}["):
+        if action_argument(turn.action, ASK) is None:
             continue
         for line in turn.observation.splitlines():
             if line.startswith(REPLY_LINE):
@@ -88,7 +89,7 @@ class DialogueHeuristicPolicy:
         count = len(asked(context))
         finished = bool(said) and said[-1] == ALL_SAID
         if ASK in context.offered() and context.search_offered and not any(
-            turn.action.startswith("search[") for turn in context.history
+            action_argument(turn.action, SEARCH_TOOL) is not None for turn in context.history
         ):
             if count < len(GENERAL_SCRIPT):
                 return ask(GENERAL_SCRIPT[count], "dialogue heuristic: scripted question")
@@ -101,7 +102,7 @@ class DialogueHeuristicPolicy:
                 observation=context.observation,
                 tools=[tool for tool in context.tools if tool.get("function", {}).get("name") != ASK],
                 persona=context.persona,
-                history=tuple(turn for turn in context.history if not turn.action.startswith(f"{ASK}[")),
+                history=tuple(turn for turn in context.history if not action_argument(turn.action, ASK) is not None),
                 task_id=context.task_id,
                 seed=context.seed,
             )

@@ -6,10 +6,10 @@ where the first hit with its first option values succeeds tests nothing.
 
 from __future__ import annotations
 
+from ...contract import BUY_NOW as BUY
+from ...contract import PRODUCT_DETAIL, SEARCH_RESULTS, option_label
 from ..page_text import parse_page
 from ..policy import PolicyAction, PolicyContext, PolicyError
-
-BUY = "buy now"
 
 
 class FirstResultPolicy:
@@ -22,12 +22,12 @@ class FirstResultPolicy:
         if context.search_offered:
             return PolicyAction.search(context.instruction.strip() or "商品", "first: search the request")
         page = parse_page(context.observation)
-        if page.kind == "search_results" and page.items and page.items[0].asin in clicks:
+        if page.kind == SEARCH_RESULTS and page.items and page.items[0].asin in clicks:
             return PolicyAction.click(page.items[0].asin, "first: open the first result")
-        if page.kind == "product_detail":
+        if page.kind == PRODUCT_DETAIL:
             for axis, values in page.options.items():
-                if axis not in page.selected and values and f"{axis}={values[0]}" in clicks:
-                    return PolicyAction.click(f"{axis}={values[0]}", "first: first option value")
+                if axis not in page.selected and values and option_label(axis, values[0]) in clicks:
+                    return PolicyAction.click(option_label(axis, values[0]), "first: first option value")
             if BUY in clicks:
                 return PolicyAction.click(BUY, "first: buy")
         if not clicks:

@@ -16,11 +16,15 @@ from functools import lru_cache
 from typing import Any
 
 from ...budget import parse_budget_detail as _parse_budget_detail
+from ...contract import BACK_TO_SEARCH as BACK
+from ...contract import BUY_NOW as BUY
+from ...contract import NEXT as NEXT
+from ...contract import PREV as PREV
+from ...contract import PRODUCT_DETAIL, SEARCH_RESULTS, option_label
 from ..page_text import Page, PageItem
 from ..page_text import parse_page as _parse_page
 from ..policy import PolicyAction, PolicyContext, PolicyError
 
-BACK, NEXT, PREV, BUY = "back to search", "next >", "< prev", "buy now"
 MAX_CANDIDATES = 4
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 _LATIN = re.compile(r"[a-z0-9]+", re.IGNORECASE)
@@ -125,7 +129,7 @@ def _visited(history: Sequence[Any]) -> list[tuple[str, Page]]:
     out: list[tuple[str, Page]] = []
     for turn in history:
         page = parse_page(turn.observation)
-        if page.kind == "product_detail" and page.product is not None:
+        if page.kind == PRODUCT_DETAIL and page.product is not None:
             out.append((page.product.asin, page))
     return out
 
@@ -133,7 +137,7 @@ def _visited(history: Sequence[Any]) -> list[tuple[str, Page]]:
 def _last_results(history: Sequence[Any]) -> Page | None:
     for turn in reversed(history):
         page = parse_page(turn.observation)
-        if page.kind == "search_results" and page.page_number == 1:
+        if page.kind == SEARCH_RESULTS and page.page_number == 1:
             return page
     return None
 
@@ -144,11 +148,11 @@ def _option_plan(request: Request, page: Page, clicks: Iterable[str]) -> str | N
     for axis, values in page.options.items():
         if axis in page.selected:
             continue
-        offered = [value for value in values if f"{axis}={value}" in labels] or values
+        offered = [value for value in values if option_label(axis, value) in labels] or values
         if not offered:
             continue
         best = max(offered, key=lambda value: (request.option_score(value), -offered.index(value)))
-        return f"{axis}={best}"
+        return option_label(axis, best)
     return None
 
 
@@ -179,9 +183,9 @@ class HeuristicPolicy:
         clicks = context.click_values()
         if context.search_offered:
             return PolicyAction.search(request.query(), "heuristic: search the request")
-        if page.kind == "search_results":
+        if page.kind == SEARCH_RESULTS:
             return self._on_results(request, page, context, clicks)
-        if page.kind == "product_detail" and page.product is not None:
+        if page.kind == PRODUCT_DETAIL and page.product is not None:
             return self._on_product(request, page, context, clicks)
         if clicks:
             return PolicyAction.click(BACK if BACK in clicks else clicks[0], "heuristic: recover")

@@ -10,13 +10,15 @@ import itertools
 from functools import lru_cache
 
 from ...catalog.goals import strip_reasoning
+from ...contract import BACK_TO_SEARCH as BACK
+from ...contract import BUY_NOW as BUY
+from ...contract import NEXT, PREV, PRODUCT_DETAIL, SEARCH_RESULTS, SEARCH_TOOL, action_argument, option_label
 from ...env.reward import score_purchase
 from ...env.shop_env import ShopWorld
 from ..page_text import parse_page
 from ..policy import PolicyAction, PolicyContext, PolicyError
 
 MAX_COMBINATIONS = 4096
-BACK, NEXT, PREV, BUY = "back to search", "next >", "< prev", "buy now"
 
 
 class OraclePolicy:
@@ -82,23 +84,23 @@ class OraclePolicy:
         page = parse_page(context.observation)
         clicks = context.click_values()
         if context.search_offered:
-            used = [turn.action for turn in context.history if turn.action.startswith("search[")]
+            used = {action_argument(turn.action, SEARCH_TOOL) for turn in context.history}
             queries = self.queries(task_id)
-            remaining = [query for query in queries if f"search[{query}]" not in used]
+            remaining = [query for query in queries if query not in used]
             query = remaining[0] if remaining else queries[0]
             return PolicyAction.search(query, "oracle: search the gold product")
-        if page.kind == "search_results":
+        if page.kind == SEARCH_RESULTS:
             if target in clicks:
                 return PolicyAction.click(target, "oracle: the gold product is listed")
             if NEXT in clicks:
                 return PolicyAction.click(NEXT, "oracle: look on the next page")
             return PolicyAction.click(BACK, "oracle: try another query")
-        if page.kind == "product_detail":
+        if page.kind == PRODUCT_DETAIL:
             if page.product is None or page.product.asin != target:
                 return PolicyAction.click(PREV if PREV in clicks else BACK, "oracle: not the gold product")
             for axis, value in self._plan(task_id):
                 if page.selected.get(axis) != value:
-                    label = f"{axis}={value}"
+                    label = option_label(axis, value)
                     if label in clicks:
                         return PolicyAction.click(label, "oracle: select the winning SKU")
             if BUY in clicks:

@@ -16,10 +16,13 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from ...contract import BACK_TO_SEARCH as BACK
+from ...contract import BUY_NOW as BUY
+from ...contract import PREV, PRODUCT_DETAIL, SEARCH_RESULTS
 from ...generate.vocabulary import load_vocabulary
 from ..page_text import Page, PageItem
 from ..policy import PolicyAction, PolicyContext
-from .heuristic import BACK, BUY, PREV, HeuristicPolicy, Request, _option_plan, _strings, _visited, parse_page
+from .heuristic import HeuristicPolicy, Request, _option_plan, _strings, _visited, parse_page
 
 MAX_CANDIDATES = 6
 _SPOKEN = {"两": "2", "二": "2", "三": "3", "四": "4", "五": "5", "六": "6", "七": "7", "八": "8", "九": "9", "十": "10"}
@@ -106,9 +109,9 @@ class StrongRulePolicy(HeuristicPolicy):
         clicks = context.click_values()
         if context.search_offered:
             return PolicyAction.search(request.query(), "strong: search the request")
-        if page.kind == "search_results":
+        if page.kind == SEARCH_RESULTS:
             return self._on_results(request, page, context, clicks)
-        if page.kind == "product_detail" and page.product is not None:
+        if page.kind == PRODUCT_DETAIL and page.product is not None:
             return self._on_product_strict(request, page, context, clicks)
         return PolicyAction.click(BACK if BACK in clicks else clicks[0], "strong: recover")
 
@@ -118,7 +121,7 @@ class StrongRulePolicy(HeuristicPolicy):
         assert page.product is not None
         visits = [asin for asin, _ in _visited(context.history)]
         results = next(
-            (p for t in reversed(context.history) if (p := parse_page(t.observation)).kind == "search_results"), None
+            (p for t in reversed(context.history) if (p := parse_page(t.observation)).kind == SEARCH_RESULTS), None
         )
         ranked = self._ranked(request, results)[: self.max_candidates] if results else []
         untried = [item for item in ranked if item.asin not in set(visits)]

@@ -1,4 +1,6 @@
 // Agent View: play one leased episode through the reference API (/api/shop_agent), as an agent would.
+// Dialogue mode (shopper=rule): the shopper's opening, each question and reply in order, and an input that asks
+// through the same API (the canonical action ask_user[QUESTION]). Every text goes in through textContent.
 "use strict";
 
 const API = "/api/shop_agent";
@@ -7,6 +9,8 @@ let lease = null;        // {env_idx, lease_id} while this page holds a session
 let lastAction = "";
 let taskTouched = false;  // the user chose a task id (typed, picked or started one)
 let tasksById = new Map();  // task_id -> {has_persona, preview}, once /v1/tasks has answered
+let dialogueMode = false;  // the running episode has a shopper
+const ASK_PREFIX = "ask_user[";
 
 function showError(message) {
   const box = $("error");
@@ -58,9 +62,9 @@ async function loadTasks() {
       list.appendChild(option);
       const entry = document.createElement("option");
       entry.value = String(task.task_id);
-      entry.textContent = `${task.task_id}${task.has_persona ? " · persona" : ""} · ${task.preview}`;
       select.appendChild(entry);
     }
+    labelTasks();
     // the list may arrive after the user typed an id or started a task: never overwrite their choice
     if (tasks.length && !taskTouched && !lease) $("task-id").value = String(tasks[0].task_id);
     select.value = $("task-id").value;
@@ -68,6 +72,80 @@ async function loadTasks() {
   } catch (err) {
     showError(`cannot list tasks: ${err.message}`);
   }
+}
+
+function shopperChosen() {
+  return $("shopper").value;
+}
+
+// In dialogue mode the instruction is the shopper's secret: the picker then shows no preview of it.
+function labelTasks() {
+  const dialogue = Boolean(shopperChosen());
+  for (const entry of $("task-select").options) {
+    const task = tasksById.get(Number(entry.value));
+    if (!task) continue;
+    const preview = dialogue ? "" : ` · ${task.preview}`;
+    entry.textContent = `${task.task_id}${task.has_persona ? " · persona" : ""}${preview}`;
+  }
+}
+
+function chooseShopper() {
+  const dialogue = Boolean(shopperChosen());
+  if (dialogue) $("interaction-mode").value = "multi_turn";  // a shopper implies multi_turn (40 turns)
+  $("interaction-mode").disabled = dialogue;
+  labelTasks();
+}
+
+function dialogueEntry(speaker, text, cls) {
+  const item = document.createElement("li");
+  item.className = cls;
+  const who = document.createElement("span");
+  who.className = "speaker";
+  who.textContent = speaker;
+  const said = document.createElement("span");
+  said.className = "said";
+  said.textContent = text;
+  item.append(who, said);
+  const list = $("dialogue");
+  list.appendChild(item);
+  list.scrollTop = list.scrollHeight;  // the latest exchange stays in view
+  return item;
+}
+
+// One step's share of the dialogue: the question the environment saw (its feedback's action) and the reply,
+// or the rejection code when the question was refused (empty, too long, after the limit).
+function recordDialogue(result) {
+  if (!dialogueMode) return;
+  const feedback = result.action_feedback || {};
+  const action = typeof feedback.action === "string" ? feedback.action : "";
+  if (!action.toLowerCase().startsWith(ASK_PREFIX) || !action.endsWith("]")) return;
+  const question = action.slice(ASK_PREFIX.length, -1);
+  if (feedback.valid && typeof result.shopper_reply === "string") {
+    dialogueEntry("问", question, "agent");
+    dialogueEntry("答", result.shopper_reply, "shopper");
+  } else {
+    const item = dialogueEntry("问", question, "agent invalid");
+    const why = document.createElement("span");
+    why.className = "rejected";
+    why.textContent = ` ✗ ${feedback.reason || "rejected"}`;
+    item.appendChild(why);
+  }
+}
+
+// ask_user is offered while the observation's dialogue block says so (never after the limit or the end).
+function renderAsk(result) {
+  const state = result.observation_state || {};
+  const block = state.dialogue;
+  const open = Boolean(lease) && dialogueMode && !result.done && Boolean(block && block.ask_user_available);
+  $("ask-input").disabled = !open;
+  $("ask-button").disabled = !open;
+  if (!dialogueMode) return;
+  const counted = block ? `${block.questions_asked}/${block.max_questions} questions` : "";
+  $("dialogue-count").textContent = counted;
+  let note = "ask_user offered";
+  if (result.done) note = "episode over";
+  else if (!open) note = "ask_user not offered: the question limit is reached";
+  $("ask-note").textContent = counted ? `${note} · ${counted}` : note;
 }
 
 function setLease(next) {
@@ -100,6 +178,7 @@ function renderPage(result) {
     note.textContent = "episode over";
     actions.appendChild(note);
   }
+  renderAsk(result);
 }
 
 function renderFeedback(feedback) {
@@ -162,6 +241,11 @@ function renderReward(result) {
   }
   row(summary, "price_verifiable", fmt(detail.price_verifiable), detail.price_verifiable ? "match" : "mismatch");
   row(summary, "target_asin_match", fmt(detail.target_asin_match), detail.target_asin_match ? "match" : "mismatch");
+  const dialogue = result.dialogue || {};
+  if (typeof dialogue.slots_total === "number") {  // dialogue mode: how much of the request the agent asked for
+    row(summary, "questions asked", fmt(dialogue.questions_asked));
+    row(summary, "slots revealed", `${dialogue.slots_revealed} / ${dialogue.slots_total}`);
+  }
   panel.appendChild(summary);
 
   const heading = document.createElement("h3");
@@ -214,12 +298,12 @@ async function start(event) {
     if (persona && tasksById.get(taskId)?.has_persona === false) {
       throw new PersonaMissing(taskId);
     }
+    const shopper = shopperChosen();
+    const body = {action: "reset", idx: taskId, if_persona: persona, interaction_mode: $("interaction-mode").value};
+    if (shopper) body.shopper = shopper;
     let result;
     try {
-      result = await call({
-        action: "reset", idx: taskId, if_persona: persona,
-        interaction_mode: $("interaction-mode").value,
-      });
+      result = await call(body);
     } catch (err) {
       if (persona && /without a persona/.test(err.message)) throw new PersonaMissing(taskId);
       throw err;
@@ -227,7 +311,12 @@ async function start(event) {
     $("task-id").value = String(taskId);  // the field keeps showing the task being played
     if (tasksById.has(taskId)) $("task-select").value = String(taskId);
     setLease({env_idx: result.env_idx, lease_id: result.lease_id});
-    $("task-instruction").textContent = result.task_instruction;
+    dialogueMode = typeof result.shopper === "string";
+    $("task-instruction").textContent = dialogueMode
+      ? "(dialogue mode: the instruction is withheld; ask the shopper)" : result.task_instruction;
+    $("dialogue").replaceChildren();
+    $("dialogue-card").hidden = !dialogueMode;
+    if (dialogueMode) dialogueEntry(`顾客 · ${result.shopper}`, result.shopper_opening || "", "shopper opening");
     const persona_ = result.user_persona || {};
     $("persona").textContent = Object.keys(persona_).length ? pretty(persona_) : "(standard mode: no persona)";
     $("trace").replaceChildren();
@@ -256,6 +345,7 @@ async function act(action) {
   lastAction = action;
   try {
     const result = await call({action: "interact", ...lease, response: action});
+    recordDialogue(result);
     renderFeedback(result.action_feedback);
     renderPage(result);
     addTrace(action, result);
@@ -269,6 +359,8 @@ async function release() {
   if (!lease) return;
   const held = lease;
   setLease(null);
+  $("ask-input").disabled = true;
+  $("ask-button").disabled = true;
   try {
     await call({action: "release_one", ...held});
   } catch (err) {
@@ -297,6 +389,13 @@ $("search-form").addEventListener("submit", (event) => {
   event.preventDefault();
   const query = $("search-input").value.trim();
   if (query) act(`search[${query}]`);
+});
+$("shopper").addEventListener("change", chooseShopper);
+$("ask-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const question = $("ask-input").value.trim();
+  if (question) act(`${ASK_PREFIX}${question}]`);
+  $("ask-input").value = "";
 });
 $("manual-form").addEventListener("submit", (event) => {
   event.preventDefault();

@@ -1,4 +1,6 @@
 // Experiment Replay: browse runs (runtime_spec §5) read-only and step through one episode's turns.
+// Dialogue episodes: the turn list starts with the shopper's opening and shows each question and reply
+// (the server's ``dialogue`` view of the trace). Every text goes in through textContent.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -67,6 +69,15 @@ async function openRun(name) {
     const summary = run.artifact_summary || {};
     const computed = run.computed_summary;
     const plan = (run.manifest || {}).plan || {};
+    const shopper = (plan.environment || {}).shopper;
+    const dialogue = summary.dialogue;  // summary.json's dialogue block (dialogue runs only)
+    const dialogueRows = dialogue ? [
+      ["shopper", shopper],
+      ["questions / episode", dialogue.questions_per_episode],
+      ["slot recall", dialogue.slot_recall],
+      ["purchases after \"not complete\"", dialogue.purchases_after_incomplete],
+      ["unanswered-question rate", dialogue.unanswered_question_rate],
+    ] : (shopper ? [["shopper", shopper]] : []);
     keyValues($("run-summary"), [
       ["model", plan.model_id],
       ["experiment", plan.experiment],
@@ -80,11 +91,14 @@ async function openRun(name) {
       ["invalid action rate", computed.behavior.invalid_action_rate],
       ["termination reasons", computed.termination_reasons],
       ["trace lines (dup / invalid)", `${run.trace_index.records} (${run.trace_index.duplicate_records} / ${run.trace_index.invalid_lines})`],
+      ...dialogueRows,
     ]);
     const table = $("episodes");
     table.replaceChildren();
     const head = document.createElement("tr");
-    for (const label of ["episode", "task", "status", "reward", "steps", "end"]) head.appendChild(cell("th", label));
+    const asked = run.episodes.some((episode) => episode.questions !== null && episode.questions !== undefined);
+    const labels = ["episode", "task", "status", "reward", "steps", ...(asked ? ["questions"] : []), "end"];
+    for (const label of labels) head.appendChild(cell("th", label));
     table.appendChild(head);
     for (const episode of run.episodes) {
       const tr = document.createElement("tr");
@@ -92,7 +106,8 @@ async function openRun(name) {
       tr.dataset.episode = episode.episode_id;
       tr.append(
         cell("td", episode.episode_id), cell("td", fmt(episode.task_id)), cell("td", fmt(episode.status)),
-        cell("td", fmt(episode.reward)), cell("td", fmt(episode.steps)), cell("td", fmt(episode.termination_reason)),
+        cell("td", fmt(episode.reward)), cell("td", fmt(episode.steps)),
+        ...(asked ? [cell("td", fmt(episode.questions))] : []), cell("td", fmt(episode.termination_reason)),
       );
       tr.addEventListener("click", () => openEpisode(episode.episode_id));
       table.appendChild(tr);
@@ -116,8 +131,11 @@ async function openEpisode(episodeId) {
       tr.classList.toggle("selected", tr.dataset.episode === episodeId);
     }
     $("episode-title").textContent = episodeId;
-    $("episode-instruction").textContent = (data.episode.reset || {}).task_instruction || "";
+    const instruction = (data.episode.reset || {}).task_instruction || "";
+    $("episode-instruction").textContent = data.dialogue
+      ? `(dialogue with the ${data.dialogue.shopper} shopper: the instruction was withheld)` : instruction;
     $("episode-card").hidden = false;
+    renderTurns();
     renderStep();
     renderOutcome(data.outcome_comparison);
   } catch (err) {
@@ -144,6 +162,52 @@ function toolCallText(step) {
   return model.content || "—";
 }
 
+function dialogueTurns() {
+  const byStep = new Map();
+  for (const turn of (state.episode.dialogue || {}).turns || []) byStep.set(turn.step_index, turn);
+  return byStep;
+}
+
+function said(item, speaker, text, cls) {
+  const line = document.createElement("div");
+  line.className = `said ${cls}`;
+  line.append(cell("span", speaker, "speaker"), cell("span", text ?? "—"));
+  item.appendChild(line);
+}
+
+// Every step in order, one line each; ask_user steps show the question and the shopper's reply.
+function renderTurns() {
+  const list = $("turn-list");
+  list.replaceChildren();
+  const dialogue = state.episode.dialogue;
+  if (dialogue) {
+    const opening = document.createElement("li");
+    opening.className = "opening";
+    said(opening, `顾客 · ${dialogue.shopper}`, dialogue.opening, "shopper");
+    list.appendChild(opening);
+  }
+  const turns = dialogueTurns();
+  (state.episode.episode.steps || []).forEach((step, position) => {
+    const item = document.createElement("li");
+    item.dataset.step = String(position);
+    const turn = turns.get(step.step_index);
+    const feedback = (step.environment || {}).action_feedback;
+    if (turn) {
+      item.classList.add("ask");
+      said(item, `${step.step_index} · 问`, turn.question, "agent");
+      if (turn.valid) said(item, "答", turn.reply, "shopper");
+      else said(item, "✗", (feedback || {}).reason || "rejected", "invalid");
+    } else {
+      const outcome = feedback ? feedback.reason : (step.protocol_error ? "protocol error" : "");
+      const call = step.action || toolCallText(step).split("\n")[0];  // the canonical action when there is one
+      item.appendChild(cell("span", `${step.step_index} · ${call}${outcome ? ` → ${outcome}` : ""}`));
+    }
+    if (feedback && feedback.valid === false) item.classList.add("invalid");
+    item.addEventListener("click", () => { state.step = position; renderStep(); });
+    list.appendChild(item);
+  });
+}
+
 function renderStep() {
   const steps = state.episode.episode.steps || [];
   const total = steps.length;
@@ -155,6 +219,13 @@ function renderStep() {
   }
   const step = steps[state.step];
   $("step-counter").textContent = `step ${state.step + 1} / ${total}`;
+  for (const item of $("turn-list").querySelectorAll("li[data-step]")) {
+    item.classList.toggle("selected", item.dataset.step === String(state.step));
+  }
+  const turn = dialogueTurns().get(step.step_index);
+  $("step-dialogue").hidden = !turn;
+  $("step-question").textContent = turn ? turn.question : "";
+  $("step-reply").textContent = turn ? (turn.valid ? turn.reply ?? "—" : "(rejected: no reply)") : "";
   const model = step.model || {};
   $("step-reasoning").textContent = model.reasoning || model.reasoning_content || "(no reasoning recorded)";
   $("step-tool-call").textContent = toolCallText(step);

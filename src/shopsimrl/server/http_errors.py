@@ -1,0 +1,125 @@
+"""The one mapping from a library error to an HTTP answer: status and a stable machine-readable code.
+
+Every API of the service (the reference ``/api/shop_agent``, ``/v1``, the replay API, the admission guard and
+the ``--workers`` front) answers an error as ``{"error": <message>, "code": <code>}`` with the status this
+table gives, and the Python clients turn the code (never the message) back into the same class ``ShopEnv``
+raises. An error is matched by its most specific class in the table (its method resolution order), so a
+subclass without a row of its own answers as its nearest listed base. docs/contract.md lists the table.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from ..errors import (
+    DialogueError,
+    EpisodeTerminatedError,
+    InvalidActionError,
+    InvalidRequestError,
+    LeaseError,
+    NoActiveEpisodeError,
+    PersonaUnavailableError,
+    PoolTimeout,
+    ReplayError,
+    ReplayNotFoundError,
+    ResponseTooLong,
+    SessionNotFound,
+    ShopperCallError,
+    ShopSimError,
+    UnknownTaskError,
+    WorkerUnavailableError,
+)
+from .guard import (
+    BodyTooLarge,
+    CorsPreflight,
+    CrossOriginRefused,
+    HostNotServed,
+    Unauthorized,
+    UnsupportedMediaType,
+)
+
+_SHOPPER_STAGE = re.compile(r"shopper call failed at shopper_step_(\d{1,6}): ")
+
+
+class ErrorRow(NamedTuple):
+    error: type[ShopSimError]
+    status: int
+    code: str
+
+
+ERROR_TABLE: tuple[ErrorRow, ...] = (
+    # requests to an environment: the same classes ShopEnv raises in process
+    ErrorRow(UnknownTaskError, 404, "unknown_task"),
+    ErrorRow(PersonaUnavailableError, 400, "persona_unavailable"),
+    ErrorRow(DialogueError, 400, "dialogue_unavailable"),
+    ErrorRow(EpisodeTerminatedError, 409, "episode_terminated"),
+    ErrorRow(NoActiveEpisodeError, 409, "no_active_episode"),
+    ErrorRow(InvalidRequestError, 400, "invalid_request"),
+    ErrorRow(InvalidActionError, 400, "invalid_action"),
+    ErrorRow(ResponseTooLong, 413, "response_too_long"),
+    ErrorRow(ShopperCallError, 502, "shopper_call_failed"),  # the LLM shopper's endpoint (message: shopper_step_k)
+    # leased slots
+    ErrorRow(LeaseError, 409, "stale_lease"),
+    ErrorRow(SessionNotFound, 404, "session_not_found"),
+    ErrorRow(PoolTimeout, 503, "no_free_slot"),
+    ErrorRow(WorkerUnavailableError, 502, "worker_unavailable"),
+    # the replay API
+    ErrorRow(ReplayError, 400, "invalid_replay_request"),
+    ErrorRow(ReplayNotFoundError, 404, "replay_not_found"),
+    # admission (guard.py), before any library code
+    ErrorRow(BodyTooLarge, 413, "body_too_large"),
+    ErrorRow(HostNotServed, 421, "host_not_served"),
+    ErrorRow(CrossOriginRefused, 403, "cross_origin_refused"),
+    ErrorRow(CorsPreflight, 204, "cors_preflight"),
+    ErrorRow(Unauthorized, 401, "unauthorized"),
+    ErrorRow(UnsupportedMediaType, 415, "unsupported_media_type"),
+    # any other library error: the request could not be served as sent
+    ErrorRow(ShopSimError, 400, "bad_request"),
+)
+
+# Answers that do not come from a library error (FastAPI's own validation and routing, a bug).
+VALIDATION_ERROR = ErrorRow(ShopSimError, 422, "validation_error")  # /v1 body or query fails its model
+INTERNAL_ERROR = ErrorRow(ShopSimError, 500, "internal_error")
+HTTP_STATUS_CODES = {404: "not_found", 405: "method_not_allowed"}  # routing; any other status: "http_<status>"
+
+_ROW_OF: dict[type[ShopSimError], ErrorRow] = {row.error: row for row in ERROR_TABLE}
+ERROR_CLASS_OF_CODE: dict[str, type[ShopSimError]] = {row.code: row.error for row in ERROR_TABLE}
+
+
+def row_of(exc: ShopSimError | type[ShopSimError]) -> ErrorRow:
+    """The table row of an error (or error class): the first class of its MRO that the table lists."""
+    kind = exc if isinstance(exc, type) else type(exc)
+    for base in kind.__mro__:
+        row = _ROW_OF.get(base)
+        if row is not None:
+            return row
+    raise TypeError(f"{kind.__name__} is not a ShopSimError")
+
+
+def status_of(exc: ShopSimError | type[ShopSimError]) -> int:
+    return row_of(exc).status
+
+
+def error_payload(exc: ShopSimError) -> dict[str, str]:
+    """The JSON body of an error answer: the message and the error's code."""
+    return {"error": str(exc), "code": row_of(exc).code}
+
+
+def http_code(status: int) -> str:
+    """The code of a routing answer FastAPI gives itself (unknown path, wrong method, ...)."""
+    return HTTP_STATUS_CODES.get(status, f"http_{status}")
+
+
+def rebuild(code: str, message: str) -> ShopSimError | None:
+    """The error a service answer names by ``code``, carrying the service's message as it is; None for a code
+    this version does not know. The class's own constructor is bypassed: it would format the message again."""
+    kind = ERROR_CLASS_OF_CODE.get(code)
+    if kind is None:
+        return None
+    exc = kind.__new__(kind)
+    exc.args = (message,)
+    if isinstance(exc, ShopperCallError):  # its stage (shopper_step_k) is part of the message the service wrote
+        found = _SHOPPER_STAGE.match(message)
+        exc.question_index = int(found.group(1)) if found else 0
+    return exc

@@ -1,0 +1,347 @@
+"""One error tree and one HTTP mapping (issue 12 item 4).
+
+- every exception class the package defines derives from ``ShopSimError`` (found by importing every module);
+- every error class the env and the server raise has exactly one row of ``server/http_errors.py``'s table, whose
+  status and code are written out here (a change of the wire contract fails this test);
+- the same bad input raises the same class with the same message in process (``ShopEnv``) and through both
+  HTTP clients against a real uvicorn server, because the clients map the answer's code, never its text.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import importlib
+import inspect
+import pkgutil
+import re
+import types
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import shopsimrl
+from live_server import serve
+from shopsimrl import errors
+from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.errors import (
+    DialogueError,
+    EpisodeTerminatedError,
+    InvalidActionError,
+    InvalidRequestError,
+    LeaseError,
+    NoActiveEpisodeError,
+    PersonaUnavailableError,
+    ShopSimError,
+    UnknownTaskError,
+)
+from shopsimrl.server import AsyncShopClient, ServiceError, ShopClient, create_app
+from shopsimrl.server.http_errors import ERROR_CLASS_OF_CODE, ERROR_TABLE, rebuild, row_of, status_of
+from shopsimrl.server.service import EnvService
+
+SRC = Path(shopsimrl.__file__).parent
+PERSONA_TASK, STANDARD_TASK, UNKNOWN_TASK = 0, 1, 10**9
+
+# Packages whose modules need an optional extra that the dev venv may lack (each is imported where it is
+# installed; the classes they define are still checked by the AST scan below).
+OPTIONAL_IMPORTS = {"openenv", "verl", "ray", "torch", "trl", "verifiers", "transformers", "datasets", "slime"}
+
+
+# ---------------------------------------------------------------------------------------------- the tree
+def _package_modules() -> tuple[list[types.ModuleType], list[str]]:
+    loaded, skipped = [], []
+    for info in pkgutil.walk_packages([str(SRC)], prefix="shopsimrl."):
+        try:
+            loaded.append(importlib.import_module(info.name))
+        except ImportError as exc:
+            missing = (exc.name or "").split(".")[0]
+            if missing not in OPTIONAL_IMPORTS:
+                raise
+            skipped.append(info.name)
+    return loaded, skipped
+
+
+def _exception_classes(modules: list[types.ModuleType]) -> dict[str, type[BaseException]]:
+    found = {}
+    for module in modules:
+        for name, value in vars(module).items():
+            if (inspect.isclass(value) and issubclass(value, Exception)
+                    and value.__module__ == module.__name__):
+                found[f"{module.__name__}.{name}"] = value
+    return found
+
+
+def _outside_the_tree(classes: dict[str, type[BaseException]]) -> list[str]:
+    return sorted(name for name, cls in classes.items() if not issubclass(cls, ShopSimError))
+
+
+def test_every_exception_class_in_the_package_is_a_shopsim_error():
+    modules, skipped = _package_modules()
+    classes = _exception_classes(modules)
+    assert _outside_the_tree(classes) == []
+    # the walk really found the package's errors, wherever they are defined
+    names = {name.rsplit(".", 1)[1] for name in classes}
+    assert {"LeaseError", "PoolTimeout", "SessionNotFound", "InvalidRequestError", "Refusal", "ServiceError",
+            "PostingsUnavailable", "_Abort", "_Reject", "RolloutError"} <= names, names
+    assert len(classes) >= 50 and len(modules) > 100 and len(skipped) < 15, (len(classes), len(modules), skipped)
+
+
+def test_the_tree_check_can_fail():
+    stray = types.ModuleType("stray")
+    exec("class Stray(ValueError):\n    pass\n", stray.__dict__)
+    stray.Stray.__module__ = "stray"
+    assert _outside_the_tree(_exception_classes([stray])) == ["stray.Stray"]
+
+
+def test_modules_skipped_for_a_missing_extra_define_errors_in_the_tree_too():
+    """Modules the dev venv cannot import are read as source: no class in the package has only builtin
+    exceptions as its bases."""
+    builtin = {name for name, value in vars(builtins).items()
+               if inspect.isclass(value) and issubclass(value, BaseException)}
+    bare = []
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+                if bases and all(base in builtin for base in bases) and node.name != "ShopSimError":
+                    bare.append(f"{path.relative_to(SRC)}:{node.name}({', '.join(bases)})")
+    assert bare == []
+
+
+# ---------------------------------------------------------------------------------------------- one table
+# Every error class raised by the env or the server -> (status, code). Written out: this is the wire contract.
+EXPECTED = {
+    errors.UnknownTaskError: (404, "unknown_task"),
+    errors.PersonaUnavailableError: (400, "persona_unavailable"),
+    errors.DialogueError: (400, "dialogue_unavailable"),
+    errors.EpisodeTerminatedError: (409, "episode_terminated"),
+    errors.NoActiveEpisodeError: (409, "no_active_episode"),
+    errors.InvalidRequestError: (400, "invalid_request"),
+    errors.InvalidActionError: (400, "invalid_action"),
+    errors.ResponseTooLong: (413, "response_too_long"),
+    errors.LeaseError: (409, "stale_lease"),
+    errors.SessionNotFound: (404, "session_not_found"),
+    errors.PoolTimeout: (503, "no_free_slot"),
+    errors.WorkerUnavailableError: (502, "worker_unavailable"),
+    errors.ReplayError: (400, "invalid_replay_request"),
+    errors.ReplayNotFoundError: (404, "replay_not_found"),
+    errors.ObservationError: (400, "bad_request"),
+    errors.InvalidGoalError: (400, "bad_request"),
+    errors.ShopSimError: (400, "bad_request"),
+}
+
+
+def _guard_classes() -> dict[type[ShopSimError], tuple[int, str]]:
+    from shopsimrl.server import guard
+
+    return {guard.BodyTooLarge: (413, "body_too_large"), guard.HostNotServed: (421, "host_not_served"),
+            guard.CrossOriginRefused: (403, "cross_origin_refused"), guard.CorsPreflight: (204, "cors_preflight"),
+            guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type")}
+
+
+@pytest.mark.parametrize(("error", "expected"), [*EXPECTED.items(), *_guard_classes().items()],
+                         ids=lambda value: getattr(value, "__name__", str(value)))
+def test_each_error_class_has_one_status_and_code(error, expected):
+    row = row_of(error)
+    assert (row.status, row.code) == expected
+    # exactly one: the table rows among the class's bases form one chain (no two unrelated listed bases,
+    # which would make the answer depend on the order of the bases)
+    listed = [r.error for r in ERROR_TABLE if issubclass(error, r.error)]
+    for a in listed:
+        for b in listed:
+            assert issubclass(a, b) or issubclass(b, a), f"{error.__name__}: {a.__name__} and {b.__name__}"
+    assert status_of(error("x") if error not in (UnknownTaskError, PersonaUnavailableError) else error(7)) \
+        == expected[0]
+
+
+def _raised_names(root: Path) -> set[str]:
+    names = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name):
+                names.add(node.exc.func.id)
+    return names
+
+
+def test_everything_the_env_and_the_server_raise_is_in_the_table():
+    """Found by reading every ``raise X(...)`` of env/ and server/: only typed errors, each with its row."""
+    from shopsimrl.server import guard
+
+    known = {**{cls.__name__: cls for cls in EXPECTED}, **{cls.__name__: cls for cls in _guard_classes()}}
+    raised = _raised_names(SRC / "env") | _raised_names(SRC / "server")
+    internal = {"_Abort", "EnvCheckError", "AssertionError", "TypeError", "SystemExit"}
+    # AssertionError: the clients' unreachable line; TypeError: row_of on a non-error; SystemExit: a signal;
+    # _Abort and EnvCheckError: the conformance checker's own verdicts, never sent over HTTP
+    untyped = raised - set(known) - internal - {"ServiceError", "_unreachable"}  # the clients' transport failure
+    assert untyped == set(), untyped
+    assert {"PersonaUnavailableError", "EpisodeTerminatedError", "LeaseError", "InvalidRequestError"} <= raised
+    assert guard.BodyTooLarge.__name__ in raised
+
+
+def test_codes_name_one_class_each_and_the_clients_rebuild_them():
+    codes = [row.code for row in ERROR_TABLE]
+    assert len(codes) == len(set(codes)) and len({row.error for row in ERROR_TABLE}) == len(ERROR_TABLE)
+    for row in ERROR_TABLE:
+        assert ERROR_CLASS_OF_CODE[row.code] is row.error
+        rebuilt = rebuild(row.code, "the service's own words")
+        assert type(rebuilt) is row.error and str(rebuilt) == "the service's own words"
+    assert rebuild("no_such_code", "x") is None
+
+
+def test_the_contract_documents_the_table_row_for_row():
+    doc = (SRC.parent.parent / "docs" / "contract.md").read_text("utf-8")
+    section = doc[doc.index('<a id="http-errors"></a>'):doc.index('<a id="health-and-ui"></a>')]
+    rows = re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \| `(\w+)` \|$", section, re.MULTILINE)
+    assert rows == [(row.code, str(row.status), row.error.__name__) for row in ERROR_TABLE]
+
+
+# ---------------------------------------------------------------------------------------------- one behaviour
+@pytest.fixture(scope="module")
+def world(prepared_dir):
+    return ShopWorld.from_data_dir(prepared_dir)
+
+
+@pytest.fixture(scope="module")
+def base_url(world):
+    with serve(create_app(world, slots=4, reset_wait_timeout=5.0)) as url:
+        yield url
+
+
+Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+
+# name -> (calls that must succeed, the bad call, the class all three paths raise)
+CASES: dict[str, tuple[list[Call], Call, type[ShopSimError]]] = {
+    "unknown task": ([], ("reset", (UNKNOWN_TASK,), {}), UnknownTaskError),
+    "task id not an integer": ([], ("reset", ("7",), {}), InvalidRequestError),
+    "persona on a standard task": ([], ("reset", (STANDARD_TASK,), {"persona": True}), PersonaUnavailableError),
+    "unknown interaction mode": ([], ("reset", (PERSONA_TASK, None, "three_turn"), {}), InvalidRequestError),
+    "unknown shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "robot"}), DialogueError),
+    "llm shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "llm"}), DialogueError),
+    "step before reset": ([], ("step", ("search[x]",), {}), NoActiveEpisodeError),
+    "step after the end": ([("reset", (STANDARD_TASK,), {}), ("terminate", (), {})],
+                           ("step", ("click[buy now]",), {}), EpisodeTerminatedError),
+    "terminate after the end": ([("reset", (STANDARD_TASK,), {}), ("terminate", ("generation_length",), {})],
+                                ("terminate", (), {}), EpisodeTerminatedError),
+    "unknown termination reason": ([("reset", (STANDARD_TASK,), {})], ("terminate", ("bored",), {}),
+                                   InvalidRequestError),
+    "action not a string": ([("reset", (STANDARD_TASK,), {})], ("step", (123,), {}), InvalidActionError),
+    "action missing": ([("reset", (STANDARD_TASK,), {})], ("step", (None,), {}), InvalidActionError),
+}
+
+
+def _run_sync(env: Any, calls: list[Call], bad: Call) -> BaseException:
+    for name, args, kwargs in calls:
+        getattr(env, name)(*args, **kwargs)
+    name, args, kwargs = bad
+    with pytest.raises(ShopSimError) as caught:
+        getattr(env, name)(*args, **kwargs)
+    return caught.value
+
+
+async def _run_async(env: AsyncShopClient, calls: list[Call], bad: Call) -> BaseException:
+    for name, args, kwargs in calls:
+        result = getattr(env, name)(*args, **kwargs)
+        if asyncio.iscoroutine(result):
+            await result
+    name, args, kwargs = bad
+    with pytest.raises(ShopSimError) as caught:
+        result = getattr(env, name)(*args, **kwargs)
+        if asyncio.iscoroutine(result):
+            await result
+    return caught.value
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_same_bad_input_raises_the_same_error_on_every_path(case, world, base_url):
+    calls, bad, expected = CASES[case]
+    in_process = _run_sync(ShopEnv(world), calls, bad)
+    with ShopClient(base_url) as client:
+        sync = _run_sync(client, calls, bad)
+
+    async def run_async() -> BaseException:
+        async with AsyncShopClient(base_url) as client:
+            return await _run_async(client, calls, bad)
+
+    asynchronous = asyncio.run(run_async())
+    for error in (in_process, sync, asynchronous):
+        assert type(error) is expected, (case, type(error), error)
+    assert str(sync) == str(asynchronous) == str(in_process), case
+    if isinstance(in_process, (UnknownTaskError, PersonaUnavailableError)):
+        assert sync.task_id == asynchronous.task_id == in_process.task_id  # type: ignore[attr-defined]
+
+
+def test_an_unknown_or_reclaimed_lease_is_a_lease_error_in_process_and_through_both_clients(world, base_url):
+    """No lease exists in ``ShopEnv``; the in-process side is the service the server runs (``EnvService``)."""
+    service = EnvService(world, slots=1)
+    with pytest.raises(LeaseError) as in_process:
+        service.lease(0, "feedface")
+    with ShopClient(base_url) as client:
+        client.reset(STANDARD_TASK)
+        slot = client._lease["env_idx"]  # type: ignore[index]
+        client._lease = {"env_idx": slot, "lease_id": "feedface"}  # unknown
+        with pytest.raises(LeaseError) as unknown:
+            client.step("search[x]")
+        client.reset(STANDARD_TASK)
+        httpx.post(f"{base_url}/api/shop_agent", json={"action": "release_all"}).raise_for_status()  # reclaimed
+        with pytest.raises(LeaseError) as reclaimed:
+            client.step("search[x]")
+
+    async def run_async() -> BaseException:
+        async with AsyncShopClient(base_url) as aclient:
+            await aclient.reset(STANDARD_TASK)
+            aclient._lease = {"env_idx": slot, "lease_id": "feedface"}
+            with pytest.raises(LeaseError) as caught:
+                await aclient.step("search[x]")
+            return caught.value
+
+    asynchronous = asyncio.run(run_async())
+    for error in (unknown.value, reclaimed.value, asynchronous):
+        assert type(error) is LeaseError
+    assert str(unknown.value) == str(asynchronous) == f"stale or invalid lease for environment {slot}"
+    assert str(in_process.value) == "stale or invalid lease for environment 0"
+    assert str(reclaimed.value).startswith("stale or invalid lease for environment ")
+
+
+def test_the_clients_keep_service_error_for_the_transport(base_url):
+    """No answer, or an answer that is not the service's JSON, is a ServiceError, not a library error."""
+    with ShopClient("http://127.0.0.1:9") as nowhere, pytest.raises(ServiceError, match="cannot reach") as caught:
+        nowhere.reset(0)
+    assert caught.value.status == 0 and not isinstance(caught.value, InvalidRequestError)
+    with ShopClient(base_url) as client:
+        answer = client._http.get("/v1/no-such-route")  # FastAPI's own 404: a code no library class has
+        assert answer.json() == {"error": "Not Found", "code": "not_found"}
+    from shopsimrl.server.client import _unwrap
+
+    for response in (httpx.Response(502, text="<html>bad gateway</html>"),
+                     httpx.Response(500, json={"error": "internal server error", "code": "internal_error"}),
+                     httpx.Response(400, json=["not", "an", "object"])):
+        with pytest.raises(ServiceError) as failure:
+            _unwrap(response)
+        assert failure.value.status == response.status_code
+
+
+def test_http_answers_carry_the_code_of_the_table(base_url):
+    """The reference API and /v1 answer the same error with the same status and code (and the message)."""
+    reference = httpx.post(f"{base_url}/api/shop_agent", json={"action": "reset", "idx": UNKNOWN_TASK})
+    v1 = httpx.post(f"{base_url}/v1/sessions", json={"task_id": UNKNOWN_TASK})
+    assert reference.status_code == v1.status_code == 404
+    assert reference.json() == v1.json() == {"error": f"unknown or inactive task_id {UNKNOWN_TASK}",
+                                             "code": "unknown_task"}
+    gone = httpx.post(f"{base_url}/v1/sessions/abc123/step", json={"action": "search[x]"})
+    assert gone.status_code == 404 and gone.json()["code"] == "session_not_found"
+    stale = httpx.post(f"{base_url}/api/shop_agent",
+                       json={"action": "interact", "env_idx": 0, "lease_id": "abc123", "response": "search[x]"})
+    assert stale.status_code == 409 and stale.json()["code"] == "stale_lease"
+    not_json = httpx.post(f"{base_url}/api/shop_agent", content=b"{", headers={"content-type": "application/json"})
+    assert not_json.status_code == 400 and not_json.json()["code"] == "invalid_request"
+    invalid = httpx.post(f"{base_url}/v1/sessions", json={"task_id": "x"})
+    assert invalid.status_code == 422 and invalid.json()["code"] == "validation_error"
+    run = httpx.get(f"{base_url}/api/runs/no-such-run")  # the replay API
+    assert run.status_code == 404 and run.json()["code"] == "replay_not_found"
+    bad_run = httpx.get(f"{base_url}/api/runs/..hidden")
+    assert bad_run.status_code == 400 and bad_run.json()["code"] == "invalid_replay_request"
+    form = httpx.post(f"{base_url}/api/shop_agent", data={"action": "release_all"})  # the guard refuses it
+    assert form.status_code == 415 and form.json()["code"] == "unsupported_media_type"
