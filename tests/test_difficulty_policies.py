@@ -36,6 +36,14 @@ def test_strong_request_maps_paraphrases_in_persona_searches_back_to_attributes(
     assert "防滑" not in StrongRequest("想买一个瑜伽垫，瑜伽用", {}).required
 
 
+def test_strong_request_reads_spoken_counts_and_described_end_values() -> None:
+    """v5 vocabulary: 两个装 is the option 2个装; 规格要大一点的那个 asks for the last (largest) value."""
+    request = StrongRequest("想买两个装的收纳箱，规格要大一点的那个，价格在100元以内", {})
+    assert "2个装" in request.text
+    assert list(request.extremes.values()) == ["high"]
+    assert StrongRequest("想买一个收纳箱，要最便宜的那个尺码", {}).extremes == {"要最便宜的那个尺码": "low"}
+
+
 def test_first_and_strong_policies_finish_every_task_and_rank_as_expected(small_dir: Path) -> None:
     ids = list(Catalog.from_data_dir(small_dir).split("test"))
     assert ids

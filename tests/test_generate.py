@@ -53,6 +53,21 @@ def _instruction(record: dict) -> dict:
     return record["instructions"][0]
 
 
+def _said(value: str, text: str) -> bool:
+    """A goal option is named in ``text`` by its plain word (v5: the SKU string may be a seller string such as
+    ``5斤装【囤货装】``), possibly with a small count said in words (``两个装`` for ``2个装``)."""
+    numbers = load_vocabulary().text["spoken_numbers"]
+
+    def spoken(word: str) -> str:
+        return re.sub(r"^\d{1,2}", lambda m: numbers[int(m.group())] if int(m.group()) < len(numbers) else m.group(), word)
+
+    return value in text or any(w in value and (w in text or spoken(w) in text) for w in _axis_words())
+
+
+def _axis_words() -> set[str]:
+    return {value for leaf in load_vocabulary().leaves for axis in leaf.axes for value in axis.values}
+
+
 def _kept(catalog: GeneratedCatalog) -> list[tuple[dict, object]]:
     return [(r, a) for r, a in zip(catalog.records, catalog.audits, strict=True) if not a.two_axis]
 
@@ -210,7 +225,7 @@ def test_instruction_requirements_come_from_the_gold_product(medium: GeneratedCa
         assert set(item["attributes"]) <= set(record["attribute"])
         assert item["instruction_options"] == [v for a, v in audit.gold_options.items() if v in item["instruction_options"]]
         for value in item["instruction_options"]:
-            assert value in item["instruction"] or record.get("user_persona")
+            assert _said(value, item["instruction"]) or record.get("user_persona")
         axes = price_affecting_axes(record["customization_options"])
         if axes and not audit.two_axis:
             assert audit.gold_options[axes[0]] in item["instruction_options"]
@@ -321,6 +336,20 @@ def test_persona_shape(medium: GeneratedCatalog) -> None:
 PHRASES = load_vocabulary().paraphrases["phrases"]
 
 
+CUES = load_vocabulary().personas["implied_cues"]
+
+
+def _cued(value: str, text: str) -> bool:
+    """An implied cue of ``value`` (its ``{noun}`` filled with any word) is among the persona's searches."""
+    return any(re.search(re.escape(cue).replace(re.escape("{noun}"), ".+?"), text) for cue in CUES.get(value, ()))
+
+
+def _evidence(value: str, record: dict, text: str) -> bool:
+    if value not in record["attribute"]:  # an option value: its plain word
+        return _said(value, text)
+    return value in text or any(phrase in text for phrase in PHRASES.get(value, ())) or _cued(value, text)
+
+
 def test_omitted_requirements_have_persona_evidence(medium: GeneratedCatalog) -> None:
     persona_audits = [(r, a) for r, a in zip(medium.records, medium.audits, strict=True) if a.persona]
     for record, audit in persona_audits:
@@ -328,8 +357,8 @@ def test_omitted_requirements_have_persona_evidence(medium: GeneratedCatalog) ->
         public = {k: v for k, v in record["user_persona"].items() if k != "__reasoning__"}
         text = json.dumps(public, ensure_ascii=False)
         simple = _instruction(record)["instruction_simple"]
-        for value in audit.omitted:  # verbatim, or (v4.1) only as a paraphrase of the attribute
-            assert value in text or any(phrase in text for phrase in PHRASES.get(value, ())), (value, text)
+        for value in audit.omitted:  # verbatim, (v4.1) a paraphrase, or (v5) a situation implying the attribute
+            assert _evidence(value, record, text), (value, text)
         # "40" (a shoe size) inside "440元" is not the value: compare whole numbers only
         assert any(not re.search(rf"(?<!\d){re.escape(value)}(?!\d)", simple) for value in audit.omitted)
 
@@ -505,6 +534,9 @@ def test_realism_figures_meet_the_v4_targets(full: GeneratedCatalog) -> None:
     assert figures["mean_recent_search_chars"] >= 6.0  # v3: 4.5
     assert figures["budget_shapes"] >= 200  # v3: 108
     assert 0.05 <= figures["omitted_without_verbatim_evidence_share"] <= 0.5  # v4: 0 (every value verbatim)
+    assert figures["mean_option_value_chars"] >= 3.5  # v4.1: 2.9 (plain words only); v5 seller strings
+    assert figures["option_copied_share"] <= 0.5  # v5: seller strings are named by their plain word or described
+    assert figures["two_sentence_request_share"] >= 0.1  # v5: two-sentence frames (上次买的…不太满意。想换…)
 
 
 def test_quantity_axes_are_priced_by_amount_sub_linearly() -> None:
@@ -525,7 +557,7 @@ def test_personas_are_coherent_and_name_real_districts(medium: GeneratedCatalog)
         persona = record.get("user_persona")
         if not persona:
             continue
-        assert rule_violations(persona["人口属性"]) == []
+        assert rule_violations(persona["人口属性"], persona["用户标签"]) == []
         region = persona["地区信息"]
         assert region["区县"] in data["city_districts"][region["城市"]]
 
@@ -545,9 +577,10 @@ def test_streamed_archive_equals_the_canonical_bytes(tmp_path: Path) -> None:
 
 
 def test_some_omitted_attributes_have_only_paraphrased_persona_evidence(medium: GeneratedCatalog) -> None:
-    """v4.1: part of the omitted attributes appear in the persona only as a paraphrase (用得久 for 耐用)."""
+    """v4.1: part of the omitted attributes appear in the persona only as a paraphrase (用得久 for 耐用); v5: or
+    only as a situation that implies them (晚上用不吵人的风扇 for 静音)."""
     phrases = PHRASES
-    paraphrased = verbatim = 0
+    paraphrased = verbatim = implied = 0
     for record, audit in zip(medium.records, medium.audits, strict=True):
         if not audit.persona:
             continue
@@ -555,8 +588,70 @@ def test_some_omitted_attributes_have_only_paraphrased_persona_evidence(medium: 
         text = json.dumps(persona, ensure_ascii=False)
         for value in audit.omitted:
             if value in record["attribute"] and value not in text:
-                assert any(phrase in text for phrase in phrases.get(value, ())), (value, text)
-                paraphrased += 1
+                if any(phrase in text for phrase in phrases.get(value, ())):
+                    paraphrased += 1
+                else:
+                    assert _cued(value, text), (value, text)
+                    implied += 1
             elif value in text:
                 verbatim += 1
-    assert paraphrased > 0 and verbatim > 0
+    assert paraphrased > 0 and verbatim > 0 and implied > 0
+
+
+def test_seller_option_strings_stay_distinguishable_and_requests_name_their_plain_word(medium: GeneratedCatalog) -> None:
+    """v5: option values as sellers list them; no two values of one axis pass the reward's fuzzy match (> 85)."""
+    words = _axis_words()
+    seller = total = 0
+    for record in medium.records:
+        for entries in record["customization_options"].values():
+            values = [entry["value"] for entry in entries]
+            total += 1
+            seller += any(value not in words for value in values)
+            for i, a in enumerate(values):
+                assert all(token_set_ratio(a, b) <= 85 for b in values[i + 1 :]), values
+    assert 0.25 <= seller / total <= 0.75
+    copied = named = 0
+    for record in medium.records:
+        item = _instruction(record)
+        for value in item["instruction_options"]:
+            if value not in words:
+                named += _said(value, item["instruction"])
+                copied += value in item["instruction"]
+    assert named > 0 and copied == 0  # the full request says 黑色, never 黑色【现货速发】
+
+
+def test_seller_values_fall_back_to_plain_when_a_pattern_would_make_values_fuzzy_equal() -> None:
+    from shopsimrl.generate.products import seller_values
+
+    vocab = load_vocabulary()
+    for seed in range(300):
+        shown = seller_values("尺码", ["S", "M", "L"], vocab, random.Random(seed))
+        assert len(shown) == 3 and all(token_set_ratio(a, b) <= 85 for a in shown for b in shown if a != b)
+        assert [value[0] for value in shown] == ["S", "M", "L"]
+
+
+def test_leaves_use_their_own_classifiers(medium: GeneratedCatalog) -> None:
+    """v5: 一支口红, 一桶食用油, 一个工具箱 (v4.1 wrote 一瓶口红, 一袋食用油, 一把工具箱)."""
+    units = {leaf.noun: leaf.unit for leaf in load_vocabulary().leaves}
+    assert (units["口红"], units["食用油"], units["工具箱"], units["牛仔裤"]) == ("支", "桶", "个", "条")
+    wrong = {"口红": "瓶", "食用油": "袋", "工具箱": "把", "牛仔裤": "件"}
+    for record in medium.records:
+        item = _instruction(record)
+        for noun, unit in wrong.items():
+            assert f"一{unit}{noun}" not in item["instruction"] + (item["instruction_simple"] or "")
+
+
+def test_no_product_offers_an_option_that_contradicts_its_attributes(medium: GeneratedCatalog) -> None:
+    """v5: attribute–option exclusivity (a 前后双录 recorder sells no 单录款, a 蓝牙 mouse no 有线款)."""
+    from shopsimrl.generate.realism import realism_figures
+
+    conflicts = load_vocabulary().text["option_conflicts"]
+    checked = 0
+    for record in medium.records:
+        banned = {v for attribute in record["attribute"] for v in conflicts.get(attribute, ())}
+        if banned:
+            checked += 1
+            offered = [e["value"] for entries in record["customization_options"].values() for e in entries]
+            assert not banned & set(offered), record["asin"]
+    assert checked > 0
+    assert realism_figures(medium.records, medium.audits)["attribute_option_conflict_share"] == 0.0

@@ -140,6 +140,10 @@ def _fitting_amount(kind: str, gold: float, dearer: float | None, rng: random.Ra
     return first
 
 
+PER_UNIT_WORDS = "个只支件瓶块包盒片张条根双套台份杯袋罐颗粒本把"
+"""Classifiers the budget parser reads after 单 (``单支价格``); other leaves say 单个."""
+
+
 def make_budget(
     rng: random.Random,
     table: Mapping[str, Any],
@@ -183,7 +187,8 @@ def make_budget(
         per_unit = gold_price / rng.randint(2, 10)
         small = price_step(per_unit)
         amount = max(small, round(per_unit / small) * small)
-        word = "个" if unit == "款" else unit
+        # v5 leaves have their own classifiers; the parser reads 单X as a unit price only for its own list
+        word = unit if unit in PER_UNIT_WORDS else "个"
         phrase = _weighted_template(rng, table[kind]).format(n=_format_amount(amount), unit=word)
         return Budget(kind, phrase, float(amount), None)
     raise ValueError(f"unknown budget kind {kind!r}")

@@ -34,7 +34,7 @@ from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v4.1"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v5"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .budgets import Budget, make_budget, weighted_choice
-from .products import ProductDraft
+from .products import ProductDraft, plain_value
 from .rng import pick, pick_many
 from .vocabulary import Vocabulary
 
@@ -21,6 +21,9 @@ ATTRIBUTE_COUNT_WEIGHTS = ((0.15, 1), (0.4, 2), (0.35, 3), (0.1, 4))
 _EMPTY_CLAUSES = re.compile(r"[，,]\s*(?=[，,。？！]|$)")
 _LEADING = re.compile(r"^[，,。\s]+")
 _AFTER_STOP = re.compile(r"([？！。])[，,]+")
+_COUNTED = re.compile(r"^(\d{1,2})(?=[个只包袋双支瓶盒斤件条片罐桶套张盘格管层人卷])")
+SPOKEN_NUMBER_SHARE = 0.35
+"""v5: share of small counted amounts said in words (``两个装`` for the option ``2个装``), as shoppers write them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +68,18 @@ def join_attributes(attributes: tuple[str, ...] | list[str], vocab: Vocabulary, 
     return "、".join(items)
 
 
+def spoken_amount(value: str, vocab: Vocabulary, rng: random.Random) -> str:
+    """``2个装`` → ``两个装`` in a controlled share: the request describes the option instead of copying it."""
+    match = _COUNTED.match(value)
+    numbers: list[str] = vocab.text["spoken_numbers"]
+    if match is None or not 1 <= int(match.group(1)) < len(numbers) or rng.random() >= SPOKEN_NUMBER_SHARE:
+        return value
+    return numbers[int(match.group(1))] + value[match.end() :]
+
+
 def option_phrase(axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
+    """The option as a request says it: ``value`` is the plain word (never the seller string)."""
+    value = spoken_amount(value, vocab, rng)
     templates = vocab.text["option_templates"]
     phrase = pick(rng, templates.get(axis, templates["_default"])).format(axis=axis, v=value)
     phrase = phrase.replace("码码", "码")
@@ -107,7 +121,7 @@ def choose_requirements(draft: ProductDraft, vocab: Vocabulary, rng: random.Rand
 
 def full_instruction(draft: ProductDraft, req: Requirements, vocab: Vocabulary, rng: random.Random) -> str:
     template = pick(rng, vocab.text["full_templates"])
-    opts = "，".join(option_phrase(axis, value, vocab, rng) for axis, value in req.options)
+    opts = "，".join(option_phrase(axis, plain_value(draft, value), vocab, rng) for axis, value in req.options)
     text = template.format(
         unit=draft.leaf.unit,
         attrs=join_attributes(req.attributes, vocab, rng),

@@ -16,7 +16,8 @@ from typing import Any
 
 from .budgets import price_step, weighted_choice
 from .instructions import Requirements, join_attributes, option_phrase, tidy
-from .products import ProductDraft
+from .products import ProductDraft, plain_value
+from .realism import tag_clashes
 from .rng import pick, pick_many
 from .vocabulary import Vocabulary
 
@@ -24,6 +25,9 @@ SIMPLE_MIN_CHARS = 15
 SIMPLE_MAX_CHARS = 40
 PARAPHRASE_EVIDENCE_SHARE = 0.5
 """v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
+IMPLIED_EVIDENCE_SHARE = 0.65
+"""v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
+them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
 OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
@@ -91,18 +95,21 @@ DESCRIBED_OPTION_SHARE = 0.5
 _DESCRIBED = {
     "low": ("{axis}要最小的那档", "要最便宜的那个{axis}", "{axis}选最低的那档就行"),
     "high": ("{axis}要最大的那档", "要最大的那个{axis}", "{axis}选最高的那档"),
+    "low2": ("{axis}要小一点的那个", "两个{axis}里选小的那个", "要便宜点的那个{axis}"),
+    "high2": ("{axis}要大一点的那个", "要大一点的那个{axis}", "两个{axis}里选大的那个"),
 }
 
 
 def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
     """The option as a shopper says it: on a priced amount axis, half the end values are described, not copied."""
     values = [entry["value"] for entry in draft.record["customization_options"].get(axis, [])]
-    if draft.price_axes and axis == draft.price_axes[0] and len(values) >= 3 and rng.random() < DESCRIBED_OPTION_SHARE:
+    if draft.price_axes and axis == draft.price_axes[0] and len(values) >= 2 and rng.random() < DESCRIBED_OPTION_SHARE:
         end = "low" if value == values[0] else "high" if value == values[-1] else ""
         prices = [entry.get("price") for entry in draft.record["customization_options"][axis]]
         if end and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
-            return pick(rng, _DESCRIBED[end]).format(axis=axis)
-    return option_phrase(axis, value, vocab, rng)
+            # v5: of two values, "the bigger one" (大一点的那个) names the gold exactly
+            return pick(rng, _DESCRIBED[end + ("2" if len(values) == 2 else "")]).format(axis=axis)
+    return option_phrase(axis, plain_value(draft, value), vocab, rng)
 
 
 def simple_text(
@@ -169,8 +176,17 @@ def build_persona(
             bucket.append(value)
 
     paraphrases = vocab.paraphrases["phrases"]
-    for axis, value in omitted:
+    implied: dict[str, list[str]] = data["implied_cues"]
+    for axis, seller in omitted:
+        value = plain_value(draft, seller) if axis else seller  # a shopper prefers 黑色, not 黑色【现货速发】
         facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
+        cues = implied.get(value) if not axis else None
+        if cues and rng.random() < IMPLIED_EVIDENCE_SHARE:
+            cue = pick(rng, cues).format(noun=req.noun)
+            if not any(attribute in cue for attribute in leaf.all_attributes()):
+                searches.append(cue)
+                evidence.append(f"最近搜索“{cue}”暗示需要“{value}”")
+                continue
         said = paraphrases.get(value) if not axis else None
         if said and rng.random() < PARAPHRASE_EVIDENCE_SHARE:
             # v4.1: the only evidence is a paraphrase (用得久 for 耐用), never the attribute word itself
@@ -216,7 +232,8 @@ def build_persona(
     viewed = names[:3]
     saved = names[3:4] if rng.random() < 0.5 else []
     price_tag = data["price_tags"]["low" if draft.gold_price < 100 else "mid" if draft.gold_price < 1000 else "high"]
-    tags = [*pick_many(rng, leaf.tags, min(len(leaf.tags), rng.randint(1, 2))), price_tag, *user.tags]
+    leaf_tags = [t for t in leaf.tags if t not in tag_clashes(str(user.demographics["性别"]), [t])]
+    tags = [*pick_many(rng, leaf_tags, min(len(leaf_tags), rng.randint(1, 2))), price_tag, *user.tags]
     brands = list(user.brand_noise)
     if rng.random() < float(data["brand_gold_share"]) and draft.brand.name not in brands:
         # v4: the user's brand is sometimes the one of the gold product (evidence that decides between siblings)

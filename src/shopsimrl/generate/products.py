@@ -12,9 +12,11 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import pairwise
 from typing import Any
 
+from ..env.fuzzy import token_set_ratio
 from .rng import pick, pick_many
 from .vocabulary import DEFAULT_FACET, Axis, Leaf, Vocabulary
 
@@ -23,6 +25,12 @@ _WINDOW_AXES = ("尺码", "鞋码", "参考身高")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 COLOUR_PRICED_SHARE = 0.12
 """v4: an unordered 颜色分类 axis carries different prices this rarely (real colour axes are price-neutral)."""
+SELLER_OPTION_SHARE = 0.6
+"""v5: share of option axes whose values are seller strings (``5斤装 新米``, ``黑色【现货速发】``), not plain words."""
+FEATURED_SHARE = 0.35
+"""v5: of those, the share written as plain values with one featured value (``双缸22格【送赠品】``)."""
+SELLER_FUZZY_LIMIT = 80
+"""Two values of one axis must stay this dissimilar, so a wrong click never passes the reward's fuzzy match (> 85)."""
 
 
 def _is_quantity(values: list[str] | tuple[str, ...]) -> bool:
@@ -130,6 +138,42 @@ def _quantity_prices(amounts: list[float], base: float, rng: random.Random) -> l
         if prices[i] <= prices[i - 1]:
             prices[i] = round(prices[i - 1] + max(1.0, prices[i - 1] * 0.05), 2)
     return prices
+
+
+@lru_cache(maxsize=16384)
+def _distinct_tuple(values: tuple[str, ...]) -> bool:
+    return all(token_set_ratio(a, b) <= SELLER_FUZZY_LIMIT for i, a in enumerate(values) for b in values[i + 1 :])
+
+
+def _distinct(values: list[str]) -> bool:
+    """No two values fuzzy-equal under the reward's matcher (memoised: leaves repeat the same value lists)."""
+    return _distinct_tuple(tuple(values))
+
+
+def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.Random) -> list[str]:
+    """The values as a seller lists them: one pattern for the axis, or one featured value; plain when ambiguous.
+
+    A pattern is kept only when every pair of values stays below the reward's fuzzy threshold, so the
+    decorated gold value is still the only right click; the plain value stays a substring (``5斤`` in
+    ``5斤装``), which is what a shopper's request names.
+    """
+    table = vocab.text["seller_options"]
+    if rng.random() >= SELLER_OPTION_SHARE or not _distinct(values):
+        return values
+    if rng.random() < FEATURED_SHARE:
+        featured = rng.randrange(len(values))
+        shown = [v + pick(rng, table["featured"]) if i == featured else v for i, v in enumerate(values)]
+        return shown if _distinct(shown) else values
+    if axis in table:
+        templates = table[axis]
+    elif _is_quantity(values):
+        templates = table["_amount"]
+    else:
+        templates = table["_default"]
+    template = pick(rng, templates)
+    shown = [template.format(v=v) for v in values]
+    shown = [s.replace("装装", "装").replace("码码", "码") for s in shown]
+    return shown if _distinct(shown) and len(set(shown)) == len(shown) else values
 
 
 def _axis_prices(count: int, base: float, ordered: bool, rng: random.Random) -> list[float]:
@@ -240,8 +284,17 @@ def make_product(
 
     options: dict[str, list[dict[str, Any]]] = {}
     priced: dict[str, list[float]] = {}
+    spoken: dict[str, str] = {}
+    conflicts: dict[str, list[str]] = vocab.text["option_conflicts"]
+    banned = {value for attribute in attributes for value in conflicts.get(attribute, ())}
     for axis in axes:
         values = _axis_values(axis, rng)
+        if banned & set(values):  # v5: no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
+            kept = [v for v in values if v not in banned]
+            spare = [v for v in axis.values if v not in banned and v not in kept]
+            topped = kept if len(kept) >= 2 else [v for v in axis.values if v in kept or v in spare[: 2 - len(kept)]]
+            # a two-axis product (raw archive only) keeps two values per axis, or cleaning would not exclude it
+            values = topped if len(topped) >= 2 or not two_axis else values
         if axis.name in price_axes:
             scale = base if axis.name == price_axes[0] else base * rng.uniform(0.05, 0.3)
             if _is_quantity(values):
@@ -251,7 +304,9 @@ def make_product(
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices
-        entries = [{"value": value} for value in values]
+        shown = seller_values(axis.name, values, vocab, rng)
+        spoken.update((seller, plain) for seller, plain in zip(shown, values, strict=True) if seller != plain)
+        entries: list[dict[str, Any]] = [{"value": value} for value in shown]
         if axis.name in priced:
             for entry, price in zip(entries, priced[axis.name], strict=True):
                 entry["price"] = price
@@ -314,5 +369,11 @@ def make_product(
         "reason_key": None,
     }
     draft = ProductDraft(record, leaf, brand, gold, price_axes, gold_price, dearer, two_axis)
-    draft.extras.update(use=use, synonym=syn)
+    draft.extras.update(use=use, synonym=syn, spoken=spoken)
     return draft
+
+
+def plain_value(draft: ProductDraft, value: str) -> str:
+    """The plain word a shopper uses for an option value (``5斤`` for the seller string ``5斤装 新米``)."""
+    spoken: dict[str, str] = draft.extras.get("spoken") or {}
+    return spoken.get(value, value)

@@ -15,9 +15,14 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
 - ``request_openings``: distinct first four characters of those masked requests (the opening frame).
 - ``still_want_joiner_share``: short requests holding ``，还要`` (a joiner that cut noun phrases in v3).
 - ``persona_incoherent_share``: personas breaking a demographic rule (male 全职妈妈, under-35 退休人员,
-  45+ 学生).
+  45+ 学生; v5 also a tag against the gender: male 宝妈).
 - ``gold_brand_in_preference_share``: persona tasks whose 品牌偏好 names the gold product's brand.
 - ``mean_recent_search_chars``: mean length of a persona's recent search keyword.
+- ``option_copied_share``: goal option values (the exact SKU strings) of persona tasks that appear verbatim in
+  the short request (v5: seller strings such as ``5斤装【囤货装】`` are named by their plain word or described).
+- ``attribute_option_conflict_share``: products offering an option value that contradicts one of their attributes
+  (``option_conflicts`` in ``vocab/text.json``: 单录款 on a 前后双录 recorder).
+- ``two_sentence_request_share``: short requests with a sentence break inside them (``……不太满意。想换……``).
 - ``omitted_without_verbatim_evidence_share``: requirements left out of a short request whose value appears
   nowhere in the public persona (v4.1: only a paraphrase of it does; v4: 0).
 """
@@ -43,8 +48,21 @@ def amount_of(value: str) -> float | None:
     return float(match.group()) if match else None
 
 
-def rule_violations(demographics: dict[str, Any]) -> list[str]:
-    """Demographic combinations a real user profile would not show."""
+def _option_conflicts() -> dict[str, list[str]]:
+    from .vocabulary import load_vocabulary
+
+    table: dict[str, list[str]] = load_vocabulary().text["option_conflicts"]
+    return {attribute: values for attribute, values in table.items() if not attribute.startswith("_")}
+
+
+def tag_clashes(gender: str, tags: Iterable[str]) -> list[str]:
+    """User tags that contradict the gender (v5: a 男 user tagged 宝妈 / 孕期准备, a 女 user tagged 宝爸)."""
+    marks = ("妈", "孕") if gender == "男" else ("爸",) if gender == "女" else ()
+    return [tag for tag in tags if any(mark in tag for mark in marks)]
+
+
+def rule_violations(demographics: dict[str, Any], tags: Iterable[str] = ()) -> list[str]:
+    """Demographic combinations (and, v5, user tags) a real user profile would not show."""
     age = str(demographics.get("年龄段", ""))
     job = str(demographics.get("职业", ""))
     gender = str(demographics.get("性别", ""))
@@ -55,6 +73,7 @@ def rule_violations(demographics: dict[str, Any]) -> list[str]:
         problems.append("retired under 35")
     if job == "学生" and age in ("45-54", "55+"):
         problems.append("student aged 45+")
+    problems.extend(f"tag {tag} for {gender}" for tag in tag_clashes(gender, tags))
     return problems
 
 
@@ -74,7 +93,12 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
     quantity_priced = quantity_flat = quantity_monotone = 0
     exponents: list[float] = []
     value_lengths: list[int] = []
+    conflicts = _option_conflicts()
+    conflicting = 0
     for record in records:
+        banned = {v for attribute in record["attribute"] for v in conflicts.get(attribute, ())}
+        offered = {e["value"] for entries in record["customization_options"].values() for e in entries}
+        conflicting += bool(banned & offered)
         for axis, entries in record["customization_options"].items():
             value_lengths.extend(len(entry["value"]) for entry in entries)
             prices = [entry.get("price") for entry in entries]
@@ -95,12 +119,15 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
                 if low_amount > 0 and high_amount >= 2 * low_amount and low_price > 0:
                     exponents.append(math.log(high_price / low_price) / math.log(high_amount / low_amount))
     persona_records = [r for r in records if r.get("user_persona")]
-    incoherent = sum(bool(rule_violations(r["user_persona"].get("人口属性", {}))) for r in persona_records)
+    incoherent = sum(
+        bool(rule_violations(r["user_persona"].get("人口属性", {}), r["user_persona"].get("用户标签", [])))
+        for r in persona_records
+    )
     brand_hits = 0
     search_lengths: list[int] = []
     skeletons: set[str] = set()
     openings: set[str] = set()
-    joiner = 0
+    joiner = two_sentence = copied = options = 0
     for record in persona_records:
         persona = record["user_persona"]
         brand = record["shop_name"]
@@ -109,6 +136,9 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         instruction = record["instructions"][0]
         simple = instruction.get("instruction_simple") or ""
         joiner += "，还要" in simple or ",还要" in simple
+        two_sentence += "。" in simple.rstrip("。")
+        options += len(instruction["instruction_options"])
+        copied += sum(value in simple for value in instruction["instruction_options"])
         words = [*instruction["attributes"], *instruction["instruction_options"], record["product_category"]]
         skeletons.add(_mask(simple, words))
         openings.add(_mask(simple, words)[:4])
@@ -131,6 +161,9 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "request_skeletons": float(len(skeletons)),
         "request_openings": float(len(openings)),
         "still_want_joiner_share": joiner / count,
+        "two_sentence_request_share": two_sentence / count,
+        "attribute_option_conflict_share": conflicting / max(1, len(records)),
+        "option_copied_share": copied / max(1, options),
         "persona_incoherent_share": incoherent / count,
         "gold_brand_in_preference_share": brand_hits / count,
         "mean_recent_search_chars": statistics.fmean(search_lengths) if search_lengths else 0.0,

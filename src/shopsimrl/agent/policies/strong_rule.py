@@ -1,7 +1,9 @@
 """The strong rule policy: the heuristic plus full knowledge of the generator's vocabulary (issue 15).
 
 It knows every leaf attribute, the paraphrase table (so 用得久 reads as 耐用), every option value, the budget
-parser and the persona's preferences and brands. It ranks candidates by the recovered attributes, prefers
+parser and the persona's preferences and brands; since v5 also the spoken counts (两个装 = 2个装) and the end-value
+descriptions (规格要大一点的那个 = the last value). It does not know the implied-cue table (晚上用不吵人的 for 静音):
+reading a situation is the inference the catalog asks of an agent. It ranks candidates by the recovered attributes, prefers
 the persona's brands, and passes over a product that lacks a requested option value or exceeds the budget.
 It is the upper bound a rule-writer with the generator's source reaches; the catalog must keep it ≤ 55%.
 """
@@ -9,6 +11,7 @@ It is the upper bound a rule-writer with the generator's source reaches; the cat
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -22,6 +25,10 @@ from ..policy import PolicyAction, PolicyContext
 from .heuristic import HeuristicPolicy, Request, _option_plan, _strings, _visited, parse_page
 
 MAX_CANDIDATES = 6
+_SPOKEN = {"两": "2", "二": "2", "三": "3", "四": "4", "五": "5", "六": "6", "七": "7", "八": "8", "九": "9", "十": "10"}
+_SPOKEN_COUNT = re.compile(r"([两二三四五六七八九十])(?=[个只包袋双支瓶盒斤件条片罐桶套张盘格管层人卷])")
+_LOW = re.compile(r"最小|最便宜|最低|小一点|便宜点|选小的")
+_HIGH = re.compile(r"最大|最高|大一点|选大的")
 
 
 @lru_cache(maxsize=1)
@@ -39,6 +46,13 @@ class StrongRequest(Request):
 
     def __init__(self, instruction: str, persona: Mapping[str, Any]) -> None:
         back, attributes, values = _knowledge()
+        # v5 vocabulary: small counts said in words (两个装 → 2个装), end values described (要最大的那档)
+        instruction = _SPOKEN_COUNT.sub(lambda match: _SPOKEN[match.group(1)], instruction)
+        self.extremes = {
+            clause: "high" if _HIGH.search(clause) else "low"
+            for clause in re.split(r"[，,。；;！!？?\s]+", instruction)
+            if _HIGH.search(clause) or _LOW.search(clause)
+        }
         recovered = [attribute for phrase, attribute in back.items() if phrase in instruction]
         expanded = instruction + ("，" + "，".join(recovered) if recovered else "")
         super().__init__(expanded, persona)
@@ -66,6 +80,19 @@ class StrongRequest(Request):
 @lru_cache(maxsize=1024)
 def _request(instruction: str, persona_json: str) -> StrongRequest:
     return StrongRequest(instruction, json.loads(persona_json))
+
+
+def _extreme_option(request: StrongRequest, page: Page, clicks: list[str]) -> str | None:
+    """An unselected axis that the request describes by its end (要最大的那档): its last or first value."""
+    for axis, values in page.options.items():
+        if axis in page.selected or not values:
+            continue
+        ends = [end for clause, end in request.extremes.items() if axis in clause or "那个" in clause]
+        if ends:
+            label = f"{axis}={values[-1] if ends[0] == 'high' else values[0]}"
+            if label in clicks:
+                return label
+    return None
 
 
 class StrongRulePolicy(HeuristicPolicy):
@@ -103,7 +130,7 @@ class StrongRulePolicy(HeuristicPolicy):
         retry = untried and visits.count(page.product.asin) <= 1 and (too_dear or request.lacks_option(page))
         if retry and PREV in clicks:
             return PolicyAction.click(PREV, "strong: lacks a requested value or over budget")
-        label = _option_plan(request, page, clicks)
+        label = _extreme_option(request, page, clicks) or _option_plan(request, page, clicks)
         if label is not None:
             return PolicyAction.click(label, "strong: choose an option")
         if BUY in clicks:
