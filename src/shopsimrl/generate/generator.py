@@ -34,7 +34,7 @@ from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v5"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v5.1"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -275,13 +275,15 @@ class CatalogStream:
                 pool = brands[leaf.domain]
                 shops = pick_many(rng, pool, rng.randint(12, min(24, len(pool))))
                 weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(shops))]
+                near: tuple[list[str], tuple[str, ...]] | None = None
                 for _ in range(sizes[li]):
                     position = self.position_of[slot_index]
                     brand = rng.choices(shops, weights)[0]
                     draft = make_product(
-                        leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng
+                        leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng, near
                     )
                     req = choose_requirements(draft, vocab, rng)
+                    near = (draft.record["attribute"], req.attributes)
                     store.put(position, (draft, req, full_instruction(draft, req, vocab, rng)))
                     by_leaf.setdefault(li, []).append(position)
                     leaf_of[position] = li

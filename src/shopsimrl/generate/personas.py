@@ -29,6 +29,9 @@ IMPLIED_EVIDENCE_SHARE = 0.65
 """v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
 them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
 OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
+MULTI_VALUE_SHARE = 0.6
+"""v5.1: share of option preferences that list one or two more values of the same axis next to the gold one
+(颜色偏好 黑色、白色, as real personas do): the preference narrows the choice without deciding it."""
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
 
@@ -175,6 +178,17 @@ def build_persona(
         if value not in bucket:
             bucket.append(value)
 
+    def add_option_pref(facet: str, axis: str, value: str) -> None:
+        """The gold value, sometimes with one or two other values of the axis the shopper also likes."""
+        others = [v for a in leaf.axes if axis and a.name == axis for v in a.values if v != value]
+        if others and rng.random() < MULTI_VALUE_SHARE:
+            liked = [value, *pick_many(rng, others, min(len(others), rng.randint(1, 2)))]
+            rng.shuffle(liked)
+            for item in liked:
+                add_pref(facet, item)
+        else:
+            add_pref(facet, value)
+
     paraphrases = vocab.paraphrases["phrases"]
     implied: dict[str, list[str]] = data["implied_cues"]
     for axis, seller in omitted:
@@ -197,14 +211,14 @@ def build_persona(
             continue
         place = rng.random()
         if place < 0.4 or (not axis and place < 0.5):
-            add_pref(facet, value)
+            add_option_pref(facet, axis, value)
             evidence.append(f"{facet}偏好含“{value}”")
         elif place < 0.75:
             search = pick(rng, data["search_templates"]).format(value=value, noun=req.noun, use=req.use)
             searches.append(search)
             evidence.append(f"最近搜索“{search}”")
         else:
-            add_pref(facet, value)
+            add_option_pref(facet, axis, value)
             search = pick(rng, data["search_templates"]).format(value=value, noun=leaf.noun, use=req.use)
             searches.append(search)
             evidence.append(f"{facet}偏好与最近搜索都指向“{value}”")
