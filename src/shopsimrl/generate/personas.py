@@ -25,7 +25,7 @@ SIMPLE_MIN_CHARS = 15
 SIMPLE_MAX_CHARS = 40
 PARAPHRASE_EVIDENCE_SHARE = 0.5
 """v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
-IMPLIED_EVIDENCE_SHARE = 0.65
+IMPLIED_EVIDENCE_SHARE = 0.8
 """v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
 them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
 OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
@@ -217,6 +217,11 @@ def build_persona(
             search = pick(rng, data["search_templates"]).format(value=value, noun=req.noun, use=req.use)
             searches.append(search)
             evidence.append(f"最近搜索“{search}”")
+            rival = [v for a in leaf.axes if axis and a.name == axis for v in a.values if v != value]
+            if rival and rng.random() < MULTI_VALUE_SHARE:
+                # v5.1: the shopper compared values before deciding (黑色 and 白色 both searched)
+                other = pick(rng, rival)
+                searches.append(pick(rng, data["search_templates"]).format(value=other, noun=req.noun, use=req.use))
         else:
             add_option_pref(facet, axis, value)
             search = pick(rng, data["search_templates"]).format(value=value, noun=leaf.noun, use=req.use)
