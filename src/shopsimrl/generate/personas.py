@@ -28,8 +28,8 @@ PARAPHRASE_EVIDENCE_SHARE = 0.5
 IMPLIED_EVIDENCE_SHARE = 0.8
 """v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
 them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
-OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
-MULTI_VALUE_SHARE = 0.6
+OMIT_COUNT_WEIGHTS = ((0.55, 1), (0.37, 2), (0.08, 3))
+MULTI_VALUE_SHARE = 0.75
 """v5.1: share of option preferences that list one or two more values of the same axis next to the gold one
 (颜色偏好 黑色、白色, as real personas do): the preference narrows the choice without deciding it."""
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
