@@ -29,7 +29,7 @@ SELLER_OPTION_SHARE = 0.6
 """v5: share of option axes whose values are seller strings (``5斤装 新米``, ``黑色【现货速发】``), not plain words."""
 FEATURED_SHARE = 0.35
 """v5: of those, the share written as plain values with one featured value (``双缸22格【送赠品】``)."""
-NEAR_MISS_SHARE = 0.45
+NEAR_MISS_SHARE = 0.25
 """v5.1: share of products listed as a near miss of the leaf's previous product: the same selling points except
 one that the previous product's task requires (成犬 for 幼犬, or a missing 静音), so titles tie and only the
 product page tells them apart (as a shop's own variants and its competitors' copies do on Taobao)."""
