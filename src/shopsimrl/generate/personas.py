@@ -9,6 +9,7 @@ shared, so the persona split links those tasks into one group.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -112,7 +113,7 @@ def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabul
         if end and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
             # v5: of two values, "the bigger one" (大一点的那个) names the gold exactly
             return pick(rng, _DESCRIBED[end + ("2" if len(values) == 2 else "")]).format(axis=axis)
-    return option_phrase(axis, plain_value(draft, value), vocab, rng)
+    return option_phrase(axis, plain_value(draft, value), vocab, rng, seller=value)
 
 
 def simple_text(
@@ -297,6 +298,11 @@ def persona_task(
 ) -> PersonaTask:
     """Persona + short request for one task; the request is unique (normalised) among ``taken``."""
     kept, omitted = _omitted_split(req, rng)
+    hidden = [value for axis, value in omitted if not axis]
+    if any(value in req.use for value in hidden):
+        # the use scene (送礼用) must not say an omitted attribute (送礼): the short request takes another scene
+        use = next((u for u in draft.leaf.uses if not any(value in u for value in hidden)), "")
+        req = dataclasses.replace(req, use=use)
     with_budget = bool(req.budget.phrase) and rng.random() < 0.96
     simple = simple_text(draft, req, kept, with_budget, vocab, rng)
     while len(simple) > SIMPLE_MAX_CHARS and kept:
