@@ -145,21 +145,3 @@ def test_shop_env_results_are_exactly_the_declared_types(prepared_dir):
     assert _typeddict_problems(broken, StepResult) == ["missing over", "unexpected extra",
                                                         "reward=1 is not <class 'float'>"]
 
-
-def test_observation_state_is_a_fresh_copy_on_every_path(prepared_dir):
-    """Mutating what ``observation_state`` or a result returned never changes what the env says next."""
-    from live_server import serve
-    from shopsimrl.env.shop_env import ShopWorld
-    from shopsimrl.server.app import create_app
-    from shopsimrl.server.client import ShopClient
-
-    world = ShopWorld.from_data_dir(prepared_dir)
-    with serve(create_app(world, slots=2)) as url:
-        for env in (ShopEnv(world), ShopClient(url)):
-            result = env.reset(0)
-            before = env.observation_state()
-            result["observation_state"]["page_type"] = "tampered"
-            env.observation_state()["page_type"] = "tampered"
-            assert env.observation_state() == before
-            assert env.tools() == env.tools()
-            env.close()
