@@ -144,3 +144,4 @@ def test_shop_env_results_are_exactly_the_declared_types(prepared_dir):
     del broken["over"]
     assert _typeddict_problems(broken, StepResult) == ["missing over", "unexpected extra",
                                                         "reward=1 is not <class 'float'>"]
+

@@ -137,6 +137,13 @@ ARGUMENT_KEYS: Mapping[str, str] = {
     ASK_USER_TOOL: QUESTION_ARGUMENT,
 }
 
+# --------------------------------------------------------------------------------------------- shoppers
+# docs/contract.md#reset: the simulated shoppers of dialogue mode (None: the reference single-agent episode).
+ShopperName = Literal["rule", "llm"]
+RULE_SHOPPER: Final = "rule"
+LLM_SHOPPER: Final = "llm"
+SHOPPER_NAMES: tuple[ShopperName, ...] = (RULE_SHOPPER, LLM_SHOPPER)
+
 # --------------------------------------------------------------------------------------------- action strings
 
 

@@ -6,12 +6,11 @@ runs and processes when the noise is off. The LLM shopper (``llm_shopper``) play
 OpenAI-compatible endpoint, with its replies cached by a hash of the conversation.
 """
 
+from ..contract import SHOPPER_NAMES as SHOPPER_NAMES
 from .config import NoiseConfig, ShopperConfig
 from .llm_shopper import LLMShopper, LLMShopperSettings, ShopperEndpoint
 from .rule_shopper import RuleShopper, ShopperReply
 from .slots import Slot, build_slots
-
-SHOPPER_NAMES = ("rule", "llm")
 
 __all__ = [
     "SHOPPER_NAMES", "LLMShopper", "LLMShopperSettings", "NoiseConfig", "RuleShopper", "ShopperConfig", "ShopperEndpoint",

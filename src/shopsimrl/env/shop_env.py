@@ -19,6 +19,7 @@ from ..catalog.store import Catalog
 from ..contract import (
     ACTION_LIMIT,
     MULTI_TURN,
+    SHOPPER_NAMES,
     SINGLE_TURN,
     check_task_id,
     started_message,
@@ -89,7 +90,7 @@ class ShopWorld:
 
 def check_shopper(shopper: object) -> None:
     """Refuse a dialogue shopper this version does not know (the service checks before it waits for a slot)."""
-    if shopper is not None and shopper not in ("rule", "llm"):
+    if shopper is not None and shopper not in SHOPPER_NAMES:
         raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..contract import MULTI_TURN, SINGLE_TURN
+from ..contract import MULTI_TURN, SHOPPER_NAMES, SINGLE_TURN
 from ..dialogue.llm_shopper import add_shopper_arguments, shopper_settings_from_args
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS
@@ -197,7 +197,7 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--seed", type=int, default=20260830)
     ev.add_argument("--max-steps", type=int, default=None,
                     help=f"turn limit (default {EPISODE_LIMITS[SINGLE_TURN]}; {EPISODE_LIMITS[MULTI_TURN]} with --shopper)")
-    ev.add_argument("--shopper", choices=("rule", "llm"), default=None,
+    ev.add_argument("--shopper", choices=SHOPPER_NAMES, default=None,
                     help="dialogue mode: a simulated shopper the agent can ask (ask_user); the instruction is withheld "
                          "(llm: an LLM plays the shopper, --shopper-base-url/--shopper-model; replies cached in --out)")
     add_shopper_arguments(ev)

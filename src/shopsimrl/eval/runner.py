@@ -30,7 +30,7 @@ from ..agent.runtime import (
 )
 from ..agent.skills import NO_SKILLS, SkillBank
 from ..catalog.store import Catalog
-from ..contract import MULTI_TURN, SINGLE_TURN
+from ..contract import MULTI_TURN, SHOPPER_NAMES, SINGLE_TURN
 from ..dialogue.llm_shopper import LLMShopperSettings, ShopperEndpoint
 from ..dialogue.reply_cache import CACHE_DIRNAME
 from ..env.shop_env import ShopWorld
@@ -92,7 +92,7 @@ class EvalSettings:
             raise ShopSimError("concurrency must be at least 1")
         if self.max_steps < 1:
             raise ShopSimError("max_steps must be at least 1")
-        if self.shopper not in (None, "rule", "llm"):
+        if self.shopper is not None and self.shopper not in SHOPPER_NAMES:
             raise ShopSimError(f"unknown shopper {self.shopper!r}; choose 'rule' or 'llm'")
         if self.shopper_llm is not None and (self.shopper != "llm" or self.env_url):
             raise ShopSimError("--shopper-base-url/--shopper-model go with --shopper llm in process; with --env-url "

@@ -67,24 +67,38 @@ class GeneratorConfig:
         # Errors name the CLI flags (``data generate``), which is where these values come from.
         if self.products < 1:
             raise GeneratorConfigError(f"--products must be positive (got {self.products})")
-        if self.two_axis_products is None:
-            object.__setattr__(self, "two_axis_products", round(self.products * REAL_TWO_AXIS / REAL_PRODUCTS))
-        if self.persona_tasks is None:
-            object.__setattr__(self, "persona_tasks", round(self.products * REAL_PERSONA / REAL_PRODUCTS))
-        if not 0 <= self.two_axis_products <= self.products:
+        two_axis = self.two_axis_products
+        if two_axis is None:
+            two_axis = round(self.products * REAL_TWO_AXIS / REAL_PRODUCTS)
+            object.__setattr__(self, "two_axis_products", two_axis)
+        persona = self.persona_tasks
+        if persona is None:
+            persona = round(self.products * REAL_PERSONA / REAL_PRODUCTS)
+            object.__setattr__(self, "persona_tasks", persona)
+        if not 0 <= two_axis <= self.products:
             raise GeneratorConfigError(
-                f"--two-axis-products must be between 0 and --products ({self.products}); got {self.two_axis_products}"
+                f"--two-axis-products must be between 0 and --products ({self.products}); got {two_axis}"
             )
-        kept = self.products - self.two_axis_products
-        if not 0 <= self.persona_tasks <= kept:
+        kept = self.products - two_axis
+        if not 0 <= persona <= kept:
             raise GeneratorConfigError(
                 f"--persona-tasks must be between 0 and --products minus --two-axis-products ({kept}); "
-                f"got {self.persona_tasks}"
+                f"got {persona}"
             )
 
     @property
+    def two_axis_count(self) -> int:
+        """``two_axis_products`` as resolved by ``__post_init__`` (never None after construction)."""
+        return self.two_axis_products if self.two_axis_products is not None else 0
+
+    @property
+    def persona_count(self) -> int:
+        """``persona_tasks`` as resolved by ``__post_init__`` (never None after construction)."""
+        return self.persona_tasks if self.persona_tasks is not None else 0
+
+    @property
     def standard_tasks(self) -> int:
-        return self.products - self.two_axis_products - self.persona_tasks
+        return self.products - self.two_axis_count - self.persona_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +183,7 @@ def _leaf_sizes(total: int, count: int, rng: random.Random) -> list[int]:
 
 def _group_sizes(config: GeneratorConfig, rng: random.Random) -> list[int]:
     """Tasks per user: one large user, a few mid-size ones, some small multi-task ones, the rest singletons."""
-    total = config.persona_tasks
+    total = config.persona_count
     scale = total / 4526
     sizes: list[int] = []
     large = round(total * config.large_group_share)
@@ -228,7 +242,7 @@ class CatalogStream:
         self.leaf_sizes = {leaf.name: size for leaf, size in zip(leaves, sizes, strict=True)}
         self.user_task_counts: dict[str, int] = {}
         total = sum(sizes)
-        two_axis_count, persona_count = config.two_axis_products, config.persona_tasks
+        two_axis_count, persona_count = config.two_axis_count, config.persona_count
         assert two_axis_count is not None and persona_count is not None  # filled in by __post_init__
         two_axis_leaf = [len(leaf.axes) >= 2 for leaf in leaves]
         eligible: list[int] = []

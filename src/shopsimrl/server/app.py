@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..contract import ACTION_LIMIT, INTERACTION_MODES, SINGLE_TURN, TERMINATION_REASONS
+from ..contract import ACTION_LIMIT, INTERACTION_MODES, SHOPPER_NAMES, SINGLE_TURN, TERMINATION_REASONS
 from ..dialogue.llm_shopper import ShopperEndpoint
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import InvalidRequestError, ShopSimError
@@ -60,7 +60,7 @@ REFERENCE_BODY = {
         _variant("reset", ["idx"], idx=_INT64, if_persona={"type": ["boolean", "null"]},
                  include_private_goal={"type": "boolean"},
                  interaction_mode={"type": "string", "enum": list(INTERACTION_MODES)},
-                 shopper={"type": ["string", "null"], "enum": ["rule", "llm", None]},
+                 shopper={"type": ["string", "null"], "enum": [*SHOPPER_NAMES, None]},
                  shopper_seed={"type": ["integer", "null"], "minimum": -(2**63), "maximum": 2**63 - 1},
                  wait_timeout={"type": "number", "minimum": 0, "maximum": 86_400}),
         _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),

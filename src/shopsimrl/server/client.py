@@ -12,6 +12,7 @@ on idempotent calls (health, release); the lease is released on ``close()`` and 
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
 from typing import Any
 
@@ -76,7 +77,9 @@ class _Base:
     def _strip(self, result: dict[str, Any]) -> dict[str, Any]:
         for key in LEASE_FIELDS:
             result.pop(key, None)
-        self._state = result.get("observation_state")
+        state = result.get("observation_state")
+        # kept apart from the result the caller receives, so mutating one never changes the other (as in ShopEnv)
+        self._state = copy.deepcopy(state) if isinstance(state, dict) else None
         self._done = bool(result.get("done"))
         return result
 
@@ -103,7 +106,7 @@ class _Base:
     def observation_state(self) -> dict[str, Any]:
         if self._state is None:
             raise NoActiveEpisodeError(NO_EPISODE)
-        return self._state
+        return copy.deepcopy(self._state)  # a fresh dict on every call, as ShopEnv gives
 
     @property
     def done(self) -> bool:

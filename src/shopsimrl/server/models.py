@@ -6,11 +6,11 @@ Page data (``observation_state``, ``reward_detail``, ``purchase``, ``goal``) is 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 
-from ..contract import ACTION_LIMIT, SINGLE_TURN
+from ..contract import ACTION_LIMIT, SINGLE_TURN, ShopperName
 from ..contract import InteractionMode as InteractionMode
 from ..contract import TaskMode as TaskMode
 from ..contract import TerminationReason as TerminationReason
@@ -41,7 +41,7 @@ class CreateSession(BaseModel):
     interaction_mode: InteractionMode = SINGLE_TURN
     include_private_goal: StrictBool = False
     wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
-    shopper: Literal["rule", "llm"] | None = Field(
+    shopper: ShopperName | None = Field(
         None, description="dialogue mode: the simulated shopper the agent can ask (ask_user); implies multi_turn and "
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
     shopper_seed: Seed | None = Field(

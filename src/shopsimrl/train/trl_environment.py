@@ -26,8 +26,8 @@ from typing import Any
 
 from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
-from ..contract import ACTION_LIMIT, CLICK_TOOL, SEARCH_TOOL, format_action
-from ..env.tools import ASK_USER_DESCRIPTION, ASK_USER_TOOL, QUESTION_DESCRIPTION
+from ..contract import ACTION_LIMIT, ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL, format_action
+from ..env.tools import ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .rollout import parse_shopper
