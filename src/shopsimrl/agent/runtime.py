@@ -1,4 +1,4 @@
-"""The agent runtime: one episode as a chat between a model and the environment (runtime_spec §1, §3).
+"""The agent runtime: one episode as a chat between a model and the environment (docs/contract.md#runtime-prompt, #runtime-turn-rules).
 
 ``reset`` → system message (rules, persona line, optional skill block) and the first user message → up to
 ``max_steps`` model turns, each with the tools of the current page, one model call and strict validation. A
@@ -186,7 +186,7 @@ class RuntimeConfig:
     persona: bool | None = None  # None: each task in its own mode (persona iff it has one)
     interaction_mode: str = SINGLE_TURN
     prompt: str = SYSTEM_PROMPT
-    shopper: str | None = None  # dialogue mode (issue 16): "rule" or "llm"; None: the reference single-agent episode
+    shopper: str | None = None  # dialogue mode: "rule" or "llm"; None: the reference single-agent episode
 
     def identity(self) -> dict[str, Any]:
         out: dict[str, Any] = {"max_steps": self.max_steps, "action_protocol": ACTION_PROTOCOL}

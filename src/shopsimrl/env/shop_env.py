@@ -228,7 +228,7 @@ class ShopEnv:
         return self._require_session().step(action)
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
-        """End the episode with zero reward, shaped as the reference's ``terminate`` result (env_spec §9.2): no
+        """End the episode with zero reward, shaped as the reference's ``terminate`` result (docs/contract.md#http-reference-api): no
         ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``."""
         return self._require_session().terminate(reason)
 

@@ -1,9 +1,9 @@
 """Product records for one leaf: near-identical items that differ in attributes, option availability and price.
 
 Every item of a leaf shares the product noun and draws its attributes from the leaf's pool, so the title
-alone rarely tells two items apart. Each item has at most one price-affecting option axis (§2.2) unless it
+alone rarely tells two items apart. Each item has at most one price-affecting option axis (docs/contract.md#price-axes) unless it
 is one of the configured two-axis products that cleaning must exclude. On non-price axes every entry either
-carries the same price or none, so the SKU price stays resolvable (§8).
+carries the same price or none, so the SKU price stays resolvable (docs/contract.md#variant-price).
 """
 
 from __future__ import annotations

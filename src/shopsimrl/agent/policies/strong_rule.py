@@ -1,4 +1,4 @@
-"""The strong rule policy: the heuristic plus full knowledge of the generator's vocabulary (issue 15).
+"""The strong rule policy: the heuristic plus full knowledge of the generator's vocabulary.
 
 It knows every leaf attribute, the paraphrase table (so 用得久 reads as 耐用), every option value, the budget
 parser and the persona's preferences and brands; since v5 also the spoken counts (两个装 = 2个装) and the end-value
