@@ -51,7 +51,7 @@ def describe_attribute(attribute: str, vocab: Vocabulary, rng: random.Random) ->
     table = vocab.paraphrases
     phrases = table["phrases"].get(attribute)
     if phrases and rng.random() < float(table["share"]):
-        return pick(rng, phrases)
+        return str(pick(rng, phrases))
     return attribute
 
 
@@ -62,7 +62,7 @@ def join_attributes(attributes: tuple[str, ...] | list[str], vocab: Vocabulary, 
     if len(items) == 1:
         return items[0]
     if len(items) == 2:
-        return pick(rng, vocab.text["attr_joiners"]).join(items)
+        return str(pick(rng, vocab.text["attr_joiners"])).join(items)
     if rng.random() < 0.5:
         return "、".join(items[:-1]) + "和" + items[-1]
     return "、".join(items)
@@ -81,7 +81,7 @@ def option_phrase(axis: str, value: str, vocab: Vocabulary, rng: random.Random, 
     """The option as a request says it: ``value`` is the plain word (never the seller string ``seller``)."""
     value = spoken_amount(value, vocab, rng)
     templates = vocab.text["option_templates"]
-    phrase = pick(rng, templates.get(axis, templates["_default"])).format(axis=axis, v=value)
+    phrase = str(pick(rng, templates.get(axis, templates["_default"]))).format(axis=axis, v=value)
     phrase = phrase.replace("码码", "码")
     if seller and seller != value and seller in phrase:
         phrase = f"{axis}要{value}"  # 要{v}装的 would spell the seller string 20公斤装 out
