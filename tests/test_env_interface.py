@@ -76,11 +76,63 @@ def test_runtime_checkable_protocols(prepared_dir):
 
 
 def test_server_models_carry_the_same_keys():
-    """The /v1 response models are not derived from the TypedDicts yet (next phase): until then they must
-    list the same keys, plus the lease fields of a created session."""
+    """The /v1 response models are written apart from the TypedDicts (their field descriptions and nullable
+    optionals make the OpenAPI document): they must list the same keys, plus the lease fields of a created
+    session."""
     assert set(models.StepResult.model_fields) == STEP_REQUIRED_KEYS | STEP_OPTIONAL_KEYS
     assert set(models.SessionCreated.model_fields) == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS | {
         "session_id", "env_idx"}
+
+
+def _shape(hint) -> frozenset[str]:
+    """A type as the JSON it admits: a TypedDict is an object (``dict[str, Any]``), a ``Literal`` of strings
+    is a string (the models may narrow or widen the vocabulary; the contract tests check the values)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        return frozenset().union(*(_shape(arg) for arg in args))
+    if origin is typing.Literal:
+        return frozenset(type(arg).__name__ for arg in args)
+    if typing.is_typeddict(hint) or hint is dict:
+        return frozenset({"dict[str, Any]"})
+    if origin in (list, dict):
+        inner = ", ".join("|".join(sorted(_shape(arg))) for arg in args)
+        return frozenset({f"{origin.__name__}[{inner}]"})
+    if hint is type(None):
+        return frozenset({"None"})
+    if hint is typing.Any:
+        return frozenset({"Any"})
+    return frozenset({hint.__name__})
+
+
+@pytest.mark.parametrize(("model", "typed_dicts"), [
+    (models.StepResult, (StepResult, TerminateResult)),  # /v1 answers step and terminate with one model
+    (models.SessionCreated, (ResetResult,)),
+])
+def test_server_models_agree_with_the_typed_dicts_type_for_type(model, typed_dicts):
+    """Each result key has the same JSON type in the /v1 model as in the TypedDict (nullable exactly where the
+    key is optional in one of the results the model serves), and is required in the model exactly when every
+    such result requires it."""
+    fields = model.model_fields
+    for typed in typed_dicts:
+        hints = typing.get_type_hints(typed)
+        for key, hint in hints.items():
+            field = fields[key]
+            wanted = _shape(hint)
+            optional_somewhere = any(key not in other.__required_keys__ for other in typed_dicts)
+            if optional_somewhere:
+                wanted |= {"None"}
+            got = _shape(field.annotation)
+            # an optional key may be typed ``T | None`` in the model although the TypedDict says ``T``
+            assert got == wanted or (optional_somewhere and got == wanted | {"None"}), (
+                f"{model.__name__}.{key}: model {field.annotation} vs {typed.__name__} {hint}")
+            assert field.is_required() == (not optional_somewhere), f"{model.__name__}.{key} required-ness"
+
+
+def test_the_type_comparison_can_fail():
+    """``_shape`` tells apart the differences the agreement test must catch."""
+    assert _shape(int) != _shape(str) and _shape(int | None) != _shape(int)
+    assert _shape(list[str]) != _shape(list[int]) and _shape(dict[str, typing.Any]) != _shape(list[str])
+    assert _shape(typing.Literal["a", "b"]) == _shape(str) and _shape(ResetResult) == _shape(dict[str, typing.Any])
 
 
 def _conforms(value, hint) -> bool:

@@ -38,7 +38,8 @@ from shopsimrl.env.interface import ResetResult, ShopEnvironment, StepResult, Te
 
 class Good:
     def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = "single_turn", *,
-              include_private_goal: bool = False) -> ResetResult:
+              include_private_goal: bool = False, shopper: str | None = None,
+              shopper_seed: int | None = None) -> ResetResult:
         raise NotImplementedError
 
     def step(self, action: str) -> StepResult:

@@ -50,6 +50,8 @@ class UnicodeText(gymnasium.spaces.Space[str]):
 
 
 class ShopGymEnv(gymnasium.Env[str, str]):
+    """Gymnasium's API over one ``ShopEnv``: text observations, text actions, the paper reward at the end."""
+
     metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012 (an instance attribute in gymnasium.Env)
 
     def __init__(
@@ -69,6 +71,19 @@ class ShopGymEnv(gymnasium.Env[str, str]):
 
         ``split`` names the task ids a reset without ``options["task_id"]`` draws from; ``persona`` forces
         the mode (None: each task's own mode).
+
+        Args:
+            data_dir: a prepared data directory, or a ``ShopWorld``.
+            world: a ``ShopWorld`` to share (instead of ``data_dir``).
+            split: the split reset draws tasks from.
+            persona: the mode of every reset (None: each task's own mode).
+            interaction_mode: ``single_turn`` or ``multi_turn``.
+            render_mode: ``"ansi"`` (``render`` returns the page text) or None.
+            shopper, shopper_config: dialogue mode, as ``ShopEnv.reset``.
+            llm_shopper: the endpoint (or settings) behind ``shopper="llm"``.
+
+        Raises:
+            ShopSimError: neither a data directory nor a world, or two different worlds.
         """
         if isinstance(data_dir, ShopWorld):
             if world is not None and world is not data_dir:
@@ -91,6 +106,17 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         self._last_observation = ""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode.
+
+        Args:
+            seed: seeds the task draw (Gymnasium's ``np_random``); the episode itself is deterministic.
+            options: ``task_id`` (else drawn from the split), and per-episode ``persona``, ``interaction_mode``,
+                ``shopper``, ``shopper_config``.
+
+        Returns:
+            The first page text and info: ``task_id``, ``task_instruction``, ``user_persona``,
+            ``observation_state``, ``tools`` (and ``shopper_opening`` in dialogue mode).
+        """
         super().reset(seed=seed)
         options = dict(options or {})
         task_id = options.get("task_id")
@@ -116,6 +142,16 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         return payload["observation"], info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Apply one action, as ``ShopEnv.step``.
+
+        Args:
+            action: a canonical action string (or model text with one ``Action:`` line).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``: ``terminated`` on a purchase, ``truncated``
+            when the action limit ended the episode; info holds ``action_feedback``, ``observation_state``,
+            ``reward_detail``, ``termination_reason``, and ``tools`` while the episode runs.
+        """
         result = self.env.step(action)
         self._last_observation = result["observation"]
         reason = result.get("termination_reason")
@@ -134,9 +170,11 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         return result["observation"], float(result["reward"]), terminated, truncated, info
 
     def render(self) -> str | None:
+        """The last page text in ``"ansi"`` render mode, else None."""
         return self._last_observation if self.render_mode == "ansi" else None
 
     def close(self) -> None:
+        """Drop the episode (the shared world stays open)."""
         self.env.close()
 
 

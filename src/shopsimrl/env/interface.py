@@ -137,7 +137,8 @@ class ShopEnvironment(Protocol):
     """A synchronous shopping environment (``ShopEnv``, ``ShopClient``).
 
     ``reset`` starts task ``task_id`` (``persona`` None: the task's own mode; True on a standard task raises
-    ``PersonaUnavailableError``); ``step`` applies one canonical action string; ``terminate`` ends the
+    ``PersonaUnavailableError``; ``shopper`` ``"rule"``/``"llm"`` starts a dialogue episode, ``shopper_seed`` seeds
+    its shopper and needs one); ``step`` applies one canonical action string; ``terminate`` ends the
     episode with zero reward; ``step`` or ``terminate`` after the end raise ``EpisodeTerminatedError``.
     Every implementation raises the same classes with the same messages (``shopsimrl.errors``): an unknown task
     ``UnknownTaskError``, a malformed argument ``InvalidRequestError`` (a non-string action ``InvalidActionError``),
@@ -151,6 +152,8 @@ class ShopEnvironment(Protocol):
         interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
+        shopper: str | None = None,
+        shopper_seed: int | None = None,
     ) -> ResetResult: ...
 
     def step(self, action: str) -> StepResult: ...
@@ -179,6 +182,8 @@ class AsyncShopEnvironment(Protocol):
         interaction_mode: str = SINGLE_TURN,
         *,
         include_private_goal: bool = False,
+        shopper: str | None = None,
+        shopper_seed: int | None = None,
     ) -> ResetResult: ...
 
     async def step(self, action: str) -> StepResult: ...

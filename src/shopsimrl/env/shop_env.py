@@ -63,11 +63,26 @@ class ShopWorld:
 
     @classmethod
     def from_data_dir(cls, root: str | os.PathLike[str]) -> ShopWorld:
+        """A new world over a prepared data directory (prefer :meth:`shared`, which opens each directory once).
+
+        Args:
+            root: a ``shopsimrl data prepare`` directory.
+
+        Returns:
+            The world; the catalog is checked against its manifest first (``CatalogError`` when it does not match).
+        """
         return cls(Catalog.from_data_dir(root))
 
     @classmethod
     def shared(cls, root: str | os.PathLike[str]) -> ShopWorld:
-        """The process-wide world for a data directory (opened on first use)."""
+        """The process-wide world for a data directory (opened on first use).
+
+        Args:
+            root: a ``shopsimrl data prepare`` directory; paths naming the same directory share one world.
+
+        Returns:
+            The same ``ShopWorld`` object on every call for that directory.
+        """
         key = Path(root).resolve()
         with cls._shared_lock:
             world = cls._shared.get(key)
@@ -76,6 +91,14 @@ class ShopWorld:
             return world
 
     def view(self, asin: str) -> ProductView:
+        """The page data of one product, built once and cached for every session of this world.
+
+        Args:
+            asin: a catalog product's ASIN (``KeyError`` otherwise).
+
+        Returns:
+            The product's immutable page view.
+        """
         view = self._views.get(asin)
         if view is None:
             with self._views_lock:
@@ -85,6 +108,14 @@ class ShopWorld:
         return view
 
     def new_env(self, *, llm_shopper: ShopperEndpoint | None = None) -> ShopEnv:
+        """A new session over this world.
+
+        Args:
+            llm_shopper: the endpoint ``reset(..., shopper="llm")`` asks (None: no LLM shopper).
+
+        Returns:
+            A ``ShopEnv`` with no episode yet (call ``reset``).
+        """
         return ShopEnv(self, llm_shopper=llm_shopper)
 
 
@@ -282,17 +313,37 @@ class ShopEnv:
         return tools_for_state(self._require_session().observation_state())
 
     def observation_state(self) -> dict[str, Any]:
-        """The structured page (docs/contract.md#observation-state): a fresh dict on every call, safe to mutate."""
+        """The structured page (docs/contract.md#observation-state).
+
+        Returns:
+            A fresh dict on every call, safe to mutate.
+
+        Raises:
+            NoActiveEpisodeError: before the first reset.
+        """
         return self._require_session().observation_state()
 
     def observation(self) -> str:
-        """The page as the model reads it (docs/contract.md#observation-text)."""
+        """The current page as the model reads it.
+
+        Returns:
+            The observation text (docs/contract.md#observation-text), the same as the last result's ``observation``.
+
+        Raises:
+            NoActiveEpisodeError: before the first reset.
+        """
         return self._require_session().observe()[0]
 
     def dialogue_transcript(self) -> list[dict[str, Any]] | None:
         """The questions, replies, matched slots and noise events so far (None outside dialogue mode).
 
         Private (it names slots): for traces and metrics, never for the agent.
+
+        Returns:
+            One fresh dict per question, in order; None when the episode has no shopper.
+
+        Raises:
+            NoActiveEpisodeError: before the first reset.
         """
         session = self._require_session()
         if not isinstance(session, DialogueSession):
@@ -306,6 +357,7 @@ class ShopEnv:
 
     @property
     def session(self) -> ShopSession | None:
+        """The current episode's page state machine (None before the first reset or after ``close``)."""
         return self._session
 
     def close(self) -> None:

@@ -69,6 +69,8 @@ def _unreachable(base_url: object, exc: httpx.TransportError) -> ServiceError:
 
 
 class _Base:
+    """What both clients share: the lease they hold and the last page, kept apart from the results they return."""
+
     def __init__(self) -> None:
         self._lease: dict[str, Any] | None = None
         self._state: dict[str, Any] | None = None
@@ -99,17 +101,34 @@ class _Base:
         return self._lease
 
     def tools(self) -> list[dict[str, Any]]:
+        """The function tools the current page offers, as ``ShopEnv.tools`` (built locally, no request).
+
+        Returns:
+            OpenAI-style tool schemas for the last result's page.
+
+        Raises:
+            NoActiveEpisodeError: before the first reset.
+        """
         if self._state is None:
             raise NoActiveEpisodeError(NO_EPISODE)
         return tools_for_state(self._state)
 
     def observation_state(self) -> dict[str, Any]:
+        """The structured page of the last result, as ``ShopEnv.observation_state`` (no request).
+
+        Returns:
+            A fresh dict on every call, safe to mutate.
+
+        Raises:
+            NoActiveEpisodeError: before the first reset.
+        """
         if self._state is None:
             raise NoActiveEpisodeError(NO_EPISODE)
         return copy.deepcopy(self._state)  # a fresh dict on every call, as ShopEnv gives
 
     @property
     def done(self) -> bool:
+        """True once the last result said the episode ended (False before the first reset)."""
         return self._done
 
 
@@ -120,6 +139,13 @@ class ShopClient(_Base):
 
     def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0,
                  api_key: str | None = None) -> None:
+        """Connect lazily to a ``shopsimrl serve`` service (nothing is sent before ``reset``).
+
+        Args:
+            base_url: the service's root URL.
+            timeout: seconds per request (a reset waiting for a slot is bounded by ``wait_timeout`` instead).
+            api_key: the service's key, sent as a bearer token (None: ``$SHOPSIM_API_KEY`` when set, else none).
+        """
         super().__init__()
         self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=auth_headers(api_key))
 
@@ -164,11 +190,29 @@ class ShopClient(_Base):
         return self._strip(result)
 
     def step(self, action: str) -> dict[str, Any]:
-        """One action, as ``ShopEnv.step`` (same result, same errors; a stale lease raises ``LeaseError``)."""
+        """One action, as ``ShopEnv.step``.
+
+        Args:
+            action: a canonical action string or model text with one ``Action:`` line.
+
+        Returns:
+            The step result, exactly as ``ShopEnv.step`` gives it (lease fields kept inside the client).
+
+        Raises:
+            The errors ``ShopEnv.step`` raises, ``LeaseError`` for a stale lease, ``ServiceError`` for transport
+            failures.
+        """
         return self._strip(self._post({"action": "interact", **self._require_lease(), "response": action}))
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
-        """End the episode, as ``ShopEnv.terminate`` (the lease stays held until ``release`` or the next reset)."""
+        """End the episode, as ``ShopEnv.terminate`` (the lease stays held until ``release`` or the next reset).
+
+        Args:
+            reason: ``action_limit`` or ``generation_length``.
+
+        Returns:
+            The terminal result, exactly as ``ShopEnv.terminate`` gives it.
+        """
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(self._post(body))
 
@@ -180,6 +224,7 @@ class ShopClient(_Base):
                 self._post({"action": "release_one", **lease}, idempotent=True)
 
     def close(self) -> None:
+        """Release the lease (if held) and close the connection; the client cannot be used afterwards."""
         try:
             self.release()
         finally:
@@ -197,6 +242,8 @@ class AsyncShopClient(_Base):
 
     def __init__(self, base_url: str = "http://127.0.0.1:5700", *, timeout: float = 30.0,
                  api_key: str | None = None) -> None:
+        """As :class:`ShopClient` (``base_url``, ``timeout``, ``api_key``); the connection belongs to the event
+        loop that first uses it."""
         super().__init__()
         self._http = httpx.AsyncClient(base_url=base_url, timeout=timeout, headers=auth_headers(api_key))
 
@@ -216,7 +263,18 @@ class AsyncShopClient(_Base):
     async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
                     include_private_goal: bool = False, wait_timeout: float | None = None,
                     shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
-        """As :meth:`ShopClient.reset` (a held lease is released first)."""
+        """Start an episode, as :meth:`ShopClient.reset` (a held lease is released first).
+
+        Args:
+            task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed: as ``ShopEnv.reset``.
+            wait_timeout: seconds to queue for a free slot (the service's default when None).
+
+        Returns:
+            The reset result, exactly as ``ShopEnv.reset`` gives it.
+
+        Raises:
+            As :meth:`ShopClient.reset`.
+        """
         await self.release()
         body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
         if wait_timeout is not None:
@@ -230,19 +288,41 @@ class AsyncShopClient(_Base):
         return self._strip(result)
 
     async def step(self, action: str) -> dict[str, Any]:
+        """One action, as ``ShopEnv.step``.
+
+        Args:
+            action: a canonical action string or model text with one ``Action:`` line.
+
+        Returns:
+            The step result, exactly as ``ShopEnv.step`` gives it.
+
+        Raises:
+            The errors ``ShopEnv.step`` raises, ``LeaseError`` for a stale lease, ``ServiceError`` for transport
+            failures.
+        """
         return self._strip(await self._post({"action": "interact", **self._require_lease(), "response": action}))
 
     async def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
+        """End the episode, as ``ShopEnv.terminate`` (the lease stays held until ``release`` or the next reset).
+
+        Args:
+            reason: ``action_limit`` or ``generation_length``.
+
+        Returns:
+            The terminal result, exactly as ``ShopEnv.terminate`` gives it.
+        """
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(await self._post(body))
 
     async def release(self) -> None:
+        """Give the slot back to the service's pool (a no-op without a lease, or when it was already reclaimed)."""
         lease, self._lease = self._lease, None
         if lease is not None:
             with contextlib.suppress(LeaseError):
                 await self._post({"action": "release_one", **lease}, idempotent=True)
 
     async def close(self) -> None:
+        """Release the lease (if held) and close the connection; the client cannot be used afterwards."""
         try:
             await self.release()
         finally:
