@@ -1,18 +1,40 @@
-"""Agents: the built-in policy interface and policies (the chat runtime builds on the same context)."""
+"""Agents: the chat runtime that plays episodes with a model, and the built-in policy interface it shares."""
 
 from .page_text import Page, PageItem, parse_page
 from .play import EpisodeOutcome, play_episode
 from .policy import Policy, PolicyAction, PolicyContext, PolicyError, Turn, context_from_messages
+from .runtime import (
+    AgentRuntime,
+    AsyncEnv,
+    EnvironmentFactory,
+    EpisodeJob,
+    InProcessEnvironment,
+    ModelBackend,
+    RuntimeConfig,
+    RuntimeFailure,
+    ServiceEnvironment,
+    as_async_env,
+)
 
 __all__ = [
+    "AgentRuntime",
+    "AsyncEnv",
+    "EnvironmentFactory",
+    "EpisodeJob",
     "EpisodeOutcome",
+    "InProcessEnvironment",
+    "ModelBackend",
     "Page",
     "PageItem",
     "Policy",
     "PolicyAction",
     "PolicyContext",
     "PolicyError",
+    "RuntimeConfig",
+    "RuntimeFailure",
+    "ServiceEnvironment",
     "Turn",
+    "as_async_env",
     "context_from_messages",
     "parse_page",
     "play_episode",

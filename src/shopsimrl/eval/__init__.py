@@ -1,7 +1,12 @@
 """Evaluation: plans and run directories, the concurrent runner, summaries, paired comparisons and reports."""
 
+from .compare import ComparisonError, compare_runs
 from .plan import EvalPlan, build_jobs, episode_seed
 from .rundir import RunDir, RunDirError
+from .runner import EvalResult, EvalSettings, evaluate, evaluate_async
 from .summary import summarize
 
-__all__ = ["EvalPlan", "RunDir", "RunDirError", "build_jobs", "episode_seed", "summarize"]
+__all__ = [
+    "ComparisonError", "EvalPlan", "EvalResult", "EvalSettings", "RunDir", "RunDirError", "build_jobs",
+    "compare_runs", "episode_seed", "evaluate", "evaluate_async", "summarize",
+]
