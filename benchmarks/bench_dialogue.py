@@ -21,7 +21,7 @@ from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueO
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.play import play_dialogue
-from shopsimrl.env.shop_env import ShopEnv
+from shopsimrl.env import ShopEnv
 
 REPO = Path(__file__).resolve().parents[1]
 

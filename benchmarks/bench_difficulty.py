@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from shopsimrl.agent.difficulty import measure_policy
-from shopsimrl.catalog.store import Catalog
+from shopsimrl.catalog import Catalog
 
 
 def main() -> int:

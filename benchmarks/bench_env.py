@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from bench_search import synthetic
-from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.catalog import PrepareOptions, prepare_dataset
+from shopsimrl.env import ShopWorld
 
 
 def _rss_kb() -> int:

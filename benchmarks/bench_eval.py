@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from shopsimrl.env.shop_env import ShopWorld
-from shopsimrl.eval.runner import EvalSettings, evaluate_async
+from shopsimrl.env import ShopWorld
+from shopsimrl.eval import EvalSettings, evaluate_async
 
 
 def ensure_default(path: Path) -> None:

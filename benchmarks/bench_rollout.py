@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from shopsimrl.agent import InProcessEnvironment  # noqa: E402
 from shopsimrl.agent.policies import make_policy  # noqa: E402
-from shopsimrl.agent.runtime import InProcessEnvironment  # noqa: E402
-from shopsimrl.env.shop_env import ShopWorld  # noqa: E402
+from shopsimrl.env import ShopWorld  # noqa: E402
 from shopsimrl.train.groups import rollout_step  # noqa: E402
 from shopsimrl.train.rollout import RolloutConfig, RolloutContext, RolloutTimer  # noqa: E402
 
@@ -34,7 +34,7 @@ def data_dir(arg: str | None) -> Path:
         return Path(arg)
     path = ROOT / "data" / "fixture"
     if not (path / "manifest.json").exists():
-        from shopsimrl.catalog.prepare import prepare_dataset
+        from shopsimrl.catalog import prepare_dataset
 
         prepare_dataset(ROOT / "tests" / "data" / "fixture_catalog.json", path)
     return path

@@ -34,7 +34,7 @@ PROBE = r"""
 import json, os, statistics, sys, time
 sys.path.insert(0, sys.argv[3])
 started = time.perf_counter()
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 imported = time.perf_counter() - started
 
 def rss_mb():

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
+from shopsimrl.catalog import PrepareOptions, prepare_dataset
 
 REFERENCE_STEPS_PER_S = 52.0
 ACTIONS = ("search[小吃车 关东煮]", "click[824100258497]", "click[back to search]")

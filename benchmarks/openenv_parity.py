@@ -18,11 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from live_server import serve
+from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel, policy_action
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import first_user_message, system_message
-from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.openenv import ShopSimAction, ShopSimClient, create_openenv_app
 from shopsimrl.versions import EPISODE_LIMITS
 

@@ -18,7 +18,7 @@ def fixture_records() -> list[dict]:
 
 @pytest.fixture(scope="session")
 def prepared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
+    from shopsimrl.catalog import PrepareOptions, prepare_dataset
 
     out = tmp_path_factory.mktemp("prepared") / "fixture"
     prepare_dataset(FIXTURE_ARCHIVE, out, options=PrepareOptions(test_size=2, val_size=2))

@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel
-from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 
 REPLY_MARK = "顾客回复："
 

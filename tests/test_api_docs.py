@@ -7,7 +7,7 @@ import re
 import httpx
 
 from live_server import serve
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.server import create_app
 
 

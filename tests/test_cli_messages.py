@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from shopsimrl.agent.skills import SkillBank, SkillBankError
-from shopsimrl.catalog.store import Catalog
+from shopsimrl.catalog import Catalog
 from shopsimrl.cli import main
 
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from live_server import serve
-from shopsimrl.agent.runtime import (
+from shopsimrl.agent import (
     AgentRuntime,
     EpisodeJob,
     InProcessEnvironment,
@@ -41,11 +41,10 @@ from shopsimrl.dialogue.lexicon import (
 )
 from shopsimrl.dialogue.rule_shopper import RuleShopper
 from shopsimrl.dialogue.vocabulary import attribute_words
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.env.actions import extract_action
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import tools_for_state
-from shopsimrl.server import create_app
-from shopsimrl.server.client import ShopClient
+from shopsimrl.server import ShopClient, create_app
 
 # Question kinds of the lexicon, plus goal words (attribute keywords and paraphrases of the vocabulary).
 KINDS: dict[str, tuple[str, ...]] = {

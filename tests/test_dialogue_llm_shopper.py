@@ -25,11 +25,11 @@ from shopsimrl.dialogue import LLMShopperSettings, ShopperEndpoint
 from shopsimrl.dialogue.llm_prompt import OPENING_REQUEST, conversation_start, task_instruction
 from shopsimrl.dialogue.llm_shopper import MAX_REPLY_CHARS, clean_reply
 from shopsimrl.dialogue.reply_cache import CACHE_DIRNAME, ReplyCache, cache_key
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.errors import DialogueError, ShopperCallError
+from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.compare import check_alignment
 from shopsimrl.eval.rundir import latest_records
-from shopsimrl.eval.runner import EvalSettings, evaluate
 from shopsimrl.server import create_app
 
 MODEL = "shopsim-rule-shopper"

@@ -9,10 +9,10 @@ import pytest
 
 from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueOraclePolicy, replies
 from shopsimrl.agent.policy import PolicyContext, Turn
-from shopsimrl.catalog.prepare import PrepareOptions
+from shopsimrl.catalog import PrepareOptions
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.play import play_dialogue
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
 

@@ -8,17 +8,17 @@ import json
 
 import pytest
 
+from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.policy import PolicyAction, context_from_messages
-from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
 from shopsimrl.agent.validation import interpret
 from shopsimrl.dialogue.replies import ALL_SAID, NEUTRAL_REPLY, PURCHASE_INCOMPLETE
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.env.tools import tools_for_state
+from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.compare import check_alignment, compare_runs
 from shopsimrl.eval.dialogue_metrics import dialogue_summary
 from shopsimrl.eval.rundir import latest_records
-from shopsimrl.eval.runner import EvalSettings, evaluate
 from shopsimrl.versions import MAX_QUESTION_CHARS
 
 
@@ -213,8 +213,7 @@ def test_both_http_apis_take_a_shopper(world):
     import httpx
 
     from live_server import serve
-    from shopsimrl.server import create_app
-    from shopsimrl.server.client import ShopClient
+    from shopsimrl.server import ShopClient, create_app
 
     task = world.catalog.split("all")[0]
     with serve(create_app(world, slots=2)) as url, httpx.Client(base_url=url, timeout=30) as http:

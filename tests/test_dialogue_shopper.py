@@ -22,7 +22,7 @@ from shopsimrl.dialogue.lexicon import match_question
 from shopsimrl.dialogue.noise import approximate, episode_rng
 from shopsimrl.dialogue.replies import ALL_SAID, NEUTRAL_REPLY
 from shopsimrl.dialogue.slots import build_slots
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.errors import DialogueError, ShopSimError
 from shopsimrl.versions import MAX_QUESTION_CHARS
 
@@ -97,7 +97,7 @@ def test_golden_conversations_behave_as_specified(world: ShopWorld) -> None:
 _SUBPROCESS = """
 import json, sys
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 sys.path.insert(0, sys.argv[2])
 from test_dialogue_shopper import conversations
 noise = json.loads(sys.argv[3])

@@ -8,8 +8,7 @@ import pytest
 
 from shopsimrl.agent.difficulty import measure_policy
 from shopsimrl.agent.policies.strong_rule import StrongRequest
-from shopsimrl.catalog.prepare import prepare_dataset
-from shopsimrl.catalog.store import Catalog
+from shopsimrl.catalog import Catalog, prepare_dataset
 from shopsimrl.generate import GeneratorConfig, write_catalog
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.errors import EpisodeTerminatedError, UnknownTaskError
 
 CART = 0  # task of the snack cart (gold 824100258497)
@@ -242,7 +242,7 @@ def test_no_private_goal_leaks_before_purchase(world, choices, task):
 
 DETERMINISM_SCRIPT = """
 import json, sys
-from shopsimrl.env.shop_env import ShopEnv
+from shopsimrl.env import ShopEnv
 env = ShopEnv.from_data_dir(sys.argv[1])
 out = [env.reset(0)]
 for a in sys.argv[2:]:

@@ -31,8 +31,7 @@ from shopsimrl.env.interface import (
     STEP_OPTIONAL_KEYS,
     STEP_REQUIRED_KEYS,
 )
-from shopsimrl.server import models
-from shopsimrl.server.client import AsyncShopClient, ShopClient
+from shopsimrl.server import AsyncShopClient, ShopClient, models
 
 SYNC = [ShopEnv, ShopClient]
 ASYNC = [AsyncShopClient]

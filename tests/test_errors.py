@@ -26,7 +26,7 @@ import pytest
 import shopsimrl
 from live_server import serve
 from shopsimrl import errors
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.errors import (
     DialogueError,
     EpisodeTerminatedError,

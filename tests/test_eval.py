@@ -16,11 +16,11 @@ import pytest
 
 from live_server import serve
 from shopsimrl.agent.policy_server import create_policy_app
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
+from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.compare import ComparisonError, compare_runs, metric_seed, paired_bootstrap
 from shopsimrl.eval.plan import build_jobs, episode_seed
 from shopsimrl.eval.rundir import RunDirError, latest_records
-from shopsimrl.eval.runner import EvalSettings, evaluate
 from shopsimrl.eval.summary import summarize
 from shopsimrl.server import create_app
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from shopsimrl.cli import main
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
+from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.rundir import latest_records
-from shopsimrl.eval.runner import EvalSettings, evaluate
 
 VOLATILE = ("started_at", "ended_at", "duration_ms", "latency_ms")
 

@@ -26,7 +26,7 @@ import yaml
 import slime_standin as slime
 from live_server import serve
 from shopsimrl.agent.policies import make_policy
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.server.app import create_app
 from shopsimrl.train import slime as adapter
 from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer

@@ -6,8 +6,8 @@ import warnings
 
 from gymnasium.utils.env_checker import check_env
 
+from shopsimrl.env import ShopWorld
 from shopsimrl.env.gym import ShopGymEnv
-from shopsimrl.env.shop_env import ShopWorld
 
 
 def test_gym_wrapper_passes_check_env(prepared_dir):

@@ -21,11 +21,10 @@ from shopsimrl.agent.policies.heuristic import HeuristicPolicy
 from shopsimrl.agent.policies.oracle import OraclePolicy
 from shopsimrl.agent.policies.random_policy import RandomPolicy
 from shopsimrl.agent.policy import Policy, PolicyAction, PolicyContext, Turn
+from shopsimrl.catalog import Catalog, PrepareOptions
 from shopsimrl.catalog.integrity import STAMP_FILE
-from shopsimrl.catalog.prepare import PrepareOptions
-from shopsimrl.catalog.store import Catalog
 from shopsimrl.cli import main
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.errors import DataDirectoryError, DataFileError, DataIntegrityError
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog

@@ -19,11 +19,11 @@ import httpx  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 from live_server import serve  # noqa: E402
+from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig  # noqa: E402
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel, policy_action  # noqa: E402
 from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.agent.prompt import first_user_message, system_message  # noqa: E402
-from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig  # noqa: E402
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld  # noqa: E402
+from shopsimrl.env import ShopEnv, ShopWorld  # noqa: E402
 from shopsimrl.errors import InvalidRequestError, NoActiveEpisodeError, UnknownTaskError  # noqa: E402
 from shopsimrl.openenv import (  # noqa: E402
     ShopSimAction,

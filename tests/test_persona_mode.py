@@ -8,8 +8,8 @@ import httpx
 import pytest
 
 from live_server import serve
+from shopsimrl.env import ShopWorld
 from shopsimrl.env.gym import ShopGymEnv
-from shopsimrl.env.shop_env import ShopWorld
 from shopsimrl.errors import PersonaUnavailableError, ShopSimError
 from shopsimrl.server import AsyncShopClient, ShopClient, create_app
 

@@ -16,8 +16,8 @@ from shopsimrl.agent.difficulty import data_statistics
 from shopsimrl.agent.policies import OraclePolicy, make_policy
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
 from shopsimrl.agent.policy import PolicyError
-from shopsimrl.catalog.prepare import PrepareOptions
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.catalog import PrepareOptions
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.errors import DatasetBuildError
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog

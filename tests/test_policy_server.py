@@ -14,11 +14,11 @@ import pytest
 from openai import OpenAI
 
 from live_server import serve
+from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel
 from shopsimrl.agent.model_client import ModelSettings, OpenAIChatModel
 from shopsimrl.agent.policy_server import OUTSIDE_ENUM_VALUE, FaultConfig, create_policy_app
-from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 
 
 @pytest.fixture(scope="module")

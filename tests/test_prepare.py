@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
-from shopsimrl.catalog.store import Catalog
+from shopsimrl.catalog import Catalog, PrepareOptions, prepare_dataset
 from shopsimrl.cli import main
 from shopsimrl.errors import DatasetBuildError, SplitError
 

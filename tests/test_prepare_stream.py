@@ -17,10 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.catalog import archive_stream, prepare
+from shopsimrl.catalog import PrepareOptions, archive_stream, prepare, prepare_dataset
 from shopsimrl.catalog.archive import dump_archive_json, gzip_deterministic
 from shopsimrl.catalog.archive_stream import ArchiveWriter, iter_archive_records
-from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
 from shopsimrl.errors import ArchiveError
 
 FIXTURE_ARCHIVE = Path(__file__).parent / "data" / "fixture_catalog.json"

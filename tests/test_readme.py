@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from shopsimrl.catalog.prepare import PrepareOptions
+from shopsimrl.catalog import PrepareOptions
 from shopsimrl.cli import build_parser, main
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog

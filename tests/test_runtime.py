@@ -11,18 +11,18 @@ import json
 
 import pytest
 
-from shopsimrl.agent.policy import PERSONA_HEADER, context_from_messages
-from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line, system_message
-from shopsimrl.agent.runtime import (
+from shopsimrl.agent import (
     AgentRuntime,
     EpisodeJob,
     InProcessEnvironment,
     RuntimeConfig,
     as_async_env,
 )
+from shopsimrl.agent.policy import PERSONA_HEADER, context_from_messages
+from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line, system_message
 from shopsimrl.agent.skills import SkillBank, render_skills
 from shopsimrl.agent.validation import REPAIR_INSTRUCTION, interpret
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 
 QUERY = "可移动小吃车 煤气灶 三个锅"
 ASIN = "824100258497"

@@ -13,7 +13,7 @@ import pytest
 
 from shopsimrl import hashing
 from shopsimrl.catalog import archive
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.search import SearchIndex, build_search_index, evaluate_retrieval, search_tokens
 from shopsimrl.search import _pool as pool_module
 

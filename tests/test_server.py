@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from live_server import DroppingProxy, serve
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.errors import EpisodeTerminatedError
 from shopsimrl.server import AsyncShopClient, LeasePool, PoolTimeout, ServiceError, ShopClient, create_app
 from shopsimrl.server.leases import LeaseError

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from live_server import serve
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.server import ReplayError, RunsStore, create_app
 from shopsimrl.server.http_errors import status_of
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from live_server import serve
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.server import AsyncShopClient, ShopClient, create_app
 from shopsimrl.server.guard import Guard
 from shopsimrl.server.protocol import http_protocol

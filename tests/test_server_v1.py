@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
 from live_server import serve
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.server import create_app
 
 QUERY = "可移动小吃车 煤气灶 三个锅"

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.server import AsyncShopClient
 
 QUERIES = ["小吃车 关东煮", "冰箱", "睫毛膏 防水", "枕头", "降噪 耳机"]

@@ -56,7 +56,7 @@ def test_task_builders_write_dialogue_sources_with_shopper(prepared_dir, tmp_pat
 
     import pyarrow.parquet as pq
 
-    from shopsimrl.catalog.store import Catalog
+    from shopsimrl.catalog import Catalog
 
     root = Path(__file__).resolve().parents[1] / "examples"
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
-from shopsimrl.agent.runtime import InProcessEnvironment
 from shopsimrl.agent.skills import Skill
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.train.groups import (
     DROP_UNSCORED,
     DROP_ZERO_SPREAD,

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
-from shopsimrl.agent.runtime import InProcessEnvironment
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.errors import ShopSimError
 from shopsimrl.train.rollout import (
     ABORTED,

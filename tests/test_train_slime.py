@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import slime_standin as slime
+from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
-from shopsimrl.agent.runtime import InProcessEnvironment
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.train import slime as adapter
 from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer
 from slime_standin import Sample

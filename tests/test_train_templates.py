@@ -21,10 +21,10 @@ pytest.importorskip("trl", reason="the train extra (transformers, trl, tokenizer
 
 import trl
 
+from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
-from shopsimrl.agent.runtime import InProcessEnvironment
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.train.chat_template import episode_tools, render_text
 from shopsimrl.train.rollout import ABORTED, COMPLETED, RolloutConfig, RolloutContext, run_rollout
 from shopsimrl.train.scripted import TemplatePolicyGenerate

@@ -19,10 +19,10 @@ import trl
 from fastapi import FastAPI, Request
 
 from live_server import serve
+from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
-from shopsimrl.agent.runtime import InProcessEnvironment
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.train import trl as trl_adapter
 from shopsimrl.train.rollout import COMPLETED, TRUNCATED, TURN_MESSAGES, RolloutConfig
 from shopsimrl.train.scripted import TemplatePolicyGenerate

@@ -22,10 +22,10 @@ pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, da
 import trl
 
 from dialogue_support import REPLY_MARK, check_split, opening, questions, reference, replies
+from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message
-from shopsimrl.agent.runtime import InProcessEnvironment
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.errors import ShopSimError
 from shopsimrl.train import trl as trl_adapter
 from shopsimrl.train.chat_template import episode_tools

@@ -198,7 +198,7 @@ def test_dialogue_rows_play_the_shopper_and_mask_its_replies(model_dir, prepared
     first user message is the shopper's opening, its replies are response tokens with mask 0, and the reward is
     the runtime's for the same dialogue."""
     from dialogue_support import check_split, opening, questions, reference, replies
-    from shopsimrl.env.shop_env import ShopWorld
+    from shopsimrl.env import ShopWorld
 
     dialogue = support.dialogue_scripts(prepared_dir)
     assert len({s["user"] for s in dialogue.values()}) == len(TASKS)  # the server tells the tasks apart

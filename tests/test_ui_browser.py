@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from live_server import serve
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.server import create_app
 
 CHROMIUM = os.environ.get("SHOPSIM_CHROMIUM", "/usr/bin/chromium")

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from live_server import serve
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env import ShopEnv, ShopWorld
+from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.rundir import latest_records
-from shopsimrl.eval.runner import EvalSettings, evaluate
 from shopsimrl.server import create_app
 
 CHROMIUM = os.environ.get("SHOPSIM_CHROMIUM", "/usr/bin/chromium")

@@ -22,10 +22,10 @@ pytest.importorskip("verifiers", reason="runs in .venv-verifiers (see tests/test
 from shopsim_env.taskset import ShopSimTaskset, ShopSimTasksetConfig
 
 from live_server import serve
+from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel
 from shopsimrl.agent.policy_server import create_policy_app
-from shopsimrl.agent.runtime import AgentRuntime, EpisodeJob, InProcessEnvironment
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 
 ROLLOUTS = 8
 SPLIT = "all"
@@ -114,7 +114,7 @@ DIALOGUE_ROLLOUTS = 4
 
 
 def in_process_dialogue(world, task_ids):
-    from shopsimrl.agent.runtime import RuntimeConfig
+    from shopsimrl.agent import RuntimeConfig
 
     runtime = AgentRuntime(BuiltinPolicyModel.named("dialogue-heuristic", world), InProcessEnvironment(world),
                            config=RuntimeConfig(max_steps=40, interaction_mode="multi_turn", shopper="rule"))

@@ -10,6 +10,7 @@ the ignores cannot outlive the gap.
 
 from __future__ import annotations
 
+from shopsimrl.env import ShopEnv
 from shopsimrl.env.interface import (
     AsyncShopEnvironment,
     ResetResult,
@@ -17,8 +18,7 @@ from shopsimrl.env.interface import (
     StepResult,
     TerminateResult,
 )
-from shopsimrl.env.shop_env import ShopEnv
-from shopsimrl.server.client import AsyncShopClient, ShopClient
+from shopsimrl.server import AsyncShopClient, ShopClient
 
 
 def sync_implementations(env: ShopEnv, client: ShopClient) -> list[ShopEnvironment]:

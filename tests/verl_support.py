@@ -13,10 +13,10 @@ from hydra import compose, initialize_config_dir
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.workers.rollout.replica import TokenOutput
 
+from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
-from shopsimrl.agent.runtime import InProcessEnvironment
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.train.chat_template import EPISODE_VALUE_DESCRIPTION
 from shopsimrl.train.rollout import RolloutConfig, RolloutContext, run_rollout
 from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer

@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from shopsimrl.catalog.store import Catalog
+from shopsimrl.catalog import Catalog
 from shopsimrl.dialogue import SHOPPER_NAMES
 from shopsimrl.train.slime import task_lines
 

@@ -57,8 +57,8 @@ def build(args: argparse.Namespace) -> Any:
     import datasets
     from trl import GRPOConfig, GRPOTrainer
 
-    from shopsimrl.agent.runtime import InProcessEnvironment, ServiceEnvironment
-    from shopsimrl.env.shop_env import ShopWorld
+    from shopsimrl.agent import InProcessEnvironment, ServiceEnvironment
+    from shopsimrl.env import ShopWorld
     from shopsimrl.train.trl import make_rollout_func, server_generate, shop_reward, task_prompts
 
     world = ShopWorld.from_data_dir(args.data)

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from shopsimrl.catalog.prepare import PrepareOptions, prepare_dataset
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.catalog import PrepareOptions, prepare_dataset
+from shopsimrl.env import ShopEnv, ShopWorld
 
 HERE = Path(__file__).parent
 ARCHIVE = HERE / "fixture_catalog.json"

@@ -22,7 +22,7 @@ from verifiers.v1.harnesses.null.harness import NullHarness
 
 from shopsimrl.agent.prompt import first_user_message, system_message
 from shopsimrl.contract import PURCHASE, SINGLE_TURN
-from shopsimrl.env.shop_env import ShopWorld
+from shopsimrl.env import ShopWorld
 from shopsimrl.versions import EPISODE_LIMITS, REPORTED_METRICS
 
 from .toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig

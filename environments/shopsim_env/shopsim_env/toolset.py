@@ -20,7 +20,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from shopsimrl.contract import CLICK_TOOL, SEARCH_TOOL, format_action
-from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import ASK_USER_DESCRIPTION, ASK_USER_TOOL, QUESTION_DESCRIPTION
 from shopsimrl.errors import ShopSimError
 from shopsimrl.versions import REPORTED_METRICS
