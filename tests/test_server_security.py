@@ -18,7 +18,7 @@ from live_server import serve
 from shopsimrl.env import ShopWorld
 from shopsimrl.server import AsyncShopClient, ShopClient, create_app
 from shopsimrl.server.guard import Guard
-from shopsimrl.server.protocol import http_protocol
+from shopsimrl.server._protocol import http_protocol  # an internal, tested on purpose
 
 RESET = {"action": "reset", "idx": 0}
 

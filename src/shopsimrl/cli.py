@@ -241,7 +241,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .env.shop_env import ShopWorld
     from .server import create_app
-    from .server.protocol import http_protocol
+    from .server._protocol import http_protocol
 
     if args.workers < 1:
         raise ShopSimError("--workers must be at least 1")
@@ -252,7 +252,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _check_data(args.data)
     _check_port_free(args.host, args.port)
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
-        from .server.workers import serve_workers
+        from .server._workers import serve_workers
 
         _progress(f"serving on http://{args.host}:{args.port} with {args.workers} worker processes ({args.slots} slots)")
         serve_workers(data=args.data, host=args.host, port=args.port, slots=args.slots, workers=args.workers,

@@ -27,7 +27,7 @@ from ..dialogue.llm_shopper import ShopperEndpoint
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
-from .api_docs import install_offline_docs
+from ._api_docs import install_offline_docs
 from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect, send_refusal
 from .http_errors import INTERNAL_ERROR, VALIDATION_ERROR, error_payload, http_code, status_of
 from .leases import Lease
@@ -35,7 +35,7 @@ from .models import ErrorBody, Health
 from .replay import RunsStore
 from .service import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_CHARS, DEFAULT_SLOTS, EnvService
 from .ui import ui_router
-from .v1 import v1_router
+from ._v1 import v1_router
 
 REAP_INTERVAL = 5.0
 FREE_SLOTS_HEADER = b"x-shopsim-free-slots"  # free slots, or minus the queued resets when there are none
@@ -96,7 +96,7 @@ def create_app(
     llm_shopper: ShopperEndpoint | None = None,
 ) -> FastAPI:
     """The service app. ``first_slot``, ``lease_prefix`` and ``advertise_free_slots`` are for a worker behind
-    ``shopsimrl serve --workers`` (see ``workers.py``); a single process keeps the defaults. ``guard`` holds
+    ``shopsimrl serve --workers`` (see ``_workers.py``); a single process keeps the defaults. ``guard`` holds
     the admission rules (body cap, Content-Type, Host, Origin, API key: guard.py); the default admits loopback
     and IP-address hosts, same-origin browsers and bodies up to 1 MiB, with no key."""
     service = EnvService(world, slots=slots, idle_timeout=idle_timeout, reset_wait_timeout=reset_wait_timeout,
@@ -120,7 +120,7 @@ def create_app(
     app = ServiceApp(
         title="ShopSimRL environment service", version=ENVIRONMENT_VERSION, lifespan=lifespan,
         description="Leased shopping-environment sessions: the reference `/api/shop_agent` API and `/v1/sessions`.",
-        docs_url=None, redoc_url=None,  # /docs is served with local assets (api_docs.py), never from a CDN
+        docs_url=None, redoc_url=None,  # /docs is served with local assets (_api_docs.py), never from a CDN
     )
     install_offline_docs(app)
     app.state.service = service
