@@ -17,8 +17,8 @@ import pytest
 from live_server import serve
 from shopsimrl.env import ShopWorld
 from shopsimrl.server import AsyncShopClient, ShopClient, create_app
-from shopsimrl.server.guard import Guard
 from shopsimrl.server._protocol import http_protocol  # an internal, tested on purpose
+from shopsimrl.server.guard import Guard
 
 RESET = {"action": "reset", "idx": 0}
 

@@ -28,6 +28,7 @@ from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from ._api_docs import install_offline_docs
+from ._v1 import v1_router
 from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect, send_refusal
 from .http_errors import INTERNAL_ERROR, VALIDATION_ERROR, error_payload, http_code, status_of
 from .leases import Lease
@@ -35,7 +36,6 @@ from .models import ErrorBody, Health
 from .replay import RunsStore
 from .service import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RESPONSE_CHARS, DEFAULT_SLOTS, EnvService
 from .ui import ui_router
-from ._v1 import v1_router
 
 REAP_INTERVAL = 5.0
 FREE_SLOTS_HEADER = b"x-shopsim-free-slots"  # free slots, or minus the queued resets when there are none
