@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ShopSimError
-from .streaming import fold_chunks
+from ._streaming import fold_chunks
 from .turn import wire_messages
 from .validation import ModelOutput, interpret
 

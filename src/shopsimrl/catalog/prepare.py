@@ -24,12 +24,12 @@ from ..budget.annotations import check_annotation_identities, task_identities
 from ..errors import ArchiveError, DatasetBuildError
 from ..search import SearchIndex, build_search_index
 from ..search.stored import SEARCH_DIR, STORED_SEARCH_VERSION, save_search_arrays
+from ._lazy import RECORDS_DIR, RecordsWriter, iter_product_records
 from .archive import atomic_write_bytes, dump_json_file_bytes, file_sha256, sha256_hex, validate_records
 from .archive_stream import ArchiveWriter, iter_archive_records
 from .cleaning import Cleaner, CleaningResult
 from .goals import build_goals
 from .integrity import write_stamp
-from .lazy import RECORDS_DIR, RecordsWriter, iter_product_records
 from .splits import DEFAULT_SEED, PersonaTask, build_persona_splits
 
 PRODUCTS_FILE = "products.json.gz"

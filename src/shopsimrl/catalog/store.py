@@ -3,7 +3,7 @@
 One ``Catalog`` per process is shared read-only by every session. Opening reads, it does not rebuild: the
 manifest's format and versions are checked, every file listed in it is checked against its size and SHA-256
 (``integrity``), and products, goals and the search postings are memory-mapped in the forms ``prepare`` wrote
-(``lazy``, ``search.stored``), so a record is decoded only when used. ``Catalog.rebuilt`` is the former open path
+(``_lazy``, ``search.stored``), so a record is decoded only when used. ``Catalog.rebuilt`` is the former open path
 (parse and validate the cleaned archive, resolve every goal, rebuild the postings from SQLite), kept as the
 reference the equivalence test compares against.
 """
@@ -23,10 +23,10 @@ from ..errors import DataDirectoryError, DataIntegrityError, SplitError, Unknown
 from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
 from ..search.stored import SEARCH_DIR
+from ._lazy import RECORDS_DIR, GoalStore, ProductStore
 from .archive import parse_archive_json, read_archive_bytes, sha256_hex, validate_records
 from .goals import build_goals
 from .integrity import verify_files
-from .lazy import RECORDS_DIR, GoalStore, ProductStore
 from .prepare import (
     INDEX_FILE,
     MANIFEST_FILE,

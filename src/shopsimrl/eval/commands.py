@@ -17,7 +17,7 @@ from ..versions import EPISODE_LIMITS
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..agent.builtin_backend import policy_label
     from ..agent.model_client import ModelSettings
-    from .console import LiveProgress, summary_table
+    from ._console import LiveProgress, summary_table
     from .runner import EvalSettings, evaluate, parse_extra_body
 
     model = None

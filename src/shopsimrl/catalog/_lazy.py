@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..search.stored import encode_asins, load_array, save_array
+from ._line_store import LineStore, LineWriter, encode_record
 from .archive import validate_records
-from .line_store import LineStore, LineWriter, encode_record
 from .records import Product
 
 RECORDS_DIR = "records"
