@@ -91,6 +91,17 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         self._last_observation = ""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Start an episode (Gymnasium's ``reset``).
+
+        Args:
+            seed: seeds ``np_random``, which picks the task when ``options`` names none.
+            options: ``task_id``, ``persona``, ``interaction_mode``, ``shopper``, ``shopper_config`` for this
+                episode (each defaults to the constructor's value).
+
+        Returns:
+            The page text and ``info`` (task id, visible instruction, persona, ``observation_state``, tools, and
+            ``shopper_opening`` in dialogue mode).
+        """
         super().reset(seed=seed)
         options = dict(options or {})
         task_id = options.get("task_id")
@@ -116,6 +127,15 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         return payload["observation"], info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One action (Gymnasium's ``step``).
+
+        Args:
+            action: a canonical action string (or model text with one ``Action:`` line).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``: ``terminated`` on a purchase, ``truncated`` on
+            any other end (action limit, ``terminate``); ``reward`` is ``r_strict``.
+        """
         result = self.env.step(action)
         self._last_observation = result["observation"]
         reason = result.get("termination_reason")

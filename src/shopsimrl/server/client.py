@@ -216,7 +216,14 @@ class AsyncShopClient(_Base):
     async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
                     include_private_goal: bool = False, wait_timeout: float | None = None,
                     shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
-        """As :meth:`ShopClient.reset` (a held lease is released first)."""
+        """As :meth:`ShopClient.reset` (a held lease is released first).
+
+        Returns:
+            The reset result, exactly as ``ShopEnv.reset`` gives it.
+
+        Raises:
+            The errors ``ShopEnv.reset`` raises, ``PoolTimeout``, ``ServiceError`` for transport failures.
+        """
         await self.release()
         body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
         if wait_timeout is not None:
@@ -230,13 +237,16 @@ class AsyncShopClient(_Base):
         return self._strip(result)
 
     async def step(self, action: str) -> dict[str, Any]:
+        """One action, as ``ShopEnv.step`` (same result, same errors; a stale lease raises ``LeaseError``)."""
         return self._strip(await self._post({"action": "interact", **self._require_lease(), "response": action}))
 
     async def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
+        """End the episode, as ``ShopEnv.terminate``."""
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(await self._post(body))
 
     async def release(self) -> None:
+        """Give the slot back (a no-op without a lease, or when it was already reclaimed)."""
         lease, self._lease = self._lease, None
         if lease is not None:
             with contextlib.suppress(LeaseError):
