@@ -106,16 +106,16 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         self._last_observation = ""
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Start an episode.
+        """Start an episode (Gymnasium's ``reset``).
 
         Args:
-            seed: seeds the task draw (Gymnasium's ``np_random``); the episode itself is deterministic.
-            options: ``task_id`` (else drawn from the split), and per-episode ``persona``, ``interaction_mode``,
-                ``shopper``, ``shopper_config``.
+            seed: seeds ``np_random``, which picks the task when ``options`` names none.
+            options: ``task_id``, ``persona``, ``interaction_mode``, ``shopper``, ``shopper_config`` for this
+                episode (each defaults to the constructor's value).
 
         Returns:
-            The first page text and info: ``task_id``, ``task_instruction``, ``user_persona``,
-            ``observation_state``, ``tools`` (and ``shopper_opening`` in dialogue mode).
+            The page text and ``info`` (task id, visible instruction, persona, ``observation_state``, tools, and
+            ``shopper_opening`` in dialogue mode).
         """
         super().reset(seed=seed)
         options = dict(options or {})
@@ -142,15 +142,14 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         return payload["observation"], info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Apply one action, as ``ShopEnv.step``.
+        """One action (Gymnasium's ``step``).
 
         Args:
             action: a canonical action string (or model text with one ``Action:`` line).
 
         Returns:
-            ``(observation, reward, terminated, truncated, info)``: ``terminated`` on a purchase, ``truncated``
-            when the action limit ended the episode; info holds ``action_feedback``, ``observation_state``,
-            ``reward_detail``, ``termination_reason``, and ``tools`` while the episode runs.
+            ``(observation, reward, terminated, truncated, info)``: ``terminated`` on a purchase, ``truncated`` on
+            any other end (action limit, ``terminate``); ``reward`` is ``r_strict``.
         """
         result = self.env.step(action)
         self._last_observation = result["observation"]

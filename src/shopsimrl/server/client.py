@@ -273,7 +273,7 @@ class AsyncShopClient(_Base):
             The reset result, exactly as ``ShopEnv.reset`` gives it.
 
         Raises:
-            As :meth:`ShopClient.reset`.
+            The errors ``ShopEnv.reset`` raises, ``PoolTimeout``, ``ServiceError`` for transport failures.
         """
         await self.release()
         body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
