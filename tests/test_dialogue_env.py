@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.lexicon import ATTRIBUTE_WORDS, BUDGET_WORDS, OPEN_WORDS, PURCHASE_WORDS
-from shopsimrl.env.dialogue_session import dialogue_lines
+from shopsimrl.env._dialogue_session import dialogue_lines
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import tools_for_state
 from shopsimrl.errors import DialogueError

@@ -41,7 +41,7 @@ from shopsimrl.dialogue.lexicon import (
 )
 from shopsimrl.dialogue.rule_shopper import RuleShopper
 from shopsimrl.dialogue.vocabulary import attribute_words
-from shopsimrl.env.actions import extract_action
+from shopsimrl.env._actions import extract_action
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import tools_for_state
 from shopsimrl.server import create_app
