@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env.actions import (
+from shopsimrl.env._actions import (
     EXECUTED,
     INCOMPLETE_OPTIONS,
     INVALID_FORMAT,
@@ -190,7 +190,7 @@ REFERENCE_ACTION_LINE = re.compile(r"^\s*Action\s*:\s*(.+)$", re.IGNORECASE | re
 @given(st.lists(st.sampled_from(["Action", "action", ":", " ", "\n", "\t", "\r", "x", "ı", "search[a]", "Act"]),
                 max_size=30).map("".join))
 def test_action_lines_match_the_reference_pattern(text: str) -> None:
-    from shopsimrl.env.actions import action_lines
+    from shopsimrl.env._actions import action_lines
 
     assert action_lines(text) == REFERENCE_ACTION_LINE.findall(text)
     assert action_lines(text, limit=2) == REFERENCE_ACTION_LINE.findall(text)[:2]

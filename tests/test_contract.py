@@ -109,7 +109,10 @@ def test_the_scan_would_catch_a_copy(tmp_path):
 def test_old_import_paths_are_the_same_objects():
     from shopsimrl.agent import turn, validation
     from shopsimrl.agent.policies import heuristic, oracle
-    from shopsimrl.env import actions, interface, observation, session, tools
+    from shopsimrl.env import _actions as actions
+    from shopsimrl.env import _observation as observation
+    from shopsimrl.env import _session as session
+    from shopsimrl.env import interface, tools
     from shopsimrl.server import models
 
     assert interface.TERMINATION_REASONS is contract.TERMINATION_REASONS is session.TERMINATION_REASONS
@@ -141,7 +144,7 @@ def test_each_literal_type_names_exactly_its_constants(literal, values):
 
 
 def test_the_vocabulary_agrees_with_the_engine():
-    from shopsimrl.env.observation import home_state, terminal_state
+    from shopsimrl.env._observation import home_state, terminal_state
     from shopsimrl.env.tools import tools_for_state
     from shopsimrl.versions import EPISODE_LIMITS
 

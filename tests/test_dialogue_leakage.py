@@ -30,6 +30,7 @@ from shopsimrl.agent import (
     ServiceEnvironment,
 )
 from shopsimrl.agent.validation import ModelOutput, interpret
+from shopsimrl.contract import extract_action
 from shopsimrl.dialogue.lexicon import (
     ATTRIBUTE_WORDS,
     AXIS_WORDS,
@@ -42,7 +43,6 @@ from shopsimrl.dialogue.lexicon import (
 from shopsimrl.dialogue.rule_shopper import RuleShopper
 from shopsimrl.dialogue.vocabulary import attribute_words
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.env.actions import extract_action
 from shopsimrl.env.tools import tools_for_state
 from shopsimrl.server import ShopClient, create_app
 

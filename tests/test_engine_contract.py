@@ -8,18 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env.actions import extract_action, parse_action
-from shopsimrl.env.fuzzy import token_set_ratio
-from shopsimrl.env.observation import (
+from shopsimrl.env._actions import extract_action, parse_action
+from shopsimrl.env._observation import (
     home_state,
     product_state,
     render_observation,
     results_state,
     terminal_state,
 )
-from shopsimrl.env.reward import option_reward, score_purchase, type_reward
+from shopsimrl.env._reward import option_reward, score_purchase, type_reward
+from shopsimrl.env._variant_price import price_display, resolve_variant_price
+from shopsimrl.env.fuzzy import token_set_ratio
 from shopsimrl.env.tools import tools_for_state
-from shopsimrl.env.variant_price import price_display, resolve_variant_price
 from shopsimrl.errors import ObservationError
 
 GOLDEN = Path(__file__).parent / "golden"

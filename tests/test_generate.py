@@ -19,9 +19,9 @@ from shopsimrl.budget import parse_budget, resolve_price_upper
 from shopsimrl.catalog.archive import validate_records
 from shopsimrl.catalog.options import display_option_value, price_affecting_axes
 from shopsimrl.catalog.splits import PersonaTask, link_groups
+from shopsimrl.env._reward import score_purchase
+from shopsimrl.env._variant_price import resolve_variant_price
 from shopsimrl.env.fuzzy import token_set_ratio
-from shopsimrl.env.reward import score_purchase
-from shopsimrl.env.variant_price import resolve_variant_price
 from shopsimrl.generate import (
     DEFAULT_SEED,
     GENERATOR_VERSION,

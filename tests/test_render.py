@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env.actions import feedback
-from shopsimrl.env.observation import (
+from shopsimrl.env._actions import feedback
+from shopsimrl.env._observation import (
     check_observation_state,
     home_state,
     is_product_id,

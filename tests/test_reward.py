@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env.reward import (
+from shopsimrl.env._reward import (
     attribute_reward,
     category_parts,
     empty_reward_detail,
@@ -20,7 +20,7 @@ from shopsimrl.env.reward import (
     title_terms,
     type_reward,
 )
-from shopsimrl.env.variant_price import resolve_variant_price
+from shopsimrl.env._variant_price import resolve_variant_price
 
 P = 1999.0
 DETAIL_KEYS = [

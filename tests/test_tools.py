@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shopsimrl.env.observation import home_state, results_state, terminal_state
+from shopsimrl.env._observation import home_state, results_state, terminal_state
 from shopsimrl.env.tools import tools_for_state
 from shopsimrl.errors import ObservationError
 

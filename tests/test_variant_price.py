@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from shopsimrl.catalog.options import price_affecting_axes
-from shopsimrl.env.variant_price import listing_prices, price_display, resolve_variant_price
+from shopsimrl.env._variant_price import listing_prices, price_display, resolve_variant_price
 
 P = 1999.0
 

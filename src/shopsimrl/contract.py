@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, overload
 
-from .errors import InvalidTaskIdError
+from .errors import InvalidActionError, InvalidTaskIdError
 
 # --------------------------------------------------------------------------------------------- pages
 # docs/contract.md#pages. ``information_subpage`` is part of the vocabulary but never reached.
@@ -56,6 +56,8 @@ MISSING_AXES_PREFIX: Final = "仍需选择："
 NO_OPTIONS_LINE: Final = "- 此商品没有规格选项"
 # The line that says a page offers search (under ``页面能力：``).
 SEARCH_CAPABILITY_LINE: Final = "- 支持商品搜索"
+REPLY_PREFIX: Final = "顾客回复："  # the feedback line that carries the shopper's reply
+ASK_USER_CAPABILITY: Final = "- 可以使用 ask_user 向顾客提问"  # the dialogue line while ask_user is offered
 # What the page text shows for a missing value (price, brand, category, search text).
 MISSING_TEXT: Final = "未提供"
 
@@ -311,6 +313,14 @@ def parse_action(action: object) -> ParsedAction:
 
 
 # --------------------------------------------------------------------------------------------- rules
+
+
+def require_action_text(action: object) -> str:
+    """A step's action must be text (a canonical action or model text); anything else is the caller's bug,
+    raised the same way in process and behind the service (a string that does not parse is feedback)."""
+    if not isinstance(action, str):
+        raise InvalidActionError(f"a step action must be a string, got {type(action).__name__}")
+    return action
 
 
 def check_task_id(task_id: object) -> int:

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..contract import ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL, VALUE_ARGUMENT
+from ..contract import ASK_USER_CAPABILITY, ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL, VALUE_ARGUMENT
 from ..contract import SEARCH_CAPABILITY_LINE as SEARCH_CAPABILITY
-from ..env.dialogue_session import ASK_USER_CAPABILITY
 from ..env.tools import tools_for_state
 from .page_text import parse_page
 from .policy import context_from_messages

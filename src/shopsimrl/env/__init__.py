@@ -1,8 +1,8 @@
 """The episode engine: page state machine, observation v7, tools, variant price and the paper reward."""
 
+from ._reward import empty_reward_detail, score_purchase
 from .checker import EnvCheckError, check_env, check_env_async
 from .interface import AsyncShopEnvironment, ResetResult, ShopEnvironment, StepResult, TerminateResult
-from .reward import empty_reward_detail, score_purchase
 from .shop_env import ShopEnv, ShopWorld
 
 __all__ = [

@@ -33,9 +33,9 @@ from ..dialogue.shopper import Shopper
 from ..errors import DialogueError, NoActiveEpisodeError, PersonaUnavailableError
 from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
-from .dialogue_session import DialogueSession
-from .product_view import ProductView
-from .session import ShopSession
+from ._dialogue_session import DialogueSession
+from ._product_view import ProductView
+from ._session import ShopSession
 from .tools import tools_for_state
 
 
@@ -354,6 +354,12 @@ class ShopEnv:
     def done(self) -> bool:
         """True once the episode has ended (a purchase, the action limit or ``terminate``)."""
         return self._session is not None and self._session.done
+
+    @property
+    def shopper_name(self) -> str | None:
+        """The shopper of the current dialogue episode (``rule`` / ``llm``), None outside dialogue mode."""
+        session = self._session
+        return session.shopper.name if isinstance(session, DialogueSession) else None
 
     @property
     def session(self) -> ShopSession | None:

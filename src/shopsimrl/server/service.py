@@ -12,10 +12,15 @@ import asyncio
 import functools
 from typing import Any
 
-from ..contract import ACTION_LIMIT, SINGLE_TURN, TERMINATION_REASONS, check_task_id
+from ..contract import (
+    ACTION_LIMIT,
+    LLM_SHOPPER,
+    SINGLE_TURN,
+    TERMINATION_REASONS,
+    check_task_id,
+    require_action_text,
+)
 from ..dialogue.llm_shopper import NO_ENDPOINT, ShopperEndpoint
-from ..env.dialogue_session import DialogueSession
-from ..env.session import require_action_text
 from ..env.shop_env import ShopEnv, ShopWorld, check_shopper, resolve_persona_mode
 from ..errors import DialogueError, InvalidRequestError, NoActiveEpisodeError, ResponseTooLong
 from ..versions import EPISODE_LIMITS
@@ -101,8 +106,7 @@ class EnvService:
 
     async def step_async(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
         """``step`` for the HTTP handlers: in a worker thread when an LLM shopper may be asked (a blocking call)."""
-        session = lease.session.session
-        if isinstance(session, DialogueSession) and session.shopper.name == "llm":
+        if lease.session.shopper_name == LLM_SHOPPER:
             return await asyncio.to_thread(self.step, lease, response)
         return self.step(lease, response)
 

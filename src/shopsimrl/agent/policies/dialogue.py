@@ -10,10 +10,9 @@ asked so far are read from the history).
 from __future__ import annotations
 
 from ...contract import ASK_USER_TOOL as ASK
-from ...contract import FEEDBACK_MESSAGE_PREFIX, QUESTION_ARGUMENT, SEARCH_TOOL, action_argument
+from ...contract import FEEDBACK_MESSAGE_PREFIX, QUESTION_ARGUMENT, REPLY_PREFIX, SEARCH_TOOL, action_argument
 from ...dialogue.replies import ALL_SAID, LEADS
 from ...dialogue.slots import ATTRIBUTE, BUDGET, OPTION, build_slots
-from ...env.dialogue_session import REPLY_PREFIX
 from ...env.shop_env import ShopWorld
 from ..policy import PolicyAction, PolicyContext
 from .heuristic import HeuristicPolicy

@@ -13,7 +13,7 @@ from ...catalog.goals import strip_reasoning
 from ...contract import BACK_TO_SEARCH as BACK
 from ...contract import BUY_NOW as BUY
 from ...contract import NEXT, PREV, PRODUCT_DETAIL, SEARCH_RESULTS, SEARCH_TOOL, action_argument, option_label
-from ...env.reward import score_purchase
+from ...env import score_purchase
 from ...env.shop_env import ShopWorld
 from ..page_text import parse_page
 from ..policy import PolicyAction, PolicyContext, PolicyError

@@ -13,7 +13,7 @@ from typing import Any
 from ..catalog.options import display_option_value
 from ..catalog.records import Product
 from ..contract import option_label
-from .observation import MAX_VALUES_PER_AXIS, product_summary
+from ._observation import MAX_VALUES_PER_AXIS, product_summary
 
 
 @dataclass(frozen=True, slots=True)

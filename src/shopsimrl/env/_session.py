@@ -33,25 +33,17 @@ from ..contract import (
     TERMINAL,
     TERMINATION_REASONS,
     extract_action,
+    require_action_text,
     terminated_message,
 )
-from ..errors import EpisodeTerminatedError, InvalidActionError, InvalidRequestError
+from ..errors import EpisodeTerminatedError, InvalidRequestError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
-from . import actions as act
-from .observation import home_state, product_state, render_observation, results_state, terminal_state
-from .product_view import ProductView
-from .reward import empty_reward_detail, score_purchase
-from .variant_price import resolve_variant_price
-
-
-def require_action_text(action: object) -> str:
-    """A step's action must be text (a canonical action or model text); anything else is the caller's bug,
-    raised the same way in process and behind the service (a string that does not parse is feedback)."""
-    if not isinstance(action, str):
-        raise InvalidActionError(f"a step action must be a string, got {type(action).__name__}")
-    return action
-
+from . import _actions as act
+from ._observation import home_state, product_state, render_observation, results_state, terminal_state
+from ._product_view import ProductView
+from ._reward import empty_reward_detail, score_purchase
+from ._variant_price import resolve_variant_price
 
 SearchFn = Callable[[str], tuple[str, ...]]
 ViewFn = Callable[[str], ProductView]

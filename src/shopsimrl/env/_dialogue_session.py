@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..contract import ASK_USER_TOOL, TERMINAL, TOOL_NAMES, chained_actions
+from ..contract import ASK_USER_CAPABILITY, ASK_USER_TOOL, REPLY_PREFIX, TERMINAL, TOOL_NAMES, chained_actions
 from ..dialogue.shopper import Shopper
 from ..errors import ShopperCallError
 from ..versions import DIALOGUE_OBSERVATION_VERSION, MAX_QUESTION_CHARS
-from . import actions as act
-from .observation import render_observation
-from .session import ShopSession
+from . import _actions as act
+from ._observation import render_observation
+from ._session import ShopSession
 
 QUESTION_TOO_LONG = "question_too_long"
 ASK_USER_UNAVAILABLE = "ask_user_unavailable"
@@ -28,8 +28,6 @@ MSG_EMPTY_QUESTION = "ask_user[...] 的问题不能为空"
 MSG_QUESTION_TOO_LONG = f"问题不能超过 {MAX_QUESTION_CHARS} 个字符"
 MSG_ASK_USER_UNAVAILABLE = "提问次数已用完，不能再向顾客提问"
 MSG_MULTIPLE = "一次调用只能执行一个 search[...]、click[...] 或 ask_user[...] 动作"
-REPLY_PREFIX = "顾客回复："
-ASK_USER_CAPABILITY = "- 可以使用 ask_user 向顾客提问"  # the observation line while ask_user is offered
 # ``]`` followed (optionally after one separator) by another action: ``ask_user[a] ask_user[b]``.
 _CHAINED = chained_actions(TOOL_NAMES)
 

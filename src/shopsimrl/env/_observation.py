@@ -43,7 +43,7 @@ from ..contract import (
 from ..contract import MISSING_TEXT as MISSING
 from ..errors import ObservationError
 from ..versions import OBSERVATION_VERSION, PAGE_SIZE
-from .variant_price import price_display
+from ._variant_price import price_display
 
 FORBIDDEN_KEYS = frozenset({"goal", "reward", "reward_detail", "target_asin", "answer"})
 MAX_KEY_ATTRIBUTES = 10

@@ -15,8 +15,8 @@ from ..contract import PURCHASE
 from ..errors import InvalidGoalError
 from ..search.text import LATIN_TOKEN  # the docs/contract.md#search-tokeniser Latin/number token shape
 from ..versions import REWARD_VERSION
+from ._variant_price import PASS, resolve_variant_price
 from .fuzzy import token_set_ratio
-from .variant_price import PASS, resolve_variant_price
 
 FUZZY_THRESHOLD = 85  # a match needs a ratio strictly above this
 NO_DESIRED_TERMS_SCORE = 0.2
