@@ -1,4 +1,4 @@
-"""Agreement of the budget parser with the LLM budget annotations of the real catalog (env_spec §2.4, §7.2).
+"""Agreement of the budget parser with the LLM budget annotations of the real catalog (docs/contract.md#budget-annotations, #budget-parser).
 
 For every record with non-empty evidence, ``parse_budget(evidence)`` is compared with the annotated
 ``price_upper`` (None == null; floats after ``round(., 8)``). Prints the agreement figure, the counts per

@@ -1,4 +1,4 @@
-"""Action extraction and parsing (env_spec §4.3, §10 cases 62–65) and the §4.4 feedback vocabulary."""
+"""Action extraction and parsing (docs/contract.md#action-strings, acceptance cases 62–65) and the docs/contract.md#step-checks feedback vocabulary."""
 
 from __future__ import annotations
 
@@ -25,15 +25,15 @@ CHAINED = re.compile(r"\]\s*(?:[,;，；]\s*)?(?:search|click)\s*\[", re.IGNOREC
 # ---------------------------------------------------------------- extraction (HTTP layer)
 
 
-def test_accepts_direct_action_label() -> None:  # §10 case 62
+def test_accepts_direct_action_label() -> None:  # acceptance case 62
     assert extract_action("Action: search[乳胶枕]") == "search[乳胶枕]"
 
 
-def test_accepts_thought_action_format_and_whitespace() -> None:  # §10 case 63
+def test_accepts_thought_action_format_and_whitespace() -> None:  # acceptance case 63
     assert extract_action("Thought: 先搜索。\n  Action : click[buy now]  ") == "click[buy now]"
 
 
-def test_multiple_action_lines_are_preserved_and_rejected() -> None:  # §10 case 64
+def test_multiple_action_lines_are_preserved_and_rejected() -> None:  # acceptance case 64
     text = "Action: search[鞋]\nAction: click[buy now]"
     assert extract_action(text) == text
     assert parse_action(extract_action(text)).error_code == MULTIPLE_ACTIONS
@@ -113,7 +113,7 @@ def test_errors(action: object, code: str, message: str) -> None:
     assert not parsed.ok
 
 
-def test_action_parser_rejects_chained_or_trailing_actions() -> None:  # §10 case 65
+def test_action_parser_rejects_chained_or_trailing_actions() -> None:  # acceptance case 65
     assert parse_action("click[黑色], click[大号]").error_code == MULTIPLE_ACTIONS
     trailing = parse_action("click[黑色] trailing")
     assert trailing.error_code == INVALID_FORMAT and trailing.name is None

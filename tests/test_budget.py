@@ -1,4 +1,4 @@
-"""Budget parser, goal-level resolution and precomputed annotations (env_spec §7, §2.4, §11.2 items 1-2)."""
+"""Budget parser, goal-level resolution and precomputed annotations (docs/contract.md#budget-resolution, #budget-annotations, #deviations items 1-2)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ ANNOTATION_FILES = (
     Path(__file__).resolve().parents[1].parent / "shared/data/budget_annotations.json",
 )
 
-# §7.2 test-asserted table; the four flawed reference outputs are fixed as the issue asks.
+# docs/contract.md#budget-parser test-asserted table; the four flawed reference outputs are fixed as the issue asks.
 SPEC_TABLE = [
     ("预算在1000元以下。", 1000.0),
     ("价格不超过 2199 元", 2199.0),
@@ -47,7 +47,7 @@ SPEC_TABLE = [
     ("价格要超过20元", None),
 ]
 
-# §7.2 derived table and §11.2 item 2, with the issue's fixes (the LLM annotator's reading).
+# docs/contract.md#budget-parser derived table and docs/contract.md#deviations item 2, with the issue's fixes (the LLM annotator's reading).
 DERIVED_TABLE = [
     ("300元出头", 330.0),
     ("预算300元出头", 330.0),  # reference 300.0: 出头 is approximate wherever it appears
@@ -66,7 +66,7 @@ DERIVED_TABLE = [
     ("价格不低于100元", None),
 ]
 
-# Normalisation examples of the annotation prompt (§7.2, data for §2.4).
+# Normalisation examples of the annotation prompt (docs/contract.md#budget-parser, data for docs/contract.md#budget-annotations).
 PROMPT_EXAMPLES = [
     ("预算六百元以内", 600.0),
     ("预算3百元以内", 300.0),
@@ -268,7 +268,7 @@ def test_numeral_conversion(numeral, value):
     assert numeral_value(numeral) == value
 
 
-# --- §7.1 goal-level resolution ------------------------------------------------------------------
+# --- docs/contract.md#budget-resolution goal-level resolution ------------------------------------------------------------------
 
 
 def test_goal_level_examples():

@@ -1,4 +1,4 @@
-"""Property tests of the budget parser (env_spec §7.2) and the numeral conversion it relies on."""
+"""Property tests of the budget parser (docs/contract.md#budget-parser) and the numeral conversion it relies on."""
 
 from __future__ import annotations
 

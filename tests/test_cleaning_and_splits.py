@@ -1,4 +1,4 @@
-"""Cleaning (env_spec §2.2–2.3), persona splits (§2.6) and explicit task splits (§10 test_data_cleaning,
+"""Cleaning (docs/contract.md#price-axes, #task-ids), persona splits (docs/contract.md#splits) and explicit task splits (acceptance cases test_data_cleaning,
 test_project_splits, test_task_splits)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""docs/contract.md resolves every `§` section cited in the code, and its links point at anchors it defines
-(issue 12 item 6)."""
+"""Code comments cite docs/contract.md by anchor, every cited anchor exists, and the document's own links
+resolve (issue 12 item 6)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT = ROOT / "docs" / "contract.md"
 SRC = ROOT / "src" / "shopsimrl"
-RUNTIME_PACKAGES = ("agent", "eval", "train")  # a bare § there means runtime_spec, elsewhere env_spec
-
-_CITE = re.compile(r"(?:(env_spec|runtime_spec)[ ,]*)?§ ?(\d+(?:\.\d+)?)(?:[–-](\d+(?:\.\d+)?))?")
 _ANCHOR = re.compile(r'<a id="([a-z0-9-]+)"></a>')
 _LINK = re.compile(r"\]\(#([a-z0-9-]+)\)")
 
@@ -20,36 +17,32 @@ def _doc() -> str:
     return CONTRACT.read_text("utf-8")
 
 
-def _table() -> dict[tuple[str, str], list[str]]:
-    """(spec, section) → the anchors its row links to."""
-    rows: dict[tuple[str, str], list[str]] = {}
-    for line in _doc().splitlines():
-        match = re.match(r"\| (env_spec|runtime_spec) (§[^|]+)\| (.+) \|$", line)
-        if match:
-            for section in re.findall(r"§(\d+(?:\.\d+)?)", match.group(2)):
-                rows[(match.group(1), section)] = _LINK.findall(match.group(3))
-    return rows
+_CITED_ANCHOR = re.compile(r"docs/contract\.md#([a-z0-9-]+)((?:, #[a-z0-9-]+)*)")
+SCANNED = (SRC, ROOT / "tests", ROOT / "benchmarks", ROOT / "examples")
 
 
-def _cited() -> set[tuple[str, str]]:
-    cited = set()
-    for path in SRC.rglob("*"):
-        if path.suffix not in (".py", ".js", ".html") or not path.is_file():
-            continue
-        default = "runtime_spec" if path.relative_to(SRC).parts[0] in RUNTIME_PACKAGES else "env_spec"
-        for spec, first, last in _CITE.findall(path.read_text("utf-8")):
-            spec = spec or default
-            cited.add((spec, first))
-            if last:  # a range such as §2.2–2.3 cites both ends
-                cited.add((spec, last))
-    return cited
+def _sources() -> list[Path]:
+    return [path for folder in SCANNED for path in folder.rglob("*")
+            if path.suffix in (".py", ".js", ".html") and path.is_file() and path != Path(__file__)]
 
 
-def test_every_cited_section_has_a_row():
-    table, cited = _table(), _cited()
-    assert len(cited) > 40  # the scan works: the code cites dozens of sections today
-    missing = sorted(key for key in cited if key not in table)
-    assert not missing, f"docs/contract.md has no row for {missing}"
+def test_code_cites_the_contract_not_the_research_notes():
+    """Comments cite docs/contract.md anchors; no `§` section of a document outside the repository is left."""
+    left = [f"{path.relative_to(ROOT)}:{n}" for path in _sources()
+            for n, line in enumerate(path.read_text("utf-8").splitlines(), 1) if "§" in line]
+    assert not left, f"`§` citations left (cite docs/contract.md#anchor instead): {left[:10]}"
+
+
+def test_every_cited_anchor_exists():
+    anchors = set(_ANCHOR.findall(_doc()))
+    cited: set[str] = set()
+    for path in _sources():
+        for first, more in _CITED_ANCHOR.findall(path.read_text("utf-8")):
+            cited.add(first)
+            cited.update(re.findall(r"#([a-z0-9-]+)", more))
+    assert len(cited) > 40  # the scan works: the code cites dozens of sections
+    missing = sorted(cited - anchors)
+    assert not missing, f"docs/contract.md defines no anchor {missing}"
 
 
 def test_every_link_points_at_a_defined_anchor():
@@ -58,5 +51,4 @@ def test_every_link_points_at_a_defined_anchor():
     assert len(anchors) == len(set(anchors)), "an anchor is defined twice"
     dangling = sorted(set(_LINK.findall(doc)) - set(anchors))
     assert not dangling, f"links to undefined anchors: {dangling}"
-    assert all(rows for rows in _table().values())
 

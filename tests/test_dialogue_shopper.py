@@ -222,3 +222,48 @@ def test_any_question_gets_a_short_reply_about_at_most_two_slots(questions: list
         assert before <= shopper.revealed
         before = set(shopper.revealed)
     assert len(shopper.transcript) == len(questions)
+
+
+@pytest.mark.parametrize(
+    ("seller", "instruction", "plain"),
+    [
+        ("黑色【现货速发】", "想买一个黑色的手机支架", "黑色"),
+        ("【红色】经典款", "颜色要红色", "红色"),
+        ("5斤【囤货装】", "要5斤的大米", "5斤"),
+        ("2个装", "要两个装的", "2个装"),  # merged unit (2个装 + 装): the request's form wins
+        ("双缸22格【送赠品】", "选双缸22格", "双缸22格"),
+        ("M", "尺码要M", "M"),
+    ],
+)
+def test_shopper_says_the_plain_option_value_not_the_seller_string(seller: str, instruction: str, plain: str) -> None:
+    goal = {
+        "instruction_text": instruction,
+        "category": "",
+        "goal_options": [seller],
+        "attributes": [],
+        "price_upper": None,
+    }
+    product = {"customization_options": {"颜色分类": [{"value": seller}, {"value": "白色"}]}}
+    (option,) = [slot for slot in build_slots(goal, product) if slot.kind == "option"]
+    assert option.value == seller  # the reward still checks the listed string
+    assert option.phrase == plain
+    assert "【" not in option.phrase and seller in option.surfaces and plain in option.surfaces
+
+
+def test_option_phrases_on_a_generated_catalog_are_the_words_of_the_instruction() -> None:
+    from shopsimrl.dialogue.slots import _SPOKEN
+    from shopsimrl.generate.generator import GeneratorConfig, build_catalog
+
+    catalog = build_catalog(7, GeneratorConfig(products=600, two_axis_products=20, persona_tasks=150))
+    checked = decorated = 0
+    for record in catalog.records:
+        for task in record["instructions"]:
+            instruction = str(task["instruction"])
+            goal = {"instruction_text": instruction, "goal_options": task["instruction_options"], "attributes": []}
+            said = "".join(_SPOKEN.get(char, char) for char in instruction)
+            for slot in build_slots(goal, record):
+                if slot.kind == "option":
+                    checked += 1
+                    decorated += slot.phrase != slot.value
+                    assert slot.phrase in instruction or slot.phrase in said, (slot, instruction)
+    assert checked and decorated  # seller strings occur, and every one is said as the request says it

@@ -44,6 +44,16 @@ def test_strong_request_reads_spoken_counts_and_described_end_values() -> None:
     assert StrongRequest("想买一个收纳箱，要最便宜的那个尺码", {}).extremes == {"要最便宜的那个尺码": "low"}
 
 
+def test_strong_request_reads_implied_cues_and_takes_every_attribute_of_a_shared_cue() -> None:
+    """v5.1: the strong policy knows the implied-cue table; a cue listed under several attributes reads as all."""
+    single = {"行为特征": {"最近14天搜索关键词": ["晚上用不吵人的风扇"]}}
+    assert "静音" in StrongRequest("想买一台风扇，卧室用", single).required
+    assert "静音" not in StrongRequest("想买一台风扇，卧室用", {}).required
+    shared = {"行为特征": {"最近14天搜索关键词": ["用料扎实的锅"]}}
+    required = StrongRequest("想买一口锅，家里用", shared).required
+    assert {"耐用", "厚实"} <= set(required)
+
+
 def test_first_and_strong_policies_finish_every_task_and_rank_as_expected(small_dir: Path) -> None:
     ids = list(Catalog.from_data_dir(small_dir).split("test"))
     assert ids

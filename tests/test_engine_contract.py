@@ -1,4 +1,4 @@
-"""Golden and property tests of the engine's pure parts (env_spec §4.3, §5, §6, §8; §10 cases 23-33, 44-55, 62-65)."""
+"""Golden and property tests of the engine's pure parts (docs/contract.md#action-strings, #observation, #reward, #variant-price; acceptance cases 23-33, 44-55, 62-65)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Token-set ratio (env_spec §6.3): every worked example plus the definition's properties."""
+"""Token-set ratio (docs/contract.md#fuzzy-ratio): every worked example plus the definition's properties."""
 
 from __future__ import annotations
 

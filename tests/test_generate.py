@@ -655,3 +655,24 @@ def test_no_product_offers_an_option_that_contradicts_its_attributes(medium: Gen
             assert not banned & set(offered), record["asin"]
     assert checked > 0
     assert realism_figures(medium.records, medium.audits)["attribute_option_conflict_share"] == 0.0
+
+
+def test_v51_near_misses_and_multi_valued_option_preferences(medium: GeneratedCatalog) -> None:
+    """v5.1: some products copy the previous product's selling points but one; option preferences list rivals."""
+    near = 0
+    by_leaf: dict[str, list[set[str]]] = {}
+    for record in medium.records:
+        by_leaf.setdefault(record["category"], []).append(set(record["attribute"]))
+    for attributes in by_leaf.values():
+        # a near miss shares all its selling points but one with another product of its leaf
+        near += sum(
+            any(len(a) == len(b) and len(a ^ b) == 2 for j, b in enumerate(attributes) if j != i)
+            for i, a in enumerate(attributes)
+        )
+    assert near / len(medium.records) > 0.75  # 0.69 by chance alone (NEAR_MISS_SHARE = 0), 0.81 at 0.25
+    colours = [
+        p["兴趣偏好"]["商品属性偏好"].get("颜色")
+        for p in (r.get("user_persona") for r in medium.records)
+        if p and p["兴趣偏好"]["商品属性偏好"].get("颜色")
+    ]
+    assert colours and sum(len(c) > 1 for c in colours) / len(colours) > 0.3

@@ -1,4 +1,4 @@
-"""observation_state builders and the v7 text renderer (env_spec §5, §10 cases 23–33), golden bytes."""
+"""observation_state builders and the v7 text renderer (docs/contract.md#observation, acceptance cases 23–33), golden bytes."""
 
 from __future__ import annotations
 
@@ -55,14 +55,14 @@ def product_example() -> dict[str, Any]:
     )
 
 
-# ---------------------------------------------------------------- golden worked examples (§5.3)
+# ---------------------------------------------------------------- golden worked examples (docs/contract.md#observation-text)
 
 
 def test_home_golden() -> None:
     assert render_observation(home_state()).encode() == (GOLDEN / "home.txt").read_bytes()
 
 
-def test_results_golden() -> None:  # §10 case 31
+def test_results_golden() -> None:  # acceptance case 31
     text = render_observation(results_example())
     assert text.encode() == (GOLDEN / "results.txt").read_bytes()
     assert "搜索词：降噪 耳机" in text and "1. 测试降噪耳机" in text and "ASIN：000000000001" in text
@@ -70,7 +70,7 @@ def test_results_golden() -> None:  # §10 case 31
     assert "click[000000000001]" not in text and "normalized_search_text" not in text
 
 
-def test_product_golden() -> None:  # §10 case 32
+def test_product_golden() -> None:  # acceptance case 32
     text = render_observation(product_example())
     assert text.encode() == (GOLDEN / "product.txt").read_bytes()
     for fragment in ("颜色分类：已选择 黑色", "尺码：尚未选择", "仍需选择：尺码", "上次交互结果：", "结果：无效",
@@ -90,7 +90,7 @@ def test_golden_files_end_with_exactly_one_newline() -> None:
         assert data.endswith(b"\n") and not data.endswith(b"\n\n"), path.name
 
 
-def test_search_home_renderer_exposes_search_without_fake_click() -> None:  # §10 case 30
+def test_search_home_renderer_exposes_search_without_fake_click() -> None:  # acceptance case 30
     text = render_observation(home_state())
     assert text.startswith("页面：搜索首页")
     assert "页面能力：\n- 支持商品搜索" in text
@@ -98,10 +98,10 @@ def test_search_home_renderer_exposes_search_without_fake_click() -> None:  # §
         assert forbidden not in text
 
 
-# ---------------------------------------------------------------- builders (§5.1)
+# ---------------------------------------------------------------- builders (docs/contract.md#observation-state)
 
 
-def test_builder_has_no_goal_parameter_or_hidden_answer() -> None:  # §10 case 25
+def test_builder_has_no_goal_parameter_or_hidden_answer() -> None:  # acceptance case 25
     state = home_state()
     assert list(state) == COMMON_KEYS
     assert state == {"observation_version": "shopping-observation-v7", "page_type": "search_home",
@@ -123,7 +123,7 @@ def test_last_action_present_after_a_step() -> None:
                                 "search_available": False, "actions": []}
 
 
-def test_search_page_preserves_all_twenty_products_and_ranks() -> None:  # §10 case 24
+def test_search_page_preserves_all_twenty_products_and_ranks() -> None:  # acceptance case 24
     records = [{"asin": f"{i:012d}", "title": f"商品 {i}", "category": "测试", "pricing": [i], "shop_name": "店"}
                for i in range(1, 41)]
     page = [product_summary(record, rank=i) for i, record in enumerate(records[20:], start=21)]
@@ -151,7 +151,7 @@ def test_empty_results_page() -> None:
     )
 
 
-def test_product_state_keys_and_optional_fields() -> None:  # §10 case 27 shape
+def test_product_state_keys_and_optional_fields() -> None:  # acceptance case 27 shape
     summary = product_summary({"asin": "1", "title": "t", "shop_name": "s", "category": "c", "pricing": [1, 2],
                                "attribute": ["a"]}, rank=3)
     last = feedback("click[颜色分类=黑色]", True, "executed", "点击已执行")
@@ -206,7 +206,7 @@ def test_product_page_complete_price_and_no_options() -> None:
     assert "- 价格：29.9 to 59.0\n" in render_observation(without_price)
 
 
-def test_invalid_selected_options_list_is_never_printed() -> None:  # §11.2 item 8, kept for byte compatibility
+def test_invalid_selected_options_list_is_never_printed() -> None:  # docs/contract.md#deviations item 8, kept for byte compatibility
     base = product_example()
     with_invalid = {**base, "invalid_selected_options": [{"axis": "x", "value": "y", "reason": "unknown_axis"}]}
     assert render_observation(with_invalid) == render_observation(base)
@@ -246,10 +246,10 @@ def test_search_and_click_both_offered() -> None:
     assert render_observation(state).endswith("页面能力：\n- 支持商品搜索\n\n可点击元素：\n- back to search\n")
 
 
-# ---------------------------------------------------------------- checks (§5.2)
+# ---------------------------------------------------------------- checks (docs/contract.md#observation-checks)
 
 
-def test_renderer_rejects_hidden_answer_fields() -> None:  # §10 case 33
+def test_renderer_rejects_hidden_answer_fields() -> None:  # acceptance case 33
     for key in ("goal", "reward", "reward_detail", "target_asin", "answer"):
         with pytest.raises(ObservationError):
             render_observation({**home_state(), key: 1})

@@ -1,4 +1,4 @@
-"""The paper reward (env_spec §6, §10 cases 44–55) and its invariants."""
+"""The paper reward (docs/contract.md#reward, acceptance cases 44–55) and its invariants."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def goal(price_upper: float | None = 2100.0) -> dict[str, Any]:
     }
 
 
-def test_loose_strict_and_success_follow_paper_formula() -> None:  # §10 case 44
+def test_loose_strict_and_success_follow_paper_formula() -> None:  # acceptance case 44
     detail = score_purchase(product(), goal(), {"颜色分类": "白色"})
     assert list(detail) == DETAIL_KEYS
     assert {k: detail[k] for k in DETAIL_KEYS[:-1]} == {
@@ -84,13 +84,13 @@ def test_loose_strict_and_success_follow_paper_formula() -> None:  # §10 case 4
         assert absent not in detail
 
 
-def test_target_asin_is_diagnostic_not_a_success_gate() -> None:  # §10 case 45
+def test_target_asin_is_diagnostic_not_a_success_gate() -> None:  # acceptance case 45
     detail = score_purchase(product(asin="alternative"), goal(), {"颜色分类": "白色"})
     assert detail["target_asin_match"] is False
     assert detail["r_success"] == 1 and detail["r_strict"] == 1.0
 
 
-def test_gold_asin_does_not_override_wrong_option() -> None:  # §10 cases 46–47
+def test_gold_asin_does_not_override_wrong_option() -> None:  # acceptance cases 46–47
     detail = score_purchase(product(), goal(), {"颜色分类": "黑色"})
     assert detail["target_asin_match"] is True
     assert detail["r_option"] == 0.0 and detail["num_option_matches"] == 0
@@ -100,7 +100,7 @@ def test_gold_asin_does_not_override_wrong_option() -> None:  # §10 cases 46–
     assert detail["r_loose"] == 0.75  # 1 × (2 + 0 + 1) / 4
 
 
-def test_type_reward_has_complete_one_half_tenth_zero_ladder() -> None:  # §10 case 48
+def test_type_reward_has_complete_one_half_tenth_zero_ladder() -> None:  # acceptance case 48
     desired = [f"t{i}" for i in range(20)]
     assert type_reward("丙›丁", "甲›乙", ["t0"], desired) == (0.1, False, 0.05)
     assert type_reward("丙›丁", "甲›乙", ["t0", "t1"], desired) == (0.5, False, 0.1)
@@ -110,19 +110,19 @@ def test_type_reward_has_complete_one_half_tenth_zero_ladder() -> None:  # §10 
     assert type_reward("丙›丁", "甲›乙", desired[:5], desired)[0] == 1.0
 
 
-def test_empty_desired_title_terms_preserve_original_neutral_score() -> None:  # §10 case 49
+def test_empty_desired_title_terms_preserve_original_neutral_score() -> None:  # acceptance case 49
     assert type_reward("丙›丁", "甲›乙", ["x"], []) == (0.5, False, 0.2)
     detail = score_purchase({**product(), "category": "丙›丁"}, {**goal(), "name": "", "category": "甲›乙"}, {})
     assert (detail["r_type"], detail["title_score"], detail["category_match"]) == (0.5, 0.2, False)
 
 
-def test_option_matching_does_not_apply_webshop_color_normalization() -> None:  # §10 case 50
+def test_option_matching_does_not_apply_webshop_color_normalization() -> None:  # acceptance case 50
     assert option_reward(["深海blue色"], ["天空blue款"]) == (0.0, 0)
     assert option_reward(["黑色 | 白色"], ["黑色/白色"]) == (1.0, 1)
     assert option_reward(["m"], ["M"]) == (1.0, 1)
 
 
-def test_budget_failure_and_unverifiable_price_receive_zero_price_score() -> None:  # §10 case 54
+def test_budget_failure_and_unverifiable_price_receive_zero_price_score() -> None:  # acceptance case 54
     over = score_purchase(product(p=2200.0), goal(), {"颜色分类": "白色"})
     assert over["r_price"] == 0.0 and over["price_verifiable"] is True and over["r_strict"] == 0.0
     unverifiable = score_purchase(product(), goal(), {})
@@ -131,7 +131,7 @@ def test_budget_failure_and_unverifiable_price_receive_zero_price_score() -> Non
     assert unverifiable["price_resolution"]["method"] == "price_axis_unselected"
 
 
-def test_no_budget_does_not_require_or_invent_a_price() -> None:  # §10 case 55
+def test_no_budget_does_not_require_or_invent_a_price() -> None:  # acceptance case 55
     detail = score_purchase(product(), goal(price_upper=None), {})
     assert detail["r_price"] == 1.0
     assert detail["price_verifiable"] is False
@@ -198,7 +198,7 @@ def test_price_reward_rules() -> None:
     assert price_reward(10.0, {"status": "unverifiable", "price": 1.0}) == 0.0
 
 
-def test_empty_reward_detail_has_exactly_the_zero_keys() -> None:  # §10 case 79
+def test_empty_reward_detail_has_exactly_the_zero_keys() -> None:  # acceptance case 79
     assert empty_reward_detail("action_limit") == {
         "reward_version": "shopsimulator-paper-reward-v2",
         "termination_reason": "action_limit",

@@ -1,4 +1,4 @@
-"""The turn loop (runtime_spec §1, §3) over the in-process environment, with a scripted chat model.
+"""The turn loop (docs/contract.md#runtime-prompt, #runtime-turn-rules) over the in-process environment, with a scripted chat model.
 
 The scripted model answers with chat-completion JSON (the wire format), which goes through the same parser and
 validator as a real server's answers; the end-to-end path through HTTP is in test_policy_server.py.

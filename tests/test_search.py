@@ -1,4 +1,4 @@
-"""Search contract (env_spec §3, §10 test_search 56-61): normaliser, tokenizer, documents, index, evaluation."""
+"""Search contract (docs/contract.md#search, acceptance cases 56-61): normaliser, tokenizer, documents, index, evaluation."""
 
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ def index(tmp_path_factory):
         yield opened
 
 
-# -- §3.1 / §3.2 -------------------------------------------------------------------------------------------
+# -- docs/contract.md#search-normaliser / docs/contract.md#search-tokeniser -------------------------------------------------------------------------------------------
 
 
-def test_normalizer_and_tokens_are_replayable():  # §10 case 56
+def test_normalizer_and_tokens_are_replayable():  # acceptance case 56
     assert normalize_query("  迷你，冰箱 100 CNY ") == "迷你 冰箱 100元"
     assert search_tokens("小冰箱") == ("小冰", "冰箱")
 
@@ -89,10 +89,10 @@ def test_normalizer_examples(text, normalized):
     assert normalize_query(text) == normalized
 
 
-# -- §3.3 ---------------------------------------------------------------------------------------------------
+# -- docs/contract.md#search-fields ---------------------------------------------------------------------------------------------------
 
 
-def test_product_fields_do_not_include_goal_or_reward():  # §10 case 57
+def test_product_fields_do_not_include_goal_or_reward():  # acceptance case 57
     fields = product_search_fields(PRODUCTS[2])
     text = json.dumps(fields, ensure_ascii=False)
     assert "hidden" not in text and "answer" not in text
@@ -102,7 +102,7 @@ def test_product_fields_do_not_include_goal_or_reward():  # §10 case 57
     }
 
 
-def test_option_document_contains_only_public_axes_and_values():  # §10 case 58
+def test_option_document_contains_only_public_axes_and_values():  # acceptance case 58
     product = {"customization_options": {"颜色": [
         {"value": "暖白", "price": 199, "metadata": "variant-secret-asin", "image": "http://img/1.jpg"}
     ]}}
@@ -133,16 +133,16 @@ def test_flatten_orders_dict_keys_and_sets_by_str():
     assert fields["bullets"] == ""
 
 
-# -- §3.4 / §3.6 index ---------------------------------------------------------------------------------------
+# -- docs/contract.md#search-ranking / docs/contract.md#search-index-manifest index ---------------------------------------------------------------------------------------
 
 
-def test_multifield_search_and_asin_tie_break_are_deterministic(index):  # §10 case 59
+def test_multifield_search_and_asin_tie_break_are_deterministic(index):  # acceptance case 59
     assert index.manifest["product_count"] == 3
     assert re.fullmatch(r"\d+\.\d+\.\d+", index.manifest["python_version"])
     assert re.fullmatch(r"\d+\.\d+\.\d+", index.manifest["sqlite_version"])
     hits = index.search("宿舍 冰箱", k=3)
     assert hits[0].asin == "000000000001"
-    assert [h.asin for h in hits] == ["000000000001", "000000000003"]  # §3.4 anchor: only these two match
+    assert [h.asin for h in hits] == ["000000000001", "000000000003"]  # docs/contract.md#search-ranking anchor: only these two match
     assert [h.rank for h in hits] == [1, 2]
     assert all(isinstance(h, SearchHit) for h in hits) and hits[0].score > hits[1].score > 0
     assert index.search("宿舍 冰箱", k=3) == hits == index.search_uncached("宿舍 冰箱", k=3)
@@ -152,7 +152,7 @@ def test_multifield_search_and_asin_tie_break_are_deterministic(index):  # §10 
         hits[0].rank = 5  # type: ignore[misc]
 
 
-def test_bm25_weights_align_with_the_declared_fts_columns(tmp_path):  # §10 case 60
+def test_bm25_weights_align_with_the_declared_fts_columns(tmp_path):  # acceptance case 60
     weights = {**DEFAULT_FIELD_WEIGHTS, "title": 10, "brand": 1, "category": 1}
     path = tmp_path / "w.sqlite3"
     manifest = build_search_index(
@@ -166,7 +166,7 @@ def test_bm25_weights_align_with_the_declared_fts_columns(tmp_path):  # §10 cas
     assert hits[0].asin == "02" and hits[0].score > hits[1].score
 
 
-def test_product_sha_mismatch_fails_closed(tmp_path):  # §10 case 61
+def test_product_sha_mismatch_fails_closed(tmp_path):  # acceptance case 61
     path = tmp_path / "p.sqlite3"
     build_search_index(PRODUCTS, path, product_data_sha256="abc")
     with pytest.raises(SearchIndexError, match="SHA-256"):
@@ -380,7 +380,7 @@ def test_an_index_replaced_on_disk_is_not_mixed_in(tmp_path):
         index.search("冰箱")
 
 
-# -- §3.7 evaluation ------------------------------------------------------------------------------------------
+# -- docs/contract.md#search-evaluation evaluation ------------------------------------------------------------------------------------------
 
 
 def test_retrieval_evaluation_over_an_explicit_task_list(index):

@@ -48,7 +48,7 @@ def corpus(seed: int, n: int) -> list[dict]:
 
 
 def vocabulary(products: list[dict]) -> list[str]:
-    """Every §3.2 token of the stored fields, plus phrase tokens and words the catalog lacks."""
+    """Every docs/contract.md#search-tokeniser token of the stored fields, plus phrase tokens and words the catalog lacks."""
     tokens = {t for p in products for text in product_search_fields(p).values() for t in text.split()}
     return sorted(tokens | set(LATIN) | {"冰箱宿", "想买", "一款", "zzz9", "usb-x", "-", "USB", "鿿", "a b"})
 
@@ -95,7 +95,7 @@ def test_phrases_frequencies_and_ties_are_exercised(pair):
     everything = fast.search_tokens(tuple(HAN + LATIN), 1000)
     assert any(a.score == b.score for a, b in itertools.pairwise(everything))  # ASIN tie-break
     assert everything == slow.search_tokens(tuple(HAN + LATIN), 1000)
-    for tokens in (("USB",), ("-", "冰箱"), ("\U00020000",)):  # folded, empty, outside §3.2: left to SQLite
+    for tokens in (("USB",), ("-", "冰箱"), ("\U00020000",)):  # folded, empty, outside docs/contract.md#search-tokeniser: left to SQLite
         assert postings.rank(tokens, 10) is None
         assert_same(fast, slow, tokens, 10)
     for tokens in (("鿿",), ("a b",), ("想买",)):  # a Han code point unicode61 keeps, a phrase, no hits

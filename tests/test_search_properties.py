@@ -1,4 +1,4 @@
-"""Property tests for the §3.1 normaliser, the §3.2 tokenizer and the §3.3 documents."""
+"""Property tests for the docs/contract.md#search-normaliser normaliser, the docs/contract.md#search-tokeniser tokenizer and the docs/contract.md#search-fields documents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ranking compatibility (env_spec §3.4): scores equal the documented BM25 formula computed independently in
+"""Ranking compatibility (docs/contract.md#search-ranking): scores equal the documented BM25 formula computed independently in
 Python, the ASIN tie-break holds, and an index in the reference's row order ranks exactly the same."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def fts_tokens(text: str) -> list[str]:
 
 
 def python_bm25(products: list[dict], query: str, weights: dict[str, float]) -> dict[str, float]:
-    """-bm25 of every matching product, from the formula written out in env_spec §3.4."""
+    """-bm25 of every matching product, from the formula written out in docs/contract.md#search-ranking."""
     docs = {p["asin"]: {c: fts_tokens(t) for c, t in product_search_fields(p).items()} for p in products}
     phrases = [fts_tokens(token) for token in search_tokens(query)]
 

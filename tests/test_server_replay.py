@@ -32,7 +32,7 @@ def http(base):
 
 
 def test_fixture_run_follows_runtime_spec():
-    """The committed fixture is shaped as runtime_spec §5 says (so the replay UI is tested on the real format)."""
+    """The committed fixture is shaped as docs/contract.md#run-directories says (so the replay UI is tested on the real format)."""
     run = RUNS / RUN
     manifest = json.loads((run / "manifest.json").read_text("utf-8"))
     assert manifest["schema_version"] == "shopsimrl-run-manifest-v1" and len(manifest["plan"]["jobs"]) == 4

@@ -1,4 +1,4 @@
-"""Function tools per page (runtime_spec §2): golden JSON, gating and input checks."""
+"""Function tools per page (docs/contract.md#tools): golden JSON, gating and input checks."""
 
 from __future__ import annotations
 

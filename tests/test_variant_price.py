@@ -1,4 +1,4 @@
-"""Variant (SKU) price resolution (env_spec §8, §10 cases 51–55 anchors) and the listing-price display."""
+"""Variant (SKU) price resolution (docs/contract.md#variant-price, acceptance cases 51–55 anchors) and the listing-price display."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def resolution(status: str, price: float | None, method: str, evidence: dict[str
     return {"status": status, "price": price, "version": "variant-price-paper-v2", "method": method, "evidence": evidence}
 
 
-def test_price_is_resolved_from_selected_single_price_axis() -> None:  # §10 case 51
+def test_price_is_resolved_from_selected_single_price_axis() -> None:  # acceptance case 51
     assert price_affecting_axes(product()["customization_options"]) == ["颜色分类"]
     assert resolve_variant_price(product(), {"颜色分类": "白色"}) == resolution(
         "pass", 1999.0, "selected_price_axis", {"price_axis": "颜色分类"}
@@ -43,13 +43,13 @@ def test_price_is_resolved_from_selected_single_price_axis() -> None:  # §10 ca
     )
 
 
-def test_price_axis_requires_the_exact_source_axis_name() -> None:  # §10 case 52
+def test_price_axis_requires_the_exact_source_axis_name() -> None:  # acceptance case 52
     assert resolve_variant_price(product(), {"color": "白色"}) == resolution(
         "unverifiable", None, "price_axis_unselected", {"price_axis": "颜色分类"}
     )
 
 
-def test_multiple_price_axes_are_detected_for_catalog_filtering() -> None:  # §10 case 53
+def test_multiple_price_axes_are_detected_for_catalog_filtering() -> None:  # acceptance case 53
     two_axes = product(large=2299.0)
     assert price_affecting_axes(two_axes["customization_options"]) == ["颜色分类", "尺码"]
     assert resolve_variant_price(two_axes, {}) == resolution(

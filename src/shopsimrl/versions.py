@@ -1,4 +1,4 @@
-"""Frozen version strings of the behavioural contract (env_spec §11.1).
+"""Frozen version strings of the behavioural contract (docs/contract.md#versions).
 
 They travel in manifests, reset payloads and reward details so that traces and
 checkpoints made on the reference environment can be matched with this one.
@@ -43,7 +43,7 @@ SEARCH_TOP_K = 150
 PAGE_SIZE = 20
 EPISODE_LIMITS = {SINGLE_TURN: 30, MULTI_TURN: 40}
 
-# Dialogue mode (issue 16): the ``dialogue`` block of observation_state, the ``ask_user`` tool, the rule shopper.
+# Dialogue mode: the ``dialogue`` block of observation_state, the ``ask_user`` tool, the rule shopper.
 DIALOGUE_OBSERVATION_VERSION = "shopsimrl-dialogue-observation-v1"
 DIALOGUE_TOOL_VERSION = "shopsimrl-dialogue-tools-v1"
 RULE_SHOPPER_VERSION = "shopsimrl-rule-shopper-v1"

@@ -1,4 +1,4 @@
-"""Build ``tests/data/runs/fixture-run`` (runtime_spec §5): a small recorded experiment for the replay UI tests.
+"""Build ``tests/data/runs/fixture-run`` (docs/contract.md#run-directories): a small recorded experiment for the replay UI tests.
 
 Episodes are played for real with ``ShopEnv`` on the fixture catalog by a scripted "model" (tool calls with
 reasoning), so every observation, feedback and reward in the traces is the engine's own. Timestamps are fixed

@@ -1,7 +1,7 @@
 """Read the rendered observation text back into structure (what a text-only agent can see).
 
 Built-in policies decide from the text a model receives, never from hidden state, so they behave the same
-in-process and behind the policy server. The format is the observation v7 rendering (env_spec §5).
+in-process and behind the policy server. The format is the observation v7 rendering (docs/contract.md#observation).
 """
 
 from __future__ import annotations

@@ -148,7 +148,7 @@ def _canonical_from_call(call: Mapping[str, Any]) -> str | None:
 def context_from_messages(
     messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *, seed: int = 0
 ) -> PolicyContext:
-    """Rebuild a :class:`PolicyContext` from the runtime's chat messages (runtime_spec §1.2–1.4).
+    """Rebuild a :class:`PolicyContext` from the runtime's chat messages (docs/contract.md#runtime-prompt).
 
     The persona is the JSON line after ``用户个人文档：`` in the system message; the task is the first user
     message after ``购物任务：``; each executed tool call and the ``tool`` message answering it form one

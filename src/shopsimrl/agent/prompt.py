@@ -1,4 +1,4 @@
-"""The chat prompt of an episode (runtime_spec §1.2–1.3): system message, persona line, first user message.
+"""The chat prompt of an episode (docs/contract.md#runtime-prompt): system message, persona line, first user message.
 
 The rules text is the project's own wording of the five reference rules; its identity (version string and the
 SHA-256 of its canonical JSON) travels in manifests and traces so that runs with different prompts are never
@@ -35,7 +35,7 @@ def sha256_json(value: Any) -> str:
 
 
 def persona_line(persona: Mapping[str, Any]) -> str:
-    """The persona as one line of JSON: sorted keys, default separators, non-ASCII kept (§1.2)."""
+    """The persona as one line of JSON: sorted keys, default separators, non-ASCII kept (docs/contract.md#runtime-prompt)."""
     return json.dumps(persona, ensure_ascii=False, sort_keys=True)
 
 

@@ -1,4 +1,4 @@
-"""The agent runtime: one episode as a chat between a model and the environment (runtime_spec §1, §3).
+"""The agent runtime: one episode as a chat between a model and the environment (docs/contract.md#runtime-prompt, #runtime-turn-rules).
 
 ``reset`` → system message (rules, persona line, optional skill block) and the first user message → up to
 ``max_steps`` model turns, each with the tools of the current page, one model call and strict validation. A
@@ -21,9 +21,10 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from ..contract import ACTION_LIMIT, ASK_USER_TOOL, SINGLE_TURN, action_argument
+from ..env.interface import AsyncShopEnvironment, ShopEnvironment
 from ..env.tools import tools_for_state
 from ..errors import ShopperCallError, ShopSimError
 from ..versions import EPISODE_LIMITS, TRACE_SCHEMA_VERSION
@@ -34,6 +35,8 @@ from .validation import ModelOutput
 
 if TYPE_CHECKING:
     from ..dialogue.llm_shopper import ShopperEndpoint
+    from ..env.shop_env import ShopEnv
+    from ..server.client import AsyncShopClient, ShopClient
 
 ACTION_PROTOCOL = "openai-function-tools-repair-v3"
 HIDDEN_RESET_FIELDS = ("env_idx", "lease_id", "private_task_instruction", "goal_options", "reason_key")
@@ -67,10 +70,16 @@ class ModelBackend(Protocol):
     async def close(self) -> None: ...
 
 
-class _Adapter:
-    """Makes a sync (``ShopEnv``, ``ShopClient``) or async (``AsyncShopClient``) environment awaitable."""
+EnvironmentSession = Union["ShopEnv", "ShopClient", "AsyncShopClient", ShopEnvironment, AsyncShopEnvironment]
+"""What the runtime plays on: the package's three sessions or any implementation of the environment interface
+(env/interface.py; the package's own return plain dicts of the same shape as the interface's TypedDicts)."""
 
-    def __init__(self, env: Any, *, threaded: bool = False) -> None:
+
+class _Adapter:
+    """Makes a sync (``ShopEnv``, ``ShopClient``) or async (``AsyncShopClient``) environment awaitable: the async
+    interface is the one whose ``step`` is a coroutine function (the two Protocols differ only there)."""
+
+    def __init__(self, env: EnvironmentSession, *, threaded: bool = False) -> None:
         self.env = env
         self.threaded = threaded
         self.is_async = inspect.iscoroutinefunction(getattr(env, "step", None))
@@ -116,7 +125,7 @@ class _Adapter:
             await self._call("close")
 
 
-def as_async_env(env: Any, *, threaded: bool = False) -> AsyncEnv:
+def as_async_env(env: EnvironmentSession, *, threaded: bool = False) -> AsyncEnv:
     """Adapt any object with the ``ShopEnv`` interface (sync or async) to :class:`AsyncEnv`."""
     return _Adapter(env, threaded=threaded)
 
@@ -186,7 +195,7 @@ class RuntimeConfig:
     persona: bool | None = None  # None: each task in its own mode (persona iff it has one)
     interaction_mode: str = SINGLE_TURN
     prompt: str = SYSTEM_PROMPT
-    shopper: str | None = None  # dialogue mode (issue 16): "rule" or "llm"; None: the reference single-agent episode
+    shopper: str | None = None  # dialogue mode: "rule" or "llm"; None: the reference single-agent episode
 
     def identity(self) -> dict[str, Any]:
         out: dict[str, Any] = {"max_steps": self.max_steps, "action_protocol": ACTION_PROTOCOL}

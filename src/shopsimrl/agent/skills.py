@@ -1,4 +1,4 @@
-"""Optional skill banks (runtime_spec §8): procedural notes appended to the system message as their own block.
+"""Optional skill banks (docs/contract.md#skills): procedural notes appended to the system message as their own block.
 
 A bank is a JSON file ``{schema_version: "shopsimrl-skillbank-v1", bank_version, metadata, skills: [...]}``;
 each skill has an id (``skill_id``, or ``id``), a ``version`` and a ``content``, optionally ``enabled`` and
@@ -125,7 +125,7 @@ NO_SKILLS = {"provider": "none", "renderer_version": SKILL_RENDERER_VERSION}
 
 
 def render_skills(skills: list[Skill]) -> str | None:
-    """The skill block (§8), or None when nothing was selected."""
+    """The skill block (docs/contract.md#skills), or None when nothing was selected."""
     if not skills:
         return None
     lines = [SKILL_HEADER, SKILL_NOTE]

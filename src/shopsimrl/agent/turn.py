@@ -1,4 +1,4 @@
-"""The one definition of a model turn (runtime_spec §3, §4): validation outcome → what happens next.
+"""The one definition of a model turn (docs/contract.md#runtime-turn-rules, #model-client): validation outcome → what happens next.
 
 The agent runtime, the training rollout core and every trainer adapter call :func:`decide_turn` on a parsed
 :class:`ModelOutput` and apply the :class:`TurnDecision` it returns, so the rules live here only:

@@ -1,4 +1,4 @@
-"""Parse a chat-completion response and check it against the offered tools (runtime_spec §3, §4).
+"""Parse a chat-completion response and check it against the offered tools (docs/contract.md#runtime-turn-rules, #model-client).
 
 One parser serves every backend (an OpenAI-compatible server, the built-in policies, the policy server), so
 a protocol error means the same thing whoever produced the answer. The rule is strict: exactly one call of an

@@ -1,7 +1,7 @@
-"""Precomputed budget annotations (env_spec §2.4) read for `shopsimrl data prepare --annotations FILE`.
+"""Precomputed budget annotations (docs/contract.md#budget-annotations) read for `shopsimrl data prepare --annotations FILE`.
 
 The file is a JSON list of records ``{task_id, task_uid, asin, source_field, evidence, kind, amount,
-approximate_upper_multiplier, price_upper}``. Every record is checked against the §2.4 rules (the
+approximate_upper_multiplier, price_upper}``. Every record is checked against the docs/contract.md#budget-annotations rules (the
 ceiling follows from kind and amount) so that a hand-edited or truncated file fails loudly, naming the
 record, instead of silently changing budgets. Annotations are keyed by ``task_id``, which every archive
 numbers from 0, so a file made for another archive would fit any catalog: when a record carries ``asin``
@@ -92,7 +92,7 @@ def _validate(record: object) -> tuple[int, float | None]:
 
 
 def load_budget_annotations(path: str | Path) -> dict[int, float | None]:
-    """Map task_id → precomputed price_upper (None: let the runtime parser decide, §2.4)."""
+    """Map task_id → precomputed price_upper (None: let the runtime parser decide, docs/contract.md#budget-annotations)."""
     return {task_id: price for task_id, (price, _) in _load(path).items()}
 
 

@@ -1,4 +1,4 @@
-"""Amount tokens and their values: Arabic, Chinese and mixed numerals (env_spec §7.2).
+"""Amount tokens and their values: Arabic, Chinese and mixed numerals (docs/contract.md#budget-parser).
 
 Budget phrases write amounts in many ways: ``2199``, ``1,000``, ``2.5k``, ``2w``, ``三千``, ``一千八``
 (shorthand for 1800), ``两百五``, ``4千4百``, ``1万2`` (12000), ``1.1万``, ``一万零四百``, ``百`` (as in

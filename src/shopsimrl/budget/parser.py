@@ -1,7 +1,7 @@
-"""Rule-based budget (price ceiling) parser for instruction text (env_spec §7.2, `instruction-budget-v1`).
+"""Rule-based budget (price ceiling) parser for instruction text (docs/contract.md#budget-parser, `instruction-budget-v1`).
 
 The reference is a cascade of regexes that stops at the first hit; it misreads several phrase families
-(§11.2 item 2). This parser instead finds every *money mention* in the text, classifies each one by the
+(docs/contract.md#deviations item 2). This parser instead finds every *money mention* in the text, classifies each one by the
 words around it, and then picks one:
 
 * a mention is an amount token (``numerals``) with an optional approximate suffix (``多``/``来``/``几``/
@@ -20,7 +20,7 @@ words around it, and then picks one:
   is reported (non-total, lower-only, ambiguous), else ``no_budget``.
 
 Approximate budgets get the ×1.10 tolerance once, rounded to 8 decimals like the annotations
-(§2.4): ``round(amount * 1.1, 8)``. Only ``price_upper`` matters to the reward; the other fields are for
+(docs/contract.md#budget-annotations): ``round(amount * 1.1, 8)``. Only ``price_upper`` matters to the reward; the other fields are for
 auditing why a text got its ceiling.
 """
 

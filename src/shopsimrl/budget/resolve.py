@@ -1,4 +1,4 @@
-"""Goal-level price ceiling: precomputed annotation first, then the text parser (env_spec §7.1)."""
+"""Goal-level price ceiling: precomputed annotation first, then the text parser (docs/contract.md#budget-resolution)."""
 
 from __future__ import annotations
 

@@ -359,7 +359,7 @@ def load_archive(path: str | os.PathLike[str]) -> tuple[list[Product], bytes]:
 
 
 def dump_archive_json(records: Iterable[Mapping[str, Any]]) -> bytes:
-    """Canonical archive bytes: sorted keys, compact separators, UTF-8, trailing newline (env_spec §2.1)."""
+    """Canonical archive bytes: sorted keys, compact separators, UTF-8, trailing newline (docs/contract.md#cleaning)."""
     text = json.dumps(list(records), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return (text + "\n").encode("utf-8")
 

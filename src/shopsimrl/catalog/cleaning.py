@@ -1,4 +1,4 @@
-"""Cleaning the source archive (env_spec §2.2–2.3): stable task ids, price-axis exclusion, budgets applied.
+"""Cleaning the source archive (docs/contract.md#price-axes, #task-ids): stable task ids, price-axis exclusion, budgets applied.
 
 Task ids are assigned before filtering, so excluded products leave gaps and ids stay comparable with the
 reference. A product with two or more price-affecting axes cannot have its SKU price resolved safely, so it
@@ -120,7 +120,7 @@ class Cleaner:
             return None
         for task_id, instruction in zip(task_ids, product.instructions, strict=True):
             if not instruction.attributes:
-                continue  # an instruction without attributes is not an active task (env_spec §1.3)
+                continue  # an instruction without attributes is not an active task (docs/contract.md#private-goal)
             (self.persona_ids if product.is_persona else self.standard_ids).append(task_id)
         return record
 

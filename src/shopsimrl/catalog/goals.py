@@ -1,4 +1,4 @@
-"""Private goals (env_spec §1.3): what a purchase is scored against; never shown to the agent."""
+"""Private goals (docs/contract.md#private-goal): what a purchase is scored against; never shown to the agent."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Checking a prepared data directory against its manifest before anything in it is used (issue 13.7).
+"""Checking a prepared data directory against its manifest before anything in it is used.
 
 Every file ``prepare`` wrote is listed in ``manifest.json`` with its SHA-256 and size. Opening checks each
 one's presence and size, then its SHA-256, and refuses the first mismatch with a one-line

@@ -1,4 +1,4 @@
-"""Option-value normalisation shared by cleaning (env_spec §2.2), variant price (§8) and display (§1.1).
+"""Option-value normalisation shared by cleaning (docs/contract.md#price-axes), variant price (docs/contract.md#variant-price) and display (docs/contract.md#catalog-archive).
 
 Two different normalisations exist in the contract and both are needed:
 

@@ -1,4 +1,4 @@
-"""Typed views of the ShopSimulator archive records (env_spec §1.1).
+"""Typed views of the ShopSimulator archive records (docs/contract.md#catalog-archive).
 
 The archive stays the canonical form (a list of JSON objects); these frozen views are what the rest of the
 package reads, so field access is checked once, at load time, instead of at every step.

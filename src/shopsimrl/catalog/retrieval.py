@@ -1,4 +1,4 @@
-"""Retrieval evaluation over a prepared catalog's split (env_spec §3.7, with explicit id lists)."""
+"""Retrieval evaluation over a prepared catalog's split (docs/contract.md#search-evaluation, with explicit id lists)."""
 
 from __future__ import annotations
 

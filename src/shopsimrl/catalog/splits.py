@@ -1,4 +1,4 @@
-"""Project persona splits (env_spec §2.6): exact-size, leak-free train/val/test allocation.
+"""Project persona splits (docs/contract.md#splits): exact-size, leak-free train/val/test allocation.
 
 Tasks that share an ASIN, a (normalised) instruction, a persona or a user are linked into one group, and
 whole groups are allocated, so no shared persona/product crosses a held-out boundary. The ranking and the
@@ -134,7 +134,7 @@ def select_exact(
     max_group_size: int,
     excluded_task_ids: frozenset[int] = frozenset(),
 ) -> list[TaskGroup]:
-    """Whole groups summing to exactly ``target`` tasks: 0/1 subset-sum in hash-rank order (env_spec §2.6)."""
+    """Whole groups summing to exactly ``target`` tasks: 0/1 subset-sum in hash-rank order (docs/contract.md#splits)."""
     if target == 0:
         return []
     ranked = sorted(groups, key=lambda group: _rank_key(seed, split, group.group_id))

@@ -1,4 +1,4 @@
-"""Dialogue mode (issue 16): a simulated shopper that knows the goal and answers the agent's ``ask_user`` questions.
+"""Dialogue mode: a simulated shopper that knows the goal and answers the agent's ``ask_user`` questions.
 
 The rule shopper needs no model: slots built from the goal at reset, a keyword lexicon that matches questions
 to slots, fixed colloquial reply templates and optional seeded noise, so a dialogue is byte-identical across

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..budget import parse_budget_detail
-from .vocabulary import leaf_nouns, paraphrases
+from .vocabulary import leaf_nouns, paraphrases, seller_decorations
 
 PRODUCT, ATTRIBUTE, OPTION, BUDGET = "product", "attribute", "option", "budget"
 KINDS = (PRODUCT, ATTRIBUTE, OPTION, BUDGET)
@@ -64,6 +64,31 @@ def attribute_phrase(attribute: str, instruction: str) -> str:
     return attribute
 
 
+_SPOKEN = {"一": "1", "两": "2", "二": "2", "三": "3", "四": "4", "五": "5", "六": "6", "七": "7", "八": "8", "九": "9", "十": "10"}
+
+
+def plain_option(value: str, instruction: str) -> str:
+    """The plain word for a seller-style option value (``黑色【现货速发】`` → ``黑色``), as the request says it.
+
+    The seller's decoration is stripped (the longest known pattern that leaves a value); where the generator
+    merged a doubled unit (``2个装`` + ``装`` → ``2个装``), the form that the instruction uses wins. A value
+    without a decoration is returned as it is.
+    """
+    stripped = value
+    for prefix, suffix in seller_decorations():
+        if len(value) > len(prefix) + len(suffix) and value.startswith(prefix) and value.endswith(suffix):
+            stripped = value[len(prefix) : len(value) - len(suffix)].strip()
+            if stripped:
+                break
+    if stripped == value or not stripped:
+        return value
+    said = "".join(_SPOKEN.get(char, char) for char in instruction)
+    for candidate in (stripped + suffix[:1], stripped):
+        if candidate in instruction or candidate in said:
+            return candidate
+    return stripped
+
+
 def option_axes(product: Mapping[str, Any] | None, values: Sequence[str]) -> dict[str, str]:
     """Option value → its axis on the gold product (``customization_options``); unknown values get 规格."""
     options = product.get("customization_options") if isinstance(product, Mapping) else None
@@ -106,7 +131,9 @@ def build_slots(goal: Mapping[str, Any], product: Mapping[str, Any] | None) -> t
         slots.append(Slot(len(slots), ATTRIBUTE, attribute, phrase, surfaces=surfaces))
     values = [str(value) for value in goal.get("goal_options") or ()]
     for value, axis in option_axes(product, values).items():
-        slots.append(Slot(len(slots), OPTION, value, value, axis=axis, surfaces=(value,)))
+        plain = plain_option(value, instruction)
+        surfaces = tuple(dict.fromkeys((value, plain)))
+        slots.append(Slot(len(slots), OPTION, value, plain, axis=axis, surfaces=surfaces))
     wording, price_upper = budget_wording(goal)
     surfaces = (wording,) if wording else ()
     slots.append(Slot(len(slots), BUDGET, wording, wording, surfaces=surfaces, price_upper=price_upper))

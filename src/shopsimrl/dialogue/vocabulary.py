@@ -27,6 +27,28 @@ def leaf_nouns() -> dict[str, tuple[str, ...]]:
 
 
 @lru_cache(maxsize=1)
+def seller_decorations() -> tuple[tuple[str, str], ...]:
+    """(prefix, suffix) pairs that sellers wrap a plain option value in (``{v}【现货速发】``, ``【{v}】经典款``).
+
+    Read from the generator's seller-option patterns, longest first, so the shopper can say the plain value
+    (``黑色``) the way its request does instead of the listing's seller string.
+    """
+    table: dict[str, Any] = load_vocabulary().text.get("seller_options", {})
+    pairs: set[tuple[str, str]] = set()
+    for key, templates in table.items():
+        if key.startswith("_doc") or not isinstance(templates, list):
+            continue
+        for template in templates:
+            template = str(template)
+            if key == "featured":
+                pairs.add(("", template))
+            elif "{v}" in template:
+                prefix, _, suffix = template.partition("{v}")
+                pairs.add((prefix, suffix))
+    return tuple(sorted(pairs, key=lambda pair: (-len(pair[0]) - len(pair[1]), pair)))
+
+
+@lru_cache(maxsize=1)
 def attribute_words() -> frozenset[str]:
     """Every attribute keyword and paraphrase of the vocabulary (two characters or more), casefolded.
 

@@ -1,4 +1,4 @@
-"""A dialogue-mode episode (issue 16): the page state machine plus ``ask_user[question]`` and a shopper.
+"""A dialogue-mode episode: the page state machine plus ``ask_user[question]`` and a shopper.
 
 Canonical text action: ``ask_user[QUESTION]`` (one line, 1–``MAX_QUESTION_CHARS`` characters, verbatim).
 A question leaves the page as it is, counts toward the episode's action limit like any step and, when

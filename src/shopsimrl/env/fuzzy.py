@@ -1,4 +1,4 @@
-"""Token-set fuzzy ratio (env_spec §6.3): the fuzzywuzzy ``token_set_ratio`` definition over difflib.
+"""Token-set fuzzy ratio (docs/contract.md#fuzzy-ratio): the fuzzywuzzy ``token_set_ratio`` definition over difflib.
 
 Written from the definition rather than taken from a fuzzy-matching library so that rounding (Python's
 banker's ``round``) and tokenisation (Unicode ``\\W+``) are exactly the contract's.

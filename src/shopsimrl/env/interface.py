@@ -126,7 +126,7 @@ STEP_REQUIRED_KEYS: frozenset[str] = StepResult.__required_keys__
 STEP_OPTIONAL_KEYS: frozenset[str] = StepResult.__optional_keys__
 TERMINATE_REQUIRED_KEYS: frozenset[str] = TerminateResult.__required_keys__
 TERMINATE_OPTIONAL_KEYS: frozenset[str] = TerminateResult.__optional_keys__
-# Present only in dialogue mode (issue 16): every other reset / step result is the reference's, key for key.
+# Present only in dialogue mode: every other reset / step result is the reference's, key for key.
 DIALOGUE_RESET_KEYS = frozenset({"shopper", "shopper_version", "shopper_opening", "dialogue_version", "tool_version",
                                  "shopper_slots"})
 DIALOGUE_STEP_KEYS = frozenset({"dialogue", "shopper_reply"})

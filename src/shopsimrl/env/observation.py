@@ -1,4 +1,4 @@
-"""``observation_state`` builders and the deterministic text renderer (env_spec §5, ``shopping-observation-v7``).
+"""``observation_state`` builders and the deterministic text renderer (docs/contract.md#observation, ``shopping-observation-v7``).
 
 The rendered text is the only page content a model sees; it is byte-compatible with the reference so that
 traces and checkpoints made there stay valid here. Builders are pure functions over plain data and never
@@ -54,7 +54,7 @@ ITEM_CACHE_SIZE = 8192  # rendered result items kept per process (the catalog is
 
 
 def is_product_id(value: object) -> TypeGuard[str]:
-    """A product link label: 1–20 ASCII letters or digits that is not a button label (§5.2 [GUESS])."""
+    """A product link label: 1–20 ASCII letters or digits that is not a button label (docs/contract.md#observation-checks)."""
     return (
         isinstance(value, str)
         and len(value) <= MAX_PRODUCT_ID_LENGTH
@@ -68,7 +68,7 @@ def is_product_id(value: object) -> TypeGuard[str]:
 
 
 def product_summary(product: Mapping[str, Any], rank: int | None = None) -> dict[str, Any]:
-    """The public facts of an archive-format product shown in result lists and on its page (§5.1).
+    """The public facts of an archive-format product shown in result lists and on its page (docs/contract.md#observation-state).
 
     ``brand`` is ``shop_name`` whenever the record has one: the reference loader deletes ``brand``, so that
     is what it shows; ``brand`` is only the fallback. ``price`` is the ``Price`` string (None without
@@ -121,7 +121,7 @@ def home_state(last_action: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 
 def terminal_state(last_action: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The page shown once an episode has ended (issue 3: on every termination, not only purchases)."""
+    """The page shown once an episode has ended (on every termination, not only purchases)."""
     return _common(TERMINAL, False, (), last_action)
 
 
@@ -201,7 +201,7 @@ def _check_hidden(mapping: Mapping[str, Any], where: str) -> None:
 
 
 def check_observation_state(state: object) -> str:
-    """Every §5.2 check; returns the page type or raises ObservationError."""
+    """Every docs/contract.md#observation-checks check; returns the page type or raises ObservationError."""
     if not isinstance(state, Mapping):
         raise ObservationError("structured observation must be a mapping")
     if state.get("observation_version") != OBSERVATION_VERSION:
@@ -361,7 +361,7 @@ def _product_lines(state: Mapping[str, Any], lines: list[str], subpage: bool) ->
         lines.append("规格状态：已选择全部规格，可以购买")
     invalid = state.get("invalid_selected_options")
     # The reference prints this only for a mapping, and the state holds a list, so it never appears
-    # (env_spec §11.2 item 8); kept for byte compatibility.
+    # (docs/contract.md#deviations item 8); kept for byte compatibility.
     if isinstance(invalid, Mapping) and invalid:
         lines.append(f"无效的历史规格选择：{display(dict(invalid))}")
     if subpage:

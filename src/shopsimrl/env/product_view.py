@@ -95,7 +95,7 @@ class ProductView:
         return None
 
     def check_selection(self, selected: Mapping[str, str]) -> tuple[dict[str, str], list[dict[str, str]], list[str]]:
-        """(valid selections, invalid selections with reasons, missing axes in product order) — env_spec §4.6."""
+        """(valid selections, invalid selections with reasons, missing axes in product order) — docs/contract.md#option-completeness."""
         valid: dict[str, str] = {}
         invalid: list[dict[str, str]] = []
         for axis, value in selected.items():

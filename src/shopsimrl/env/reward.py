@@ -1,6 +1,6 @@
-"""The paper reward (env_spec §6, ``shopsimulator-paper-reward-v2``); the scalar is ``r_strict``.
+"""The paper reward (docs/contract.md#reward, ``shopsimulator-paper-reward-v2``); the scalar is ``r_strict``.
 
-Title terms are lexical (Latin/number tokens plus Han bigrams; issue 3 pins this): spaCy is never
+Title terms are lexical (Latin/number tokens plus Han bigrams): spaCy is never
 consulted, so a score cannot depend on what happens to be installed.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..contract import PURCHASE
 from ..errors import InvalidGoalError
-from ..search.text import LATIN_TOKEN  # the §3.2 Latin/number token shape
+from ..search.text import LATIN_TOKEN  # the docs/contract.md#search-tokeniser Latin/number token shape
 from ..versions import REWARD_VERSION
 from .fuzzy import token_set_ratio
 from .variant_price import PASS, resolve_variant_price
@@ -61,7 +61,7 @@ def type_reward(
     purchased_terms: Iterable[str],
     desired_terms: Iterable[str],
 ) -> tuple[float, bool, float]:
-    """(r_type, category_match, title_score) per §6.1's 1 / 0.5 / 0.1 / 0 ladder."""
+    """(r_type, category_match, title_score) per docs/contract.md#reward-type's 1 / 0.5 / 0.1 / 0 ladder."""
     category_match = len(category_parts(purchased_category) & category_parts(goal_category)) >= 2
     desired = set(desired_terms)
     title_score = len(set(purchased_terms) & desired) / len(desired) if desired else NO_DESIRED_TERMS_SCORE
@@ -169,9 +169,9 @@ def score_purchase(
     selected_options: Mapping[str, str],
     price_resolution: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The full purchase ``reward_detail`` (§6.6 keys, in order) for an archive-format product and a goal.
+    """The full purchase ``reward_detail`` (docs/contract.md#reward-combination keys, in order) for an archive-format product and a goal.
 
-    Without ``price_resolution`` the price is resolved from the product and the selection (§8).
+    Without ``price_resolution`` the price is resolved from the product and the selection (docs/contract.md#variant-price).
     """
     check_goal(goal)
     if price_resolution is None:
@@ -216,7 +216,7 @@ def score_purchase(
 
 
 def empty_reward_detail(termination_reason: str) -> dict[str, Any]:
-    """The zero detail of every ending that is not a purchase (exactly the §6.6 keys)."""
+    """The zero detail of every ending that is not a purchase (exactly the docs/contract.md#reward-combination keys)."""
     return {
         "reward_version": REWARD_VERSION,
         "termination_reason": termination_reason,

@@ -1,4 +1,4 @@
-"""One episode's page state machine (env_spec §4): explicit page variable, checks in contract order.
+"""One episode's page state machine (docs/contract.md#pages-and-actions): explicit page variable, checks in contract order.
 
 A session owns only small mutable state (page, query, current product, selected options, counters); the
 catalog, the search index and per-product page data are shared read-only, so thousands of sessions can
@@ -236,7 +236,7 @@ class ShopSession:
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated")
         self._end(reason)
-        # the reference's terminate result: no action was taken, so no action_feedback (env_spec §9.2)
+        # the reference's terminate result: no action was taken, so no action_feedback (docs/contract.md#http-reference-api)
         result = self._result(self.last_action)
         del result["action_feedback"]
         result["message"] = terminated_message(reason)

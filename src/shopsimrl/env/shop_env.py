@@ -151,6 +151,24 @@ class ShopEnv:
         behaviour, byte for byte. ``shopper="llm"`` asks the endpoint this env was given (``llm_shopper``) for
         the opening and every reply; a failed call raises :class:`ShopperCallError`. ``shopper_seed`` replaces
         ``shopper_config.sample_seed`` (the LLM shopper sends it as the request seed).
+
+        Args:
+            task_id: an active task of the loaded catalog.
+            persona: True for persona mode, False for standard mode, None for the task's own mode.
+            interaction_mode: ``single_turn`` (30 actions) or ``multi_turn`` (40); a shopper implies ``multi_turn``.
+            include_private_goal: add the private instruction, goal options and reason key (never for an agent).
+            session_id: an id recorded in the session (the HTTP service passes its lease id).
+            shopper: None (no dialogue), ``"rule"`` or ``"llm"``.
+            shopper_config: question limit, sample seed and noise of the shopper.
+            shopper_seed: the episode seed for the shopper (replaces ``shopper_config.sample_seed``).
+
+        Returns:
+            The reset result (docs/contract.md#reset): ``task_instruction``, ``observation``,
+            ``observation_state``, ``user_persona``, modes and versions; in dialogue mode also the shopper fields.
+
+        Raises:
+            UnknownTaskError, InvalidTaskIdError, InvalidRequestError, PersonaUnavailableError, DialogueError,
+            ShopperCallError (the LLM shopper's opening failed).
         """
         check_task_id(task_id)
         check_shopper(shopper)
@@ -224,21 +242,51 @@ class ShopEnv:
 
     def step(self, action: str) -> dict[str, Any]:
         """Apply ``action``: a canonical ``search[...]`` / ``click[...]`` string, or a model's whole answer whose
-        one ``Action:`` line holds it (read the same way on every path: docs/contract.md#model-text)."""
+        one ``Action:`` line holds it (read the same way on every path: docs/contract.md#model-text).
+
+        Args:
+            action: the action text; a string that does not parse is not an error but invalid ``action_feedback``.
+
+        Returns:
+            The step result (docs/contract.md#step-effects): ``observation``, ``observation_state``, ``reward``,
+            ``done``, ``action_feedback``, ``reward_detail`` and counters.
+
+        Raises:
+            NoActiveEpisodeError before a reset, EpisodeTerminatedError after the end, InvalidActionError when
+            ``action`` is not a string, ShopperCallError when the LLM shopper fails to answer a question.
+        """
         return self._require_session().step(action)
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
-        """End the episode with zero reward, shaped as the reference's ``terminate`` result (env_spec §9.2): no
-        ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``."""
+        """End the episode with zero reward, shaped as the reference's ``terminate`` result (docs/contract.md#http-reference-api): no
+        ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``.
+
+        Args:
+            reason: ``action_limit`` or ``generation_length``.
+
+        Returns:
+            The terminal result with reward 0 and ``done`` True.
+
+        Raises:
+            NoActiveEpisodeError, EpisodeTerminatedError (already ended), InvalidRequestError (unknown reason).
+        """
         return self._require_session().terminate(reason)
 
     def tools(self) -> list[dict[str, Any]]:
+        """The function tools the current page offers (docs/contract.md#tools): ``search`` where a search box is
+        shown, ``click`` with the page's clickable values as its enum, ``ask_user`` in dialogue mode while offered.
+
+        Returns:
+            OpenAI-style tool schemas, rebuilt from :meth:`observation_state` on every call.
+        """
         return tools_for_state(self._require_session().observation_state())
 
     def observation_state(self) -> dict[str, Any]:
+        """The structured page (docs/contract.md#observation-state): a fresh dict on every call, safe to mutate."""
         return self._require_session().observation_state()
 
     def observation(self) -> str:
+        """The page as the model reads it (docs/contract.md#observation-text)."""
         return self._require_session().observe()[0]
 
     def dialogue_transcript(self) -> list[dict[str, Any]] | None:
@@ -253,6 +301,7 @@ class ShopEnv:
 
     @property
     def done(self) -> bool:
+        """True once the episode has ended (a purchase, the action limit or ``terminate``)."""
         return self._session is not None and self._session.done
 
     @property
@@ -260,6 +309,7 @@ class ShopEnv:
         return self._session
 
     def close(self) -> None:
+        """Drop the episode; the shared world (catalog, index) stays open for other envs."""
         self._session = None
 
     def __enter__(self) -> ShopEnv:

@@ -1,4 +1,4 @@
-"""OpenAI function tools for a page (runtime_spec §2): ``search`` when offered, ``click`` over the page's enum.
+"""OpenAI function tools for a page (docs/contract.md#tools): ``search`` when offered, ``click`` over the page's enum.
 
 Tools are rebuilt from the ``observation_state`` every turn, so a model can only name values that the page
 offers; the schemas are byte-for-byte the reference's (``shopping-tools-paper-v4``).

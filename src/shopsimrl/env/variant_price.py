@@ -1,7 +1,7 @@
-"""Variant (SKU) price resolution (env_spec §8, ``variant-price-paper-v2``) and the listing-price display.
+"""Variant (SKU) price resolution (docs/contract.md#variant-price, ``variant-price-paper-v2``) and the listing-price display.
 
 The displayed listing range is never the price paid: only a price that the selected options determine is
-verifiable. Defect fixed (issue 3): a product without ``pricing`` has no listing price at all, where the
+verifiable. Defect fixed: a product without ``pricing`` has no listing price at all, where the
 reference loader invented ``[100.0]``; such a product without option axes is unverifiable.
 """
 

@@ -1,4 +1,4 @@
-"""Paired comparison of two runs over the same tasks (runtime_spec §6).
+"""Paired comparison of two runs over the same tasks (docs/contract.md#evaluation).
 
 Alignment first: both plans must share the pipeline version, the task split and job list, the environment
 (catalog, versions, persona mode; not the adapter — an in-process run and a service run are comparable), and

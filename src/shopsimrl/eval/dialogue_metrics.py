@@ -1,4 +1,4 @@
-"""Dialogue-mode metrics of a run (issue 16): computed from the traces' step results only, so runs made in
+"""Dialogue-mode metrics of a run: computed from the traces' step results only, so runs made in
 process and over HTTP score alike.
 
 - ``questions_per_episode``: valid ``ask_user`` calls per completed episode;

@@ -1,4 +1,4 @@
-"""What an evaluation runs (runtime_spec §5.1, §6): the job list and every identity that shapes the results.
+"""What an evaluation runs (docs/contract.md#run-manifest, #evaluation): the job list and every identity that shapes the results.
 
 The plan is fingerprinted (SHA-256 of its canonical JSON); a run directory holds one plan only, so traces made
 under different models, prompts, catalogs or settings can never be mixed. Jobs are the split's tasks in file
@@ -88,7 +88,7 @@ class EvalPlan:
         return [EpisodeJob(**job) for job in self.plan["jobs"]]
 
     def provenance(self) -> dict[str, Any]:
-        """What every trace of this plan carries (§5.2 ``provenance``)."""
+        """What every trace of this plan carries (docs/contract.md#traces ``provenance``)."""
         return {
             "model": self.plan["model"], "environment": self.plan["environment"], "prompt": self.plan["prompt"],
             "skills": self.plan["skills"],

@@ -1,4 +1,4 @@
-"""A run directory (runtime_spec §5): ``manifest.json``, append-only ``traces.jsonl``, ``summary.json``.
+"""A run directory (docs/contract.md#run-directories): ``manifest.json``, append-only ``traces.jsonl``, ``summary.json``.
 
 Every finished attempt is one JSON line, written whole and flushed at once (fsync'd at most once a second and
 on close), so killing the evaluator loses at most the episodes still in flight; the last line of an
@@ -61,7 +61,7 @@ def write_json_atomic(path: Path, payload: Any) -> None:
 
 
 def is_completed(record: Any) -> bool:
-    """Completed = right schema, ``status == "completed"`` and a terminal ``final`` (§5.3)."""
+    """Completed = right schema, ``status == "completed"`` and a terminal ``final`` (docs/contract.md#summary)."""
     return (
         isinstance(record, dict) and record.get("schema_version") == TRACE_SCHEMA_VERSION
         and record.get("status") == "completed" and isinstance(record.get("final"), dict)

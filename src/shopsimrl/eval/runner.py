@@ -75,7 +75,7 @@ class EvalSettings:
     seed: int = DEFAULT_EVAL_SEED
     max_steps: int = EPISODE_LIMITS[SINGLE_TURN]
     persona: bool | None = None
-    shopper: str | None = None  # dialogue mode (issue 16): "rule" or "llm"; recorded in the plan so runs never mix
+    shopper: str | None = None  # dialogue mode: "rule" or "llm"; recorded in the plan so runs never mix
     shopper_llm: LLMShopperSettings | None = None  # the LLM shopper's endpoint (in process; its cache: the run dir)
     skills: str | None = None
     experiment: str | None = None

@@ -1,4 +1,4 @@
-"""``summary.json`` (runtime_spec §5.3): coverage, reward, behaviour and cost of a run, from its traces alone.
+"""``summary.json`` (docs/contract.md#summary): coverage, reward, behaviour and cost of a run, from its traces alone.
 
 Only *completed* episodes (right schema, ``status == "completed"``, terminal ``final``) are scored; failed ones
 are counted and their error types tallied. ``reward_mean`` is the mean ``r_strict`` with its standard error
@@ -112,7 +112,7 @@ def summarize(
         "errors": dict(sorted(errors.items())),
     }
     dialogue = dialogue_summary(completed)
-    if dialogue is not None:  # dialogue runs only (issue 16)
+    if dialogue is not None:  # dialogue runs only
         summary["dialogue"] = dialogue
     if meta:
         summary["run"] = dict(meta)

@@ -1,4 +1,4 @@
-"""Deterministic generator of the embedded default catalog (a raw source archive, env_spec §1.1).
+"""Deterministic generator of the embedded default catalog (a raw source archive, docs/contract.md#catalog-archive).
 
 ``write_catalog(path, seed)`` writes the ``.json.gz`` archive and ``<path>.manifest.json``; the archive then
 goes through the normal ``shopsimrl data prepare`` pipeline like the real one would.

@@ -103,7 +103,7 @@ def _written_amount(amount: float, rng: random.Random, share: float) -> str:
 
 
 def _weighted_template(rng: random.Random, rows: Sequence[Sequence[Any]]) -> str:
-    return weighted_choice(rng, [(float(weight), template) for weight, template in rows])
+    return str(weighted_choice(rng, [(float(weight), template) for weight, template in rows]))
 
 
 def _upper_amount(kind: str, gold: float, step: float, rng: random.Random) -> float:

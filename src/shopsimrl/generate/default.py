@@ -38,7 +38,7 @@ def _archive_is_current(archive: Path, seed: int, config: GeneratorConfig) -> bo
         manifest = json.loads(manifest_path.read_text("utf-8"))
     except ValueError:
         return False
-    return (
+    return bool(
         manifest.get("generator_version") == GENERATOR_VERSION
         and manifest.get("seed") == seed
         and manifest.get("config") == asdict(config)

@@ -1,4 +1,4 @@
-"""Orchestration: the deterministic default catalog, as a raw source archive (env_spec §1.1) and its manifest.
+"""Orchestration: the deterministic default catalog, as a raw source archive (docs/contract.md#catalog-archive) and its manifest.
 
 All randomness comes from ``random.Random`` instances seeded with strings derived from the seed (a master
 stream for the global layout, one stream per leaf, one for personas); the global RNG is never touched and
@@ -34,7 +34,7 @@ from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v5"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v5.1"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -151,7 +151,7 @@ def _choose_leaves(vocab: Vocabulary, config: GeneratorConfig, rng: random.Rando
 
 
 def _leaf_sizes(total: int, count: int, rng: random.Random) -> list[int]:
-    """Split ``total`` over ``count`` leaves with the default catalog's spread (issue 14: at any size).
+    """Split ``total`` over ``count`` leaves with the default catalog's spread (at any size).
 
     Up to 200 items a leaf: each leaf gets 60–200 (weights 0.45–1.55 around the mean), evenly when even 60
     each is too many. Beyond that the same weights and bounds are scaled by ``mean / LEAF_TYPICAL_ITEMS``, so
@@ -213,7 +213,7 @@ def _unique_full(
 
 
 class CatalogStream:
-    """The catalog as a stream of (record, audit) in archive order, with bounded memory (issue 14).
+    """The catalog as a stream of (record, audit) in archive order, with bounded memory.
 
     The layout (leaves, sizes, two-axis and persona slots, archive order, ASINs) is drawn up front and kept
     as small per-product summaries; iterating makes every product leaf by leaf into a draft store (spilled
@@ -289,13 +289,15 @@ class CatalogStream:
                 pool = brands[leaf.domain]
                 shops = pick_many(rng, pool, rng.randint(12, min(24, len(pool))))
                 weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(shops))]
+                near: tuple[list[str], tuple[str, ...]] | None = None
                 for _ in range(sizes[li]):
                     position = self.position_of[slot_index]
                     brand = rng.choices(shops, weights)[0]
                     draft = make_product(
-                        leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng
+                        leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng, near
                     )
                     req = choose_requirements(draft, vocab, rng)
+                    near = (draft.record["attribute"], req.attributes)
                     store.put(position, (draft, req, full_instruction(draft, req, vocab, rng)))
                     by_leaf.setdefault(li, []).append(position)
                     leaf_of[position] = li
@@ -388,7 +390,7 @@ def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = Non
 
 
 def generate_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> list[dict[str, Any]]:
-    """The raw source archive records (env_spec §1.1) of the default catalog for ``seed``."""
+    """The raw source archive records (docs/contract.md#catalog-archive) of the default catalog for ``seed``."""
     return build_catalog(seed, config).records
 
 
@@ -482,7 +484,7 @@ class _HashingWriter(io.RawIOBase):
 
 
 def _stream_archive(target: Path, records: Iterable[dict[str, Any]]) -> tuple[str, str]:
-    """Write the canonical archive record by record (issue 14: no whole-archive byte string in memory).
+    """Write the canonical archive record by record (no whole-archive byte string in memory).
 
     The bytes equal ``dump_archive_json`` (compact list, sorted keys) and, for ``.gz``, the deterministic gzip
     of ``_gzip`` (zlib's output does not depend on how the input is chunked). Temp file + rename, as before.

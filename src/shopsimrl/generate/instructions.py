@@ -51,7 +51,7 @@ def describe_attribute(attribute: str, vocab: Vocabulary, rng: random.Random) ->
     table = vocab.paraphrases
     phrases = table["phrases"].get(attribute)
     if phrases and rng.random() < float(table["share"]):
-        return pick(rng, phrases)
+        return str(pick(rng, phrases))
     return attribute
 
 
@@ -62,7 +62,7 @@ def join_attributes(attributes: tuple[str, ...] | list[str], vocab: Vocabulary, 
     if len(items) == 1:
         return items[0]
     if len(items) == 2:
-        return pick(rng, vocab.text["attr_joiners"]).join(items)
+        return str(pick(rng, vocab.text["attr_joiners"])).join(items)
     if rng.random() < 0.5:
         return "、".join(items[:-1]) + "和" + items[-1]
     return "、".join(items)
@@ -77,12 +77,14 @@ def spoken_amount(value: str, vocab: Vocabulary, rng: random.Random) -> str:
     return numbers[int(match.group(1))] + value[match.end() :]
 
 
-def option_phrase(axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
-    """The option as a request says it: ``value`` is the plain word (never the seller string)."""
+def option_phrase(axis: str, value: str, vocab: Vocabulary, rng: random.Random, seller: str = "") -> str:
+    """The option as a request says it: ``value`` is the plain word (never the seller string ``seller``)."""
     value = spoken_amount(value, vocab, rng)
     templates = vocab.text["option_templates"]
-    phrase = pick(rng, templates.get(axis, templates["_default"])).format(axis=axis, v=value)
+    phrase = str(pick(rng, templates.get(axis, templates["_default"]))).format(axis=axis, v=value)
     phrase = phrase.replace("码码", "码")
+    if seller and seller != value and seller in phrase:
+        phrase = f"{axis}要{value}"  # 要{v}装的 would spell the seller string 20公斤装 out
     if phrase[-1].isascii() and phrase[-1].isalnum():
         # The budget parser deletes commas, so "鞋码44，200元" would read as 44200 元.
         phrase += "的"
@@ -121,7 +123,9 @@ def choose_requirements(draft: ProductDraft, vocab: Vocabulary, rng: random.Rand
 
 def full_instruction(draft: ProductDraft, req: Requirements, vocab: Vocabulary, rng: random.Random) -> str:
     template = pick(rng, vocab.text["full_templates"])
-    opts = "，".join(option_phrase(axis, plain_value(draft, value), vocab, rng) for axis, value in req.options)
+    opts = "，".join(
+        option_phrase(axis, plain_value(draft, value), vocab, rng, seller=value) for axis, value in req.options
+    )
     text = template.format(
         unit=draft.leaf.unit,
         attrs=join_attributes(req.attributes, vocab, rng),

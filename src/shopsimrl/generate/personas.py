@@ -9,6 +9,7 @@ shared, so the persona split links those tasks into one group.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -25,10 +26,13 @@ SIMPLE_MIN_CHARS = 15
 SIMPLE_MAX_CHARS = 40
 PARAPHRASE_EVIDENCE_SHARE = 0.5
 """v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
-IMPLIED_EVIDENCE_SHARE = 0.65
+IMPLIED_EVIDENCE_SHARE = 0.8
 """v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
 them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
-OMIT_COUNT_WEIGHTS = ((0.65, 1), (0.3, 2), (0.05, 3))
+OMIT_COUNT_WEIGHTS = ((0.55, 1), (0.37, 2), (0.08, 3))
+MULTI_VALUE_SHARE = 0.75
+"""v5.1: share of option preferences that list one or two more values of the same axis next to the gold one
+(颜色偏好 黑色、白色, as real personas do): the preference narrows the choice without deciding it."""
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
 
@@ -109,7 +113,7 @@ def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabul
         if end and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
             # v5: of two values, "the bigger one" (大一点的那个) names the gold exactly
             return pick(rng, _DESCRIBED[end + ("2" if len(values) == 2 else "")]).format(axis=axis)
-    return option_phrase(axis, plain_value(draft, value), vocab, rng)
+    return option_phrase(axis, plain_value(draft, value), vocab, rng, seller=value)
 
 
 def simple_text(
@@ -175,6 +179,17 @@ def build_persona(
         if value not in bucket:
             bucket.append(value)
 
+    def add_option_pref(facet: str, axis: str, value: str) -> None:
+        """The gold value, sometimes with one or two other values of the axis the shopper also likes."""
+        others = [v for a in leaf.axes if axis and a.name == axis for v in a.values if v != value]
+        if others and rng.random() < MULTI_VALUE_SHARE:
+            liked = [value, *pick_many(rng, others, min(len(others), rng.randint(1, 2)))]
+            rng.shuffle(liked)
+            for item in liked:
+                add_pref(facet, item)
+        else:
+            add_pref(facet, value)
+
     paraphrases = vocab.paraphrases["phrases"]
     implied: dict[str, list[str]] = data["implied_cues"]
     for axis, seller in omitted:
@@ -197,14 +212,19 @@ def build_persona(
             continue
         place = rng.random()
         if place < 0.4 or (not axis and place < 0.5):
-            add_pref(facet, value)
+            add_option_pref(facet, axis, value)
             evidence.append(f"{facet}偏好含“{value}”")
         elif place < 0.75:
             search = pick(rng, data["search_templates"]).format(value=value, noun=req.noun, use=req.use)
             searches.append(search)
             evidence.append(f"最近搜索“{search}”")
+            rival = [v for a in leaf.axes if axis and a.name == axis for v in a.values if v != value]
+            if rival and rng.random() < MULTI_VALUE_SHARE:
+                # v5.1: the shopper compared values before deciding (黑色 and 白色 both searched)
+                other = pick(rng, rival)
+                searches.append(pick(rng, data["search_templates"]).format(value=other, noun=req.noun, use=req.use))
         else:
-            add_pref(facet, value)
+            add_option_pref(facet, axis, value)
             search = pick(rng, data["search_templates"]).format(value=value, noun=leaf.noun, use=req.use)
             searches.append(search)
             evidence.append(f"{facet}偏好与最近搜索都指向“{value}”")
@@ -278,6 +298,11 @@ def persona_task(
 ) -> PersonaTask:
     """Persona + short request for one task; the request is unique (normalised) among ``taken``."""
     kept, omitted = _omitted_split(req, rng)
+    hidden = [value for axis, value in omitted if not axis]
+    if any(value in req.use for value in hidden):
+        # the use scene (送礼用) must not say an omitted attribute (送礼): the short request takes another scene
+        use = next((u for u in draft.leaf.uses if not any(value in u for value in hidden)), "")
+        req = dataclasses.replace(req, use=use)
     with_budget = bool(req.budget.phrase) and rng.random() < 0.96
     simple = simple_text(draft, req, kept, with_budget, vocab, rng)
     while len(simple) > SIMPLE_MAX_CHARS and kept:

@@ -1,9 +1,9 @@
 """Product records for one leaf: near-identical items that differ in attributes, option availability and price.
 
 Every item of a leaf shares the product noun and draws its attributes from the leaf's pool, so the title
-alone rarely tells two items apart. Each item has at most one price-affecting option axis (§2.2) unless it
+alone rarely tells two items apart. Each item has at most one price-affecting option axis (docs/contract.md#price-axes) unless it
 is one of the configured two-axis products that cleaning must exclude. On non-price axes every entry either
-carries the same price or none, so the SKU price stays resolvable (§8).
+carries the same price or none, so the SKU price stays resolvable (docs/contract.md#variant-price).
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ SELLER_OPTION_SHARE = 0.6
 """v5: share of option axes whose values are seller strings (``5斤装 新米``, ``黑色【现货速发】``), not plain words."""
 FEATURED_SHARE = 0.35
 """v5: of those, the share written as plain values with one featured value (``双缸22格【送赠品】``)."""
+NEAR_MISS_SHARE = 0.25
+"""v5.1: share of products listed as a near miss of the leaf's previous product: the same selling points except
+one that the previous product's task requires (成犬 for 幼犬, or a missing 静音), so titles tie and only the
+product page tells them apart (as a shop's own variants and its competitors' copies do on Taobao)."""
 SELLER_FUZZY_LIMIT = 80
 """Two values of one axis must stay this dissimilar, so a wrong click never passes the reward's fuzzy match (> 85)."""
 
@@ -198,6 +202,27 @@ def _attributes(leaf: Leaf, rng: random.Random) -> list[str]:
     return [pick(rng, slot.values) for slot in chosen]
 
 
+def near_miss_attributes(
+    leaf: Leaf, attributes: list[str], required: tuple[str, ...], rng: random.Random
+) -> list[str] | None:
+    """``attributes`` with one required attribute swapped for its exclusive sibling or for an unused slot's value."""
+    if not required:
+        return None
+    target = pick(rng, list(required))
+    slot = next((slot for slot in leaf.slots if target in slot.values), None)
+    if slot is None:
+        return None
+    siblings = [value for value in slot.values if value != target]
+    if not siblings:
+        used = set(attributes)
+        free = [s for s in leaf.slots if not used & set(s.values)]
+        if not free:
+            return None
+        siblings = list(pick(rng, free).values)
+    replacement = pick(rng, siblings)
+    return [replacement if value == target else value for value in attributes]
+
+
 def _title(
     leaf: Leaf, brand: Brand, attributes: list[str], code: str, vocab: Vocabulary, rng: random.Random
 ) -> tuple[str, str, str]:
@@ -259,9 +284,16 @@ def make_product(
     two_axis: bool,
     vocab: Vocabulary,
     rng: random.Random,
+    near: tuple[list[str], tuple[str, ...]] | None = None,
 ) -> ProductDraft:
-    """One product of ``leaf``; ``two_axis`` products get two price-affecting axes (cleaning excludes them)."""
+    """One product of ``leaf``; ``two_axis`` products get two price-affecting axes (cleaning excludes them).
+
+    ``near`` is the leaf's previous product (its attributes, the attributes its task requires): in a share of
+    products this one copies them but one (a near miss, :data:`NEAR_MISS_SHARE`).
+    """
     attributes = _attributes(leaf, rng)
+    if near is not None and rng.random() < NEAR_MISS_SHARE:
+        attributes = near_miss_attributes(leaf, near[0], near[1], rng) or attributes
     code = _model_code(rng) if leaf.has_model_code else ""
     low, high = leaf.price_range
     base = math.exp(rng.uniform(math.log(low), math.log(high)))

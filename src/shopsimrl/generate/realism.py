@@ -109,11 +109,12 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
                 colour_varying += len(set(prices)) > 1
             amounts = [amount_of(entry["value"]) for entry in entries]
             if axis in QUANTITY_AXES or all(a is not None for a in amounts):
-                if any(a is None for a in amounts):
+                known = [a for a in amounts if a is not None]
+                if len(known) != len(amounts):
                     continue
                 quantity_priced += 1
                 quantity_flat += len(set(prices)) == 1
-                pairs = sorted(zip(amounts, prices, strict=True))
+                pairs = sorted(zip(known, prices, strict=True))
                 quantity_monotone += all(b[1] >= a[1] for a, b in pairwise(pairs))
                 (low_amount, low_price), (high_amount, high_price) = pairs[0], pairs[-1]
                 if low_amount > 0 and high_amount >= 2 * low_amount and low_price > 0:

@@ -1,4 +1,4 @@
-"""Where generated products wait for their archive position (issue 14: generation with bounded memory).
+"""Where generated products wait for their archive position (generation with bounded memory).
 
 The generator makes products leaf by leaf (one seeded stream per leaf) but the archive lists them in a
 shuffled order, and persona tasks read a few same-leaf siblings. Holding every draft until the end cost

@@ -72,7 +72,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     ) -> ShopSimObservation:
         """Start ``task_id``, or the ``index``-th task of ``split`` (default split test, index ``seed`` or 0).
 
-        ``shopper="rule"`` starts a dialogue episode (issue 16; always ``multi_turn``): the observation carries
+        ``shopper="rule"`` starts a dialogue episode (always ``multi_turn``): the observation carries
         ``shopper_opening`` instead of the instruction and ``ask_user`` is among the tools."""
         if task_id is None:
             ids = self.world.catalog.split(split or DEFAULT_SPLIT)

@@ -8,7 +8,7 @@ OpenEnv's ``MCPHarnessAdapter`` lists the tools once per episode; for such harne
 lists both tools for the whole episode, ``click`` without an enum (the page text lists the clickable values), and
 leaves a tool the page does not offer to the environment (an invalid action), as verifiers does.
 
-Dialogue mode (issue 16): ``ShopSimSessionFactory(world, shopper="rule")`` (or a task spec ``{"id": …,
+Dialogue mode: ``ShopSimSessionFactory(world, shopper="rule")`` (or a task spec ``{"id": …,
 "shopper": "rule"}``) starts dialogue episodes: the first user message is the shopper's opening, ``ask_user`` is
 a tool (per page while offered; for the whole episode with ``per_page_tools=False``) and its result is the reply.
 """

@@ -48,7 +48,7 @@ class ShopSimState(State):
     task_id: int | None = None
     persona: bool = False
     interaction_mode: str = SINGLE_TURN
-    shopper: str | None = None  # dialogue mode (issue 16): the shopper's name, None for single-turn episodes
+    shopper: str | None = None  # dialogue mode: the shopper's name, None for single-turn episodes
     action_limit: int = EPISODE_LIMITS[SINGLE_TURN]
     done: bool = False
     termination_reason: str | None = None

@@ -1,4 +1,4 @@
-"""``SearchIndex``: a checked, read-only FTS5 index and its cached queries (env_spec §3.4–3.6).
+"""``SearchIndex``: a checked, read-only FTS5 index and its cached queries (docs/contract.md#search-ranking, #search-runtime, #search-index-manifest).
 
 Ranking is SQLite's own ``bm25()`` over the frozen column order and weights, with the ASIN as tie-break,
 so results equal the reference's for the same catalog. Once built the index is read-only, which makes an
@@ -96,7 +96,7 @@ class SearchIndex:
         accelerate: bool | None = None,
         pool: ConnectionPool | None = None,
     ) -> None:
-        """Wrap an already checked index (use ``open`` or ``open_stored``, which run the §3.6 checks).
+        """Wrap an already checked index (use ``open`` or ``open_stored``, which run the docs/contract.md#search-index-manifest checks).
 
         Args:
             path: the index file.
@@ -109,7 +109,7 @@ class SearchIndex:
         self.path = path
         self.manifest: dict[str, Any] = dict(manifest)
         bm25 = bm25_call(manifest["field_weights"])
-        #: The reference's query, verbatim (§3.4).
+        #: The reference's query, verbatim (docs/contract.md#search-ranking).
         self.contract_sql = (
             f"SELECT asin, {bm25} AS score FROM products WHERE products MATCH ? ORDER BY score ASC, asin ASC LIMIT ?"
         )
@@ -159,7 +159,7 @@ class SearchIndex:
         cache_size: int = DEFAULT_CACHE_SIZE,
         accelerate: bool | None = None,
     ) -> SearchIndex:
-        """Open ``path`` read-only after the §3.6 checks.
+        """Open ``path`` read-only after the docs/contract.md#search-index-manifest checks.
 
         Args:
             path: the index file (``products.sqlite3``).

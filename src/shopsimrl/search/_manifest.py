@@ -1,4 +1,4 @@
-"""The open-time checks (env_spec §3.6): the stored manifest and the FTS5 table against what this code expects.
+"""The open-time checks (docs/contract.md#search-index-manifest): the stored manifest and the FTS5 table against what this code expects.
 
 Why: an index built by another version, with other weights, for other product data or with another table
 definition would rank differently without failing; every such difference is listed, so the refusal names all
@@ -31,7 +31,7 @@ def manifest_row(connection: sqlite3.Connection) -> dict[str, Any]:
 def manifest_problems(
     manifest: Mapping[str, Any], expected_product_sha256: str | None, expected_field_weights: Mapping[str, float] | None
 ) -> list[str]:
-    """Every §3.6 check (plus the normaliser, tokenizer and tie-break versions) that the manifest fails."""
+    """Every docs/contract.md#search-index-manifest check (plus the normaliser, tokenizer and tie-break versions) that the manifest fails."""
     problems: list[str] = []
     if manifest.get("search_version") != versions.SEARCH_VERSION:
         problems.append(

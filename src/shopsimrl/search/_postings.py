@@ -1,7 +1,7 @@
 """In-memory postings of an FTS5 index and FTS5's own ``bm25()`` computed from them, exactly.
 
 Why: SQLite spends most of a search computing ``bm25()`` row by row through the auxiliary-function API
-(env_spec §3.4); the same arithmetic over numpy arrays is an order of magnitude faster. SQLite stays the
+(docs/contract.md#search-ranking); the same arithmetic over numpy arrays is an order of magnitude faster. SQLite stays the
 index and the source of truth: the postings are rebuilt from the FTS table's stored columns and then checked
 against SQLite's own bookkeeping (the ``fts5vocab`` term list with per-term row and instance counts, the
 per-row column sizes in ``products_docsize`` and the row/token totals of the averages record), and a query the
@@ -35,7 +35,7 @@ _IDF_FLOOR = 1e-6
 _ASCII_TOKEN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _ASCII_SEPARATORS = {code: " " for code in range(128) if chr(code) not in _ASCII_TOKEN | _ASCII_UPPER}
-#: Han ranges of the §3.2 tokenizer; which of their code points unicode61 treats as token characters
+#: Han ranges of the docs/contract.md#search-tokeniser tokenizer; which of their code points unicode61 treats as token characters
 #: depends on the Unicode tables of the SQLite build, so it is asked once (``_sqlite_han_token_chars``).
 _HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF))
 #: True for the ASCII separators, indexed by code point (index 128 stands for every non-ASCII one: a token char).

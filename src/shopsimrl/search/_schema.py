@@ -1,4 +1,4 @@
-"""The index's frozen shape: FTS5 columns, tokenizer, field weights and the MATCH expression (env_spec §3.4).
+"""The index's frozen shape: FTS5 columns, tokenizer, field weights and the MATCH expression (docs/contract.md#search-ranking).
 
 Why its own module: the builder writes this shape, the manifest checks compare a file against it and the
 query path ranks with it; each of them imports it from here rather than from one another.
@@ -14,7 +14,7 @@ from types import MappingProxyType
 from .documents import FIELDS
 
 FTS_COLUMNS: tuple[str, ...] = ("asin", *FIELDS)
-#: The contract's field weights (§3.4), read-only.
+#: The contract's field weights (docs/contract.md#search-ranking), read-only.
 DEFAULT_FIELD_WEIGHTS: Mapping[str, float] = MappingProxyType({
     "title": 3.0, "brand": 2.0, "category": 2.0, "model": 2.5, "attributes": 1.5, "options": 1.2, "bullets": 0.8,
 })
@@ -27,7 +27,7 @@ CREATE_PRODUCTS_SQL = (
 
 
 def weights_are_valid(field_weights: object) -> bool:
-    """Exactly the 7 fields, each a finite positive number (§3.6)."""
+    """Exactly the 7 fields, each a finite positive number (docs/contract.md#search-index-manifest)."""
     return (
         isinstance(field_weights, Mapping)
         and set(field_weights) == set(FIELDS)

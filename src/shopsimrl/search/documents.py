@@ -1,4 +1,4 @@
-"""Per-field search documents (env_spec §3.3, option document ``public-axis-value-v1``).
+"""Per-field search documents (docs/contract.md#search-fields, option document ``public-axis-value-v1``).
 
 Only public product facts are indexed: no instructions, goals, descriptions, prices, images or variant ids,
 so that search can never leak what the reward checks.

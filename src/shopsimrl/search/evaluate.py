@@ -1,4 +1,4 @@
-"""Gold-ASIN retrieval proxy (env_spec §3.7) over an explicit list of tasks.
+"""Gold-ASIN retrieval proxy (docs/contract.md#search-evaluation) over an explicit list of tasks.
 
 The reference script enumerated tasks by position from range-form splits, which selects the wrong tasks
 with explicit-id split manifests; here the caller passes the tasks themselves, so any split (or any list)

@@ -1,6 +1,6 @@
 """Query normaliser (``nfkc-casefold-basic-punctuation-v1``) and tokenizer (``han-bigram-latin-number-v1``).
 
-Both are part of the ranking contract (env_spec §3.1–3.2): the same text must give the same tokens as the
+Both are part of the ranking contract (docs/contract.md#search-normaliser, #search-tokeniser): the same text must give the same tokens as the
 reference, so that the same catalog ranks the same way. The steps are therefore replicated literally, in the
 reference's order, including two corner cases where normalising twice is not a no-op (see ``normalize_query``).
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-#: The Latin/number token shape of §3.2, shared by the tokenizer, the ``model`` field and the reward.
+#: The Latin/number token shape of docs/contract.md#search-tokeniser, shared by the tokenizer, the ``model`` field and the reward.
 LATIN_TOKEN_PATTERN = r"[a-z0-9]+(?:[._+\-/][a-z0-9]+)*"
 LATIN_TOKEN = re.compile(LATIN_TOKEN_PATTERN)
-#: Han ranges of §3.2: CJK Extension A and the CJK Unified Ideographs block.
+#: Han ranges of docs/contract.md#search-tokeniser: CJK Extension A and the CJK Unified Ideographs block.
 HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
-#: Characters that step 5 of §3.1 turns into a space (full-width forms are already ASCII after NFKC).
+#: Characters that step 5 of docs/contract.md#search-normaliser turns into a space (full-width forms are already ASCII after NFKC).
 PUNCTUATION_CHARS = "，,。；;：:！!？?、|"
 
 _CURRENCY_WORD = re.compile(r"(?<=\d)\s*(?:rmb|cny|yuan)\b")
@@ -52,5 +52,5 @@ def tokens_of_normalized(normalized: str) -> tuple[str, ...]:
 
 
 def search_tokens(text: object) -> tuple[str, ...]:
-    """The §3.2 tokens of ``text`` (normalised first), unique, in first-occurrence order."""
+    """The docs/contract.md#search-tokeniser tokens of ``text`` (normalised first), unique, in first-occurrence order."""
     return tokens_of_normalized(normalize_query(text))

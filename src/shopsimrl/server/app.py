@@ -1,4 +1,4 @@
-"""FastAPI application: the reference ``POST /api/shop_agent`` contract (env_spec §9.2), ``GET /healthz``,
+"""FastAPI application: the reference ``POST /api/shop_agent`` contract (docs/contract.md#http-reference-api), ``GET /healthz``,
 the resource-style ``/v1`` API, and the browser UIs with their read-only replay API.
 
 A thin layer: it checks the request, maps a lease to its in-process ``ShopEnv`` (through ``EnvService``)
@@ -169,7 +169,7 @@ def create_app(
     @app.post(
         "/api/shop_agent", tags=["reference"], openapi_extra={"requestBody": REFERENCE_BODY},
         responses={status: {"model": ErrorBody} for status in (400, 404, 409, 413, 503)},
-        summary="The reference API (env_spec §9.2): reset, interact, terminate, release_one, release_all",
+        summary="The reference API (docs/contract.md#http-reference-api): reset, interact, terminate, release_one, release_all",
     )
     async def shop_agent(request: Request) -> Response:
         # Normally answered by ServiceApp.__call__ before routing; kept so the route is real without it too.

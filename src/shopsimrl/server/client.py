@@ -138,7 +138,19 @@ class ShopClient(_Base):
               shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         """Start an episode, as ``ShopEnv.reset``: a lease still held (a finished or running episode) is
         released first; ``persona=None`` takes the task's own mode, ``True`` on a standard task raises
-        :class:`PersonaUnavailableError`."""
+        :class:`PersonaUnavailableError`.
+
+        Args:
+            task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed: as ``ShopEnv.reset``.
+            wait_timeout: seconds to queue for a free slot (the service's default when None; 503 after).
+
+        Returns:
+            The reset result, exactly as ``ShopEnv.reset`` gives it (lease fields kept inside the client).
+
+        Raises:
+            The errors ``ShopEnv.reset`` raises (rebuilt from the service's error code), ``PoolTimeout`` when no
+            slot frees in time, ``ServiceError`` for transport failures.
+        """
         self.release()
         body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
         if wait_timeout is not None:
@@ -152,13 +164,16 @@ class ShopClient(_Base):
         return self._strip(result)
 
     def step(self, action: str) -> dict[str, Any]:
+        """One action, as ``ShopEnv.step`` (same result, same errors; a stale lease raises ``LeaseError``)."""
         return self._strip(self._post({"action": "interact", **self._require_lease(), "response": action}))
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
+        """End the episode, as ``ShopEnv.terminate`` (the lease stays held until ``release`` or the next reset)."""
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(self._post(body))
 
     def release(self) -> None:
+        """Give the slot back to the service's pool (a no-op without a lease, or when it was already reclaimed)."""
         lease, self._lease = self._lease, None
         if lease is not None:
             with contextlib.suppress(LeaseError):  # already reclaimed: nothing left to release

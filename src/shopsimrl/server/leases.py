@@ -1,4 +1,4 @@
-"""Leased session slots (env_spec §9.3, improved): FIFO queueing with a wait timeout, idle reclaim.
+"""Leased session slots (docs/contract.md#leases, improved): FIFO queueing with a wait timeout, idle reclaim.
 
 Runs inside the server's event loop: every operation is a short critical section, so no lock is needed,
 and a waiter is handed a slot directly by the release that frees it (strict FIFO, no stampede).

@@ -1,7 +1,7 @@
 """Pydantic models of the resource-style ``/v1`` API, so its OpenAPI schema describes what is really sent.
 
 Page data (``observation_state``, ``reward_detail``, ``purchase``, ``goal``) is versioned by the environment
-(env_spec §5, §6) and passed through as objects; the envelope around it is typed here.
+(docs/contract.md#observation, #reward) and passed through as objects; the envelope around it is typed here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Read-only access to experiment runs (runtime_spec §5) for the replay UI, confined to one runs directory.
+"""Read-only access to experiment runs (docs/contract.md#run-directories) for the replay UI, confined to one runs directory.
 
 A run is a direct sub-directory of the runs root holding at least one of ``manifest.json``, ``summary.json``
 and ``traces.jsonl``. Run names are checked against a strict pattern and the resolved path must sit directly
@@ -149,7 +149,7 @@ def episode_summary(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def computed_summary(index: TraceIndex, manifest: dict[str, Any] | None) -> dict[str, Any]:
-    """Headline figures recomputed from the traces (runtime_spec §5.3 semantics, a subset)."""
+    """Headline figures recomputed from the traces (docs/contract.md#summary semantics, a subset)."""
     rows = [episode_summary(record) for record in index.episodes.values()]
     jobs = _list(_dict(_dict(manifest).get("plan")).get("jobs"))
     requested = len(jobs) if jobs else len(rows)

@@ -1,4 +1,4 @@
-"""GRPO groups (runtime_spec §7): n siblings per task sharing one context, the dynamic-sampling filter and the
+"""GRPO groups (docs/contract.md#grpo): n siblings per task sharing one context, the dynamic-sampling filter and the
 per-group advantage over unique rollouts.
 
 A rollout (one episode) may fan out into several segments; every rule here counts a rollout once, by its

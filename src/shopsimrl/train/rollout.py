@@ -1,4 +1,4 @@
-"""The trainer-agnostic rollout core: one episode as exact tokens, loss mask and rollout log-probs (§3, §7).
+"""The trainer-agnostic rollout core: one episode as exact tokens, loss mask and rollout log-probs (docs/contract.md#runtime-turn-rules, #grpo).
 
 The turn loop, validation, repair and termination are the agent runtime's: the prompt is the runtime's system
 and first user message, each sampled text is parsed and checked by :func:`shopsimrl.agent.validation.interpret`
@@ -93,7 +93,7 @@ class RolloutContext:
     skills: tuple[Skill, ...] = ()
     prompt: str = SYSTEM_PROMPT
     interaction_mode: str = SINGLE_TURN
-    shopper: str | None = None  # dialogue mode (issue 16): the shopper's replies come back as tool messages (mask 0)
+    shopper: str | None = None  # dialogue mode: the shopper's replies come back as tool messages (mask 0)
 
     def fingerprint(self) -> tuple[Any, ...]:
         return (self.task_id, self.persona, self.prompt, self.interaction_mode,
@@ -127,7 +127,7 @@ class RolloutConfig:
     max_context_len: int | None = None  # a prompt longer than this ends the episode as generation_length
     keep_reasoning: bool = False  # echo parsed reasoning into the assistant history ("wire message")
     stop_texts: tuple[str, ...] | None = None  # stripped from the decoded text end; None: the tokenizer's eos
-    # "resegment": re-render every turn, fork a segment when the prompt is not an extension (slime, §7);
+    # "resegment": re-render every turn, fork a segment when the prompt is not an extension (slime, docs/contract.md#grpo);
     # "append": keep the exact sampled tokens and append only the rendered new messages (one sequence per
     # episode, for trainers that take one: verl, TRL). The tools block then stays as first rendered.
     mode: str = "resegment"

@@ -1,4 +1,4 @@
-"""slime adapter (runtime_spec §7): a custom generate function, the group filter and the reward post-process.
+"""slime adapter (docs/contract.md#grpo): a custom generate function, the group filter and the reward post-process.
 
 Flags (see docs/training.md for a full launch)::
 
@@ -139,7 +139,7 @@ def _environment(args: Any) -> EnvironmentFactory:
 
 
 def task_of(sample: Any) -> tuple[int, str]:
-    """The task id and split of a task-data line (``prompt`` = the id, ``metadata`` per §7)."""
+    """The task id and split of a task-data line (``prompt`` = the id, ``metadata`` per docs/contract.md#grpo)."""
     meta = getattr(sample, "metadata", None) or {}
     raw = meta.get("task_id", getattr(sample, "prompt", None))
     try:
@@ -150,7 +150,7 @@ def task_of(sample: Any) -> tuple[int, str]:
 
 
 def context_of(sample: Any) -> RolloutContext:
-    """The sample's rollout context; ``metadata.shopper`` makes it a dialogue episode (issue 16)."""
+    """The sample's rollout context; ``metadata.shopper`` makes it a dialogue episode."""
     task_id, _ = task_of(sample)
     meta = getattr(sample, "metadata", None) or {}
     try:
@@ -294,7 +294,7 @@ class FilterOutput:
 
 def fully_scored_group_filter(args: Any, samples: Sequence[Any], **kwargs: Any) -> Any:
     """Drop a group with any unscored sibling; a group with zero reward spread over unique rollouts is dropped
-    too, but marked ``keep_when_insufficient`` so that slime keeps it when the batch would run short (§7)."""
+    too, but marked ``keep_when_insufficient`` so that slime keeps it when the batch would run short (docs/contract.md#grpo)."""
     flat = _flatten(samples)
     scored = [_scored(s) for s in flat]
     rewards = unique_rewards((_rollout_id(s), _reward(s)) for s, ok in zip(flat, scored, strict=True) if ok)
@@ -325,7 +325,7 @@ __all__ = [
 def task_lines(task_ids: Sequence[int], split: str = "train", *, shopper: str | None = None
                ) -> list[dict[str, Any]]:
     """slime task data (JSONL lines): the prompt is the task id; the real prompt comes from the reset.
-    ``shopper`` adds ``metadata.shopper``: dialogue episodes (issue 16)."""
+    ``shopper`` adds ``metadata.shopper``: dialogue episodes."""
     shopper = parse_shopper(shopper)
     extra = {"shopper": shopper} if shopper else {}
     return [{"prompt": str(t), "metadata": {"schema_version": TASKS_SCHEMA, "task_id": int(t), "split": split,

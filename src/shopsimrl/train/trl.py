@@ -2,7 +2,7 @@
 
 The dataset's ``prompt`` column holds task ids (as strings; :func:`task_prompts` builds it); TRL's sampler
 already repeats each prompt ``num_generations`` times, so every prompt is one episode and siblings share the task
-(one context). TRL hands ``rollout_func`` the prompts only, so a dialogue task (issue 16) carries its shopper in
+(one context). TRL hands ``rollout_func`` the prompts only, so a dialogue task carries its shopper in
 the prompt itself: ``"17@rule"`` plays task 17 against the rule shopper (``multi_turn``, 40 turns, the shopper's
 opening as the first user message); its replies are tool results, so ``env_mask`` is 0 on them. Episodes
 run concurrently (``concurrency`` at a time, asyncio; a synchronous generate runs in worker threads), each

@@ -13,7 +13,7 @@ decides what a tool call is, so the repair protocol (feedback JSON on a protocol
 not apply — a malformed call is TRL's ``{"error": …}`` tool message or ends the completion; a cut-off generation
 is not ``terminate("generation_length")``; and the tokens are TRL's re-rendered ones, not the exact samples.
 
-Dialogue mode (issue 16): TRL builds one tool list per environment class, so :class:`ShopDialogueToolEnvironment`
+Dialogue mode: TRL builds one tool list per environment class, so :class:`ShopDialogueToolEnvironment`
 adds ``ask_user`` (its description is the environment's own ``ask_user`` tool text) and plays rows whose
 ``shopper`` column names a shopper; ``reset`` returns the shopper's opening instead of the instruction, and a
 reply comes back as the tool result, which TRL masks like every tool result.

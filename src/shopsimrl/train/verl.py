@@ -30,7 +30,7 @@ Optional keys there are passed to the constructor: ``env_url``, ``data_dir``, ``
 ``max_tokens_per_turn``. Without them the environment comes from ``SHOPSIM_ENV_URL`` (a ``shopsimrl serve``)
 or ``SHOPSIM_DATA`` (an in-process catalog directory). Every dataset row needs ``agent_name: shopsim`` and
 ``extra_info: {task_id: N}`` (``examples/verl/build_tasks.py`` writes such a parquet file). A row whose
-``extra_info`` also has ``shopper: rule`` is a dialogue episode (issue 16; ``build_tasks.py --shopper rule``):
+``extra_info`` also has ``shopper: rule`` is a dialogue episode (``build_tasks.py --shopper rule``):
 ``multi_turn``, 40 turns unless ``max_steps`` caps it, the shopper's opening as the first user message, and its
 replies appended as tool results with ``response_mask`` 0.
 

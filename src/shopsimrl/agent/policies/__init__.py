@@ -1,5 +1,5 @@
 """Built-in policies: ``oracle`` (reads the private goal), ``heuristic`` (public information), ``random``, ``first``
-(first result, first option values: the trivial floor of issue 15)."""
+(first result, first option values: the trivial floor of the difficulty targets)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The trivial policy: search the visible request, open the first result, take the first value of each axis, buy.
 
-It is the floor a generated catalog must keep low (issue 15: below 15% success on the test split): a catalog
+It is the floor a generated catalog must keep low (below 15% success on the test split): a catalog
 where the first hit with its first option values succeeds tests nothing.
 """
 

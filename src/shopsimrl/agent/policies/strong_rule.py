@@ -1,9 +1,10 @@
-"""The strong rule policy: the heuristic plus full knowledge of the generator's vocabulary (issue 15).
+"""The strong rule policy: the heuristic plus full knowledge of the generator's vocabulary.
 
 It knows every leaf attribute, the paraphrase table (so 用得久 reads as 耐用), every option value, the budget
 parser and the persona's preferences and brands; since v5 also the spoken counts (两个装 = 2个装) and the end-value
-descriptions (规格要大一点的那个 = the last value). It does not know the implied-cue table (晚上用不吵人的 for 静音):
-reading a situation is the inference the catalog asks of an agent. It ranks candidates by the recovered attributes, prefers
+descriptions (规格要大一点的那个 = the last value), and since v5.1 the implied-cue table too (a recent search
+晚上用不吵人的风扇 reads as 静音; a cue that the table lists under several attributes reads as all of them, since a rule
+cannot tell which one the shopper meant). It ranks candidates by the recovered attributes, prefers
 the persona's brands, and passes over a product that lacks a requested option value or exceeds the budget.
 It is the upper bound a rule-writer with the generator's source reaches; the catalog must keep it ≤ 55%.
 """
@@ -41,6 +42,31 @@ def _knowledge() -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
     return back, tuple(attributes), tuple(values)
 
 
+@lru_cache(maxsize=1)
+def _cues() -> tuple[tuple[tuple[str, ...], str], ...]:
+    """The implied-cue table as (fixed fragments around ``{noun}``, attribute): a search holding every fragment."""
+    table: dict[str, Any] = load_vocabulary().personas["implied_cues"]
+    out: list[tuple[tuple[str, ...], str]] = []
+    for attribute, cues in table.items():
+        if attribute.startswith("_") or not isinstance(cues, list):
+            continue
+        for cue in cues:
+            fragments = tuple(part.strip() for part in str(cue).split("{noun}") if part.strip())
+            if fragments:
+                out.append((fragments, attribute))
+    return tuple(out)
+
+
+def implied_attributes(searches: list[str]) -> set[str]:
+    """Every attribute whose implied cue one of the persona's recent searches spells out."""
+    return {
+        attribute
+        for fragments, attribute in _cues()
+        for search in searches
+        if all(fragment in search for fragment in fragments)
+    }
+
+
 class StrongRequest(Request):
     """The heuristic's request, with paraphrases mapped back to attributes and the vocabulary's words found."""
 
@@ -58,6 +84,9 @@ class StrongRequest(Request):
         super().__init__(expanded, persona)
         said = " ".join(self.evidence)
         implied = {attribute for phrase, attribute in back.items() if phrase in said}
+        behaviour = persona.get("行为特征") if isinstance(persona, Mapping) else None
+        searches = _strings(behaviour.get("最近14天搜索关键词")) if isinstance(behaviour, Mapping) else []
+        implied |= implied_attributes(searches)
         self.required = [a for a in attributes if a in self.text or a in implied]
         self.option_words = [v for v in values if v in self.text]
         interests = persona.get("兴趣偏好") if isinstance(persona, Mapping) else None

@@ -1,4 +1,4 @@
-// Experiment Replay: browse runs (runtime_spec §5) read-only and step through one episode's turns.
+// Experiment Replay: browse runs (docs/contract.md#run-directories) read-only and step through one episode's turns.
 // Dialogue episodes: the turn list starts with the shopper's opening and shows each question and reply
 // (the server's ``dialogue`` view of the trace). Every text goes in through textContent.
 "use strict";
