@@ -111,11 +111,11 @@ def _store_search(out_dir: Path, index_sha256: str, product_count: int) -> tuple
 
     The index holds each cleaned product once (validation refuses empty and repeated ASINs), so when its row
     count equals the product count it covers exactly the catalog and searches need no membership filter."""
-    with SearchIndex.open(out_dir / INDEX_FILE, accelerate=True, cache_size=1) as index:
+    with SearchIndex.open(out_dir / INDEX_FILE, accelerate=False, cache_size=1) as index:
         asins = index.asin_of_rowid
         covers = len(asins) == product_count
-        try:
-            meta, names = save_search_arrays(out_dir / SEARCH_DIR, asins, index.postings)
+        try:  # the postings are built a chunk of rows at a time straight into their files, then verified
+            meta, names = save_search_arrays(out_dir / SEARCH_DIR, asins, index.store_postings)
         except ValueError as exc:
             raise DatasetBuildError(f"cannot store the search index for opening: {exc}") from exc
     meta |= {"layout": STORED_SEARCH_VERSION, "index_sha256": index_sha256, "covers": covers}

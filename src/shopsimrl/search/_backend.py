@@ -21,8 +21,9 @@ from typing import Any
 from .. import versions
 from ._pool import writable_temp_schema
 from ._postings import Postings, PostingsUnavailable
+from ._postings_build import build_postings
 from ._schema import FTS_COLUMNS, bm25_column_weights, match_expression
-from .stored import AsinColumn, load_postings
+from .stored import POSTINGS_ARRAYS, AsinColumn, NpyFileSink, load_array, load_postings
 
 logger = logging.getLogger("shopsimrl.search")
 
@@ -114,6 +115,12 @@ def _refused(path: Path, reason: str) -> Backend:
     return Backend(None, reason)
 
 
+def _tie_rank(query: RankingQuery) -> dict[int, int]:
+    """Each rowid's place in ASIN order (the contract's tie-break)."""
+    ordered = sorted(query.asin_of_rowid.items(), key=lambda item: item[1])
+    return {rowid: rank for rank, (rowid, _) in enumerate(ordered)}
+
+
 def rebuilt_postings(
     path: Path, connection: sqlite3.Connection, manifest: Mapping[str, Any], query: RankingQuery
 ) -> Backend:
@@ -121,8 +128,7 @@ def rebuilt_postings(
     start = time.perf_counter()
     try:
         weights = bm25_column_weights(manifest["field_weights"])
-        ordered = sorted(query.asin_of_rowid.items(), key=lambda item: item[1])
-        tie_rank = {rowid: rank for rank, (rowid, _) in enumerate(ordered)}
+        tie_rank = _tie_rank(query)
         with writable_temp_schema(connection):
             connection.execute("CREATE VIRTUAL TABLE temp.shopsimrl_vocab USING fts5vocab('main', 'products', 'row')")
         try:
@@ -136,6 +142,40 @@ def rebuilt_postings(
     if problem:
         return _refused(path, problem)
     return Backend(postings, f"verified on {VERIFY_QUERIES} title queries", time.perf_counter() - start)
+
+
+def built_into_files(
+    path: Path, sink: NpyFileSink, connection: sqlite3.Connection, manifest: Mapping[str, Any], query: RankingQuery
+) -> Backend:
+    """Build the postings straight into ``.npy`` files through ``sink`` (``prepare``'s stored form, a chunk of rows
+    at a time with the runs spilled next to them), memory-map them and verify them like rebuilt ones; on any
+    doubt the files are removed and the index ranks with SQLite."""
+    start = time.perf_counter()
+    try:
+        weights = bm25_column_weights(manifest["field_weights"])
+        column_weights = [weights[c] for c in FTS_COLUMNS]
+        tie_rank = _tie_rank(query)
+        with writable_temp_schema(connection):
+            connection.execute("CREATE VIRTUAL TABLE temp.shopsimrl_vocab USING fts5vocab('main', 'products', 'row')")
+        try:
+            built = build_postings(connection, FTS_COLUMNS, column_weights, tie_rank, sink, spill_dir=sink.directory)
+        finally:
+            with writable_temp_schema(connection):
+                connection.execute("DROP TABLE temp.shopsimrl_vocab")
+        del tie_rank
+        arrays = {name: load_array(sink.path(name)) for name in POSTINGS_ARRAYS}
+        postings = Postings.from_arrays(arrays, built.terms, built.total_tokens, column_weights)
+        problem = ranking_difference(postings, connection, query)
+    except (PostingsUnavailable, sqlite3.Error, MemoryError) as exc:
+        sink.abort()
+        return _refused(path, str(exc))
+    except BaseException:
+        sink.abort()
+        raise
+    if problem:
+        sink.abort()
+        return _refused(path, problem)
+    return Backend(postings, f"stored, verified on {VERIFY_QUERIES} title queries", time.perf_counter() - start)
 
 
 def stored_postings(

@@ -30,12 +30,20 @@ from typing import TYPE_CHECKING, Any
 
 from .. import versions
 from ..errors import SearchIndexError
-from ._backend import FORCED_SQLITE, Backend, RankingQuery, rebuilt_postings, stored_postings, wants_postings
+from ._backend import (
+    FORCED_SQLITE,
+    Backend,
+    RankingQuery,
+    built_into_files,
+    rebuilt_postings,
+    stored_postings,
+    wants_postings,
+)
 from ._manifest import manifest_problems, manifest_row, read_table, table_definition_problems
 from ._pool import ConnectionPool
 from ._postings import Postings
 from ._schema import bm25_call, match_expression, rebuild_hint
-from .stored import AsinColumn, load_asin_column
+from .stored import AsinColumn, NpyFileSink, load_asin_column
 from .text import search_tokens
 
 if TYPE_CHECKING:
@@ -143,6 +151,13 @@ class SearchIndex:
         self.backend = backend.name
         self.backend_reason = backend.reason
         self.postings_load_s = backend.load_s
+
+    def store_postings(self, sink: NpyFileSink) -> Postings | None:
+        """Build this index's postings into ``.npy`` files through ``sink`` (what ``prepare`` stores) and rank with
+        them once verified; None (and no files) when they cannot be verified, the index then ranks with SQLite."""
+        with self._pool.connection() as connection:
+            self._use(built_into_files(self.path, sink, connection, self.manifest, self._ranking_query()))
+        return self.postings
 
     @property
     def asin_of_rowid(self) -> Mapping[int, str]:

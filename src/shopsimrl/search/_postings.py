@@ -199,122 +199,14 @@ class Postings:
         tie_rank_of_rowid: dict[int, int],
     ) -> Postings:
         """Build from the FTS table ``products`` (``columns[0]`` UNINDEXED); raise ``PostingsUnavailable`` on doubt."""
+        from ._postings_build import MemorySink, build_postings  # the builder needs this module's constants
+
+        sink = MemorySink()
         try:
-            return cls._load(connection, columns, column_weights, tie_rank_of_rowid)
+            built = build_postings(connection, columns, column_weights, tie_rank_of_rowid, sink)
         except sqlite3.Error as exc:
             raise PostingsUnavailable(f"cannot read the FTS5 statistics: {exc}") from exc
-
-    @classmethod
-    def _load(
-        cls,
-        connection: sqlite3.Connection,
-        columns: Sequence[str],
-        column_weights: Sequence[float],
-        tie_rank_of_rowid: dict[int, int],
-    ) -> Postings:
-        n_cols = len(columns)
-        indexed = list(range(1, n_cols))
-        vocab = connection.execute("SELECT term, doc, cnt FROM temp.shopsimrl_vocab").fetchall()
-        term_ids = {term: i for i, (term, _, _) in enumerate(vocab)}
-        rowids = np.fromiter(
-            (rowid for (rowid,) in connection.execute("SELECT rowid FROM products ORDER BY rowid")), dtype=np.int64
-        )
-        n_docs = int(rowids.size)
-        if not n_docs:
-            raise PostingsUnavailable("the FTS table is empty")
-        # One vectorised pass per column over all rows: unicode61's split of our stored text (token characters
-        # between ASCII separators), then each token's term id by a packed code-point key.
-        lookup = _TermLookup(term_ids)
-        sizes = np.zeros((n_docs, n_cols), dtype=np.int64)
-        column_ids: list[np.ndarray] = []
-        for col in indexed:  # one column's text at a time: a million rows of all seven would not fit well
-            texts = [str(text or "") for (text,) in connection.execute(
-                f"SELECT {columns[col]} FROM products ORDER BY rowid")]
-            if len(texts) != n_docs:
-                raise PostingsUnavailable("the table changed while loading")
-            ids_col, sizes[:, col] = lookup.column(texts)
-            column_ids.append(ids_col)
-            del texts
-
-        # SQLite's own length bookkeeping must equal what we counted, row by row and in total.
-        docsize = connection.execute("SELECT id, sz FROM products_docsize ORDER BY id").fetchall()
-        if [rowid for rowid, _ in docsize] != rowids.tolist():
-            raise PostingsUnavailable("products_docsize rows differ from the table's rows")
-        blob = b"".join(sz for _, sz in docsize)
-        if len(blob) == n_docs * n_cols and max(blob, default=0) < 0x80:  # every size one varint byte
-            stored_sizes = np.frombuffer(blob, dtype=np.uint8).reshape(n_docs, n_cols)
-            same = np.array_equal(stored_sizes, sizes)
-        else:
-            same = all(_varints(sz) == sizes[doc].tolist() for doc, (_, sz) in enumerate(docsize))
-        if not same:
-            raise PostingsUnavailable("per-row column sizes differ from products_docsize")
-        averages = connection.execute("SELECT block FROM products_data WHERE id = 1").fetchone()
-        totals = _varints(averages[0]) if averages else []
-        if len(totals) < 1 + n_cols or totals[0] != n_docs or totals[1 : 1 + n_cols] != sizes.sum(axis=0).tolist():
-            raise PostingsUnavailable("the FTS5 averages record differs from the stored rows")
-        total_tokens = int(sum(totals[1 : 1 + n_cols]))
-        doc_lengths = sizes.sum(axis=1)
-
-        # Instances in (doc, column, offset) order, then stably by term: (term, doc, column, offset).
-        flat_sizes = sizes.reshape(-1)
-        inst_term = _row_major(column_ids, sizes, indexed)
-        inst_doc = np.repeat(np.repeat(np.arange(n_docs, dtype=np.int32), n_cols), flat_sizes)
-        inst_col = np.repeat(np.tile(np.arange(n_cols, dtype=np.int8), n_docs), flat_sizes)
-        starts = np.repeat(np.cumsum(flat_sizes) - flat_sizes, flat_sizes)
-        inst_off = (np.arange(inst_term.size, dtype=np.int64) - starts).astype(np.int64)
-        order = np.argsort(inst_term, kind="stable")
-        inst_term, inst_doc, inst_col, inst_off = inst_term[order], inst_doc[order], inst_col[order], inst_off[order]
-
-        n_terms = len(vocab)
-        new_pair = np.ones(inst_term.size, dtype=bool)
-        new_pair[1:] = (inst_term[1:] != inst_term[:-1]) | (inst_doc[1:] != inst_doc[:-1])
-        pair_start = np.flatnonzero(new_pair)
-        pair_len = np.diff(np.append(pair_start, inst_term.size))
-        pair_term = inst_term[pair_start]
-        pair_docs = inst_doc[pair_start].astype(np.int32)
-        weights = np.asarray(column_weights, dtype=np.float64)
-        inst_weight = weights[inst_col]
-        freq = 0.0 + inst_weight[pair_start]  # the first instance; then one at a time, as xInst adds them
-        repeated = np.flatnonzero(pair_len > 1)
-        for step in range(1, int(pair_len.max(initial=1))):
-            repeated = repeated[pair_len[repeated] > step]
-            freq[repeated] += inst_weight[pair_start[repeated] + step]
-        docs_per_term = np.bincount(pair_term, minlength=n_terms)
-        cnt_per_term = np.bincount(inst_term, minlength=n_terms)
-        expected_docs = np.fromiter((d for _, d, _ in vocab), dtype=np.int64, count=n_terms)
-        expected_cnt = np.fromiter((c for _, _, c in vocab), dtype=np.int64, count=n_terms)
-        if not (np.array_equal(docs_per_term, expected_docs) and np.array_equal(cnt_per_term, expected_cnt)):
-            bad = int(np.flatnonzero((docs_per_term != expected_docs) | (cnt_per_term != expected_cnt))[0])
-            raise PostingsUnavailable(f"row/instance counts of term {vocab[bad][0]!r} differ from fts5vocab")
-        pair_offsets = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(docs_per_term, out=pair_offsets[1:])
-        freq_values, codes = np.unique(freq, return_inverse=True)
-        code_type = np.uint16 if freq_values.size <= 1 << 16 else np.uint32
-        pair_freq_codes = codes.astype(code_type).reshape(-1)
-
-        # Positions only for ASCII terms: only they can form multi-token phrases (``usb-c`` = ``usb`` ``c``).
-        ascii_terms = np.fromiter((term.isascii() for term, _, _ in vocab), dtype=bool, count=n_terms)
-        keep = ascii_terms[inst_term]
-        position_keys = (
-            (inst_doc[keep].astype(np.int64) << _KEY_DOC_SHIFT)
-            | (inst_col[keep].astype(np.int64) << _KEY_COL_SHIFT)
-            | inst_off[keep]
-        )
-        kept_terms = inst_term[keep]
-        position_bounds = np.zeros((n_terms, 2), dtype=np.int64)
-        if kept_terms.size:
-            boundaries = np.flatnonzero(np.diff(kept_terms)) + 1
-            begin = np.concatenate(([0], boundaries))
-            end = np.append(boundaries, kept_terms.size)
-            position_bounds[kept_terms[begin], 0] = begin
-            position_bounds[kept_terms[begin], 1] = end
-        tie_rank = np.fromiter((tie_rank_of_rowid[r] for r in rowids.tolist()), dtype=np.int64, count=n_docs)
-        return cls(
-            rowids=rowids, doc_lengths=doc_lengths, total_tokens=total_tokens, term_ids=term_ids,
-            pair_offsets=pair_offsets, pair_docs=pair_docs, pair_freq_codes=pair_freq_codes, freq_values=freq_values,
-            position_bounds=position_bounds, position_keys=position_keys, column_weights=column_weights,
-            tie_rank=tie_rank,
-        )
+        return cls.from_arrays(sink.arrays, built.terms, built.total_tokens, column_weights)
 
     # -- querying ------------------------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,20 +96,81 @@ def encode_asins(asins: list[str]) -> np.ndarray:
     return np.array(encoded, dtype=f"S{width}")
 
 
+class NpyFileSink:
+    """Arrays written block by block into ``<directory>/postings_<name>.npy``, byte for byte what ``np.save`` of the
+    whole array writes (same header), each through ``.building`` and renamed into place when complete.
+
+    Why: ``prepare`` then never holds a whole postings array in memory, nor maps one while writing it.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._writers: list[_NpyWriter] = []
+
+    def path(self, name: str) -> Path:
+        return self.directory / f"postings_{name}.npy"
+
+    def open(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> _NpyWriter:
+        writer = _NpyWriter(self.path(name), dtype, shape)
+        self._writers.append(writer)
+        return writer
+
+    def abort(self) -> None:
+        """Remove every file this sink wrote or began."""
+        for writer in self._writers:
+            writer.abort()
+        self._writers = []
+
+
+class _NpyWriter:
+    def __init__(self, path: Path, dtype: np.dtype[Any], shape: tuple[int, ...]) -> None:
+        self.path = path
+        self.dtype = np.dtype(dtype)
+        self._left = int(np.prod(shape, dtype=np.int64))
+        self._temporary = path.with_name(path.name + ".building")
+        self._handle = open(self._temporary, "wb")  # noqa: SIM115 - open across write() calls, closed by close/abort
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                  "shape": tuple(int(n) for n in shape)}
+        np.lib.format.write_array_header_1_0(self._handle, header)  # what np.save picks for such a header
+
+    def write(self, block: np.ndarray) -> None:
+        if block.dtype != self.dtype or block.size > self._left:
+            raise ValueError(f"{self.path.name}: a block of {block.size} {block.dtype} does not fit")
+        self._handle.write(np.ascontiguousarray(block).data)
+        self._left -= int(block.size)
+
+    def close(self) -> None:
+        if self._left:
+            raise ValueError(f"{self.path.name}: {self._left} values were never written")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        os.replace(self._temporary, self.path)
+
+    def abort(self) -> None:
+        self._handle.close()
+        self._temporary.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
+
+
 def save_search_arrays(
-    directory: Path, asin_of_rowid: Mapping[int, str], postings: Postings | None
+    directory: Path, asin_of_rowid: Mapping[int, str], store_postings: Callable[[NpyFileSink], Postings | None]
 ) -> tuple[dict[str, Any], list[str]]:
-    """Write the stored form into ``directory``; returns its meta (for the manifest) and the relative file names."""
+    """Write the stored form into ``directory``; returns its meta (for the manifest) and the relative file names.
+
+    ``store_postings`` writes the postings arrays through the sink it is given and returns them (memory-mapped),
+    or returns None having removed what it wrote (the index then ranks with SQLite after opening too).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     rowids = sorted(asin_of_rowid)
     names = [ROWIDS_FILE, ASINS_FILE]
     save_array(directory / ROWIDS_FILE, np.asarray(rowids, dtype=np.int64))
     save_array(directory / ASINS_FILE, encode_asins([asin_of_rowid[r] for r in rowids]))
-    meta: dict[str, Any] = {"version": STORED_SEARCH_VERSION, "rows": len(rowids), "postings": None}
+    del rowids
+    meta: dict[str, Any] = {"version": STORED_SEARCH_VERSION, "rows": len(asin_of_rowid), "postings": None}
+    postings = store_postings(NpyFileSink(directory))
     if postings is not None:
-        for name, array in postings.arrays().items():
-            save_array(directory / f"postings_{name}.npy", array)
-            names.append(f"postings_{name}.npy")
+        names += [f"postings_{name}.npy" for name in POSTINGS_ARRAYS]
         terms = (json.dumps(postings.terms, ensure_ascii=False) + "\n").encode("utf-8")
         temporary = directory / (TERMS_FILE + ".building")
         temporary.write_bytes(terms)

@@ -1,0 +1,373 @@
+"""Building the postings arrays from an FTS5 table a chunk of rows at a time, with bounded memory.
+
+Why chunks: the one-shot build held about 60 bytes for every token instance of the whole catalog at once (term,
+row, column, offset, a sort order and their sorted copies): 8.5 GB of ``prepare``'s peak at 1.17M products. Here
+one chunk of rows is tokenised, sorted by term and reduced to (term, row, frequency) pairs and ASCII positions,
+which go to a spill (a temporary file when ``prepare`` builds, memory when an index is opened); the final arrays
+are then gathered a block of terms at a time from every chunk's run (each run is sorted by term, so a block is one
+slice of each run, and chunks hold ascending rows) and written in their final (term, row) order to a sink: numpy
+arrays in memory, or ``.npy`` files written sequentially (``stored``).
+
+Exactness: the arrays equal the one-shot build's bit for bit. A pair's frequency is the column weights summed one
+instance at a time in (column, offset) order within its row, which a chunk holds whole; codes index the sorted
+distinct frequencies of all pairs; contributions repeat ``Postings._contributions``'s operations element by element.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ._postings import (
+    _IDF_FLOOR,
+    _K1_PLUS_1,
+    _KEY_COL_SHIFT,
+    _KEY_DOC_SHIFT,
+    K1,
+    B,
+    PostingsUnavailable,
+    _row_major,
+    _TermLookup,
+    _varints,
+)
+
+#: Rows tokenised at a time (about 60 token instances a row on the default catalog: ~0.1 GB of transients).
+DOC_CHUNK = 1 << 15
+#: Token instances (and so at most pairs or positions) gathered at a time when writing the final arrays.
+TERM_BLOCK = 1 << 22
+class ArrayWriter(Protocol):
+    """One output array, filled front to back in blocks."""
+
+    def write(self, block: np.ndarray) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ArraySink(Protocol):
+    """Where the finished arrays go (``open`` is called once per name, with the final dtype and shape)."""
+
+    def open(self, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> ArrayWriter: ...
+
+
+class _MemoryWriter:
+    def __init__(self, array: np.ndarray) -> None:
+        self._flat = array.reshape(-1)
+        self._at = 0
+
+    def write(self, block: np.ndarray) -> None:
+        size = int(block.size)
+        self._flat[self._at : self._at + size] = block.reshape(-1)
+        self._at += size
+
+    def close(self) -> None:
+        if self._at != self._flat.size:
+            raise PostingsUnavailable(f"an array was filled with {self._at} of its {self._flat.size} values")
+
+
+class MemorySink:
+    """The arrays as numpy arrays, by name (for opening an index that ``prepare`` did not store)."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def open(self, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> ArrayWriter:
+        array = np.empty(shape, dtype=dtype)
+        self.arrays[name] = array
+        return _MemoryWriter(array)
+
+
+@dataclass(frozen=True)
+class BuiltPostings:
+    """What the arrays need beside themselves: the terms in id order and the token total."""
+
+    terms: list[str]
+    total_tokens: int
+
+
+class _Runs:
+    """Each chunk's term-sorted pairs and positions, kept in memory or appended to an unlinked temporary file."""
+
+    def __init__(self, spill_dir: Path | None) -> None:
+        self._file = tempfile.TemporaryFile(dir=spill_dir) if spill_dir is not None else None  # noqa: SIM115
+        self._end = 0
+        #: Per run, per part: the array itself (memory) or (byte offset, dtype) in the file.
+        self._parts: list[list[np.ndarray | tuple[int, np.dtype]]] = []
+
+    def add(self, *arrays: np.ndarray) -> None:
+        if self._file is None:
+            self._parts.append(list(arrays))
+            return
+        parts: list[np.ndarray | tuple[int, np.dtype]] = []
+        for array in arrays:
+            data = np.ascontiguousarray(array)
+            self._file.write(data.data)
+            parts.append((self._end, data.dtype))
+            self._end += data.nbytes
+        self._parts.append(parts)
+
+    def read(self, run: int, part: int, begin: int, end: int) -> np.ndarray:
+        stored = self._parts[run][part]
+        if isinstance(stored, np.ndarray):
+            return stored[begin:end]
+        assert self._file is not None
+        offset, dtype = stored
+        size = (end - begin) * dtype.itemsize
+        data = os.pread(self._file.fileno(), size, offset + begin * dtype.itemsize) if size else b""
+        if len(data) != size:
+            raise PostingsUnavailable("the postings spill file was cut short")
+        return np.frombuffer(data, dtype=dtype)
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        self._parts = []
+        if self._file is not None:
+            self._file.close()
+
+
+def build_postings(
+    connection: sqlite3.Connection,
+    columns: Sequence[str],
+    column_weights: Sequence[float],
+    tie_rank_of_rowid: dict[int, int],
+    sink: ArraySink,
+    *,
+    spill_dir: Path | None = None,
+    doc_chunk: int = DOC_CHUNK,
+    term_block: int = TERM_BLOCK,
+) -> BuiltPostings:
+    """Write the ``Postings.arrays()`` of the FTS table ``products`` (``columns[0]`` UNINDEXED) into ``sink``.
+
+    Needs the ``temp.shopsimrl_vocab`` fts5vocab table; every count is checked against SQLite's own bookkeeping.
+    ``spill_dir``: where the chunk runs are spilled (None: kept in memory). ``doc_chunk`` and ``term_block``
+    bound the transients; they never change the result.
+
+    Raises:
+        PostingsUnavailable: the table is empty or its statistics differ from what its stored text gives.
+        sqlite3.Error: the table cannot be read.
+    """
+    if doc_chunk < 1 or term_block < 1:
+        raise ValueError("doc_chunk and term_block must be positive")
+    vocab = connection.execute("SELECT term, doc, cnt FROM temp.shopsimrl_vocab").fetchall()
+    terms = [term for term, _, _ in vocab]
+    n_terms = len(terms)
+    expected_docs = np.fromiter((d for _, d, _ in vocab), dtype=np.int64, count=n_terms)
+    expected_cnt = np.fromiter((c for _, _, c in vocab), dtype=np.int64, count=n_terms)
+    ascii_terms = np.fromiter((term.isascii() for term in terms), dtype=bool, count=n_terms)
+    del vocab
+    # Term blocks of about ``term_block`` instances by SQLite's counts (any partition gives the same arrays).
+    cumulative = np.cumsum(expected_cnt)
+    cuts = np.searchsorted(cumulative, np.arange(term_block, int(cumulative[-1]) if n_terms else 0, term_block), "right")
+    edges = np.unique(np.concatenate(([0], cuts, [n_terms]))).astype(np.int64)
+    del cumulative, cuts
+    weights = np.asarray(column_weights, dtype=np.float64)
+    runs = _Runs(spill_dir)
+    try:
+        scan = _scan(connection, columns, weights, _TermLookup({term: i for i, term in enumerate(terms)}),
+                     ascii_terms, edges, runs, doc_chunk)
+        runs.flush()
+        docs_per_term, cnt_per_term = scan.docs_per_term, scan.cnt_per_term
+        if not (np.array_equal(docs_per_term, expected_docs) and np.array_equal(cnt_per_term, expected_cnt)):
+            bad = int(np.flatnonzero((docs_per_term != expected_docs) | (cnt_per_term != expected_cnt))[0])
+            raise PostingsUnavailable(f"row/instance counts of term {terms[bad]!r} differ from fts5vocab")
+        rowids, doc_lengths = scan.rowids, scan.doc_lengths
+        n_docs = int(rowids.size)
+        _write(sink, "rowids", rowids)
+        _write(sink, "doc_lengths", doc_lengths)
+        pair_offsets = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(docs_per_term, out=pair_offsets[1:])
+        _write(sink, "pair_offsets", pair_offsets)
+        freq_values = scan.freq_values
+        code_type = np.dtype(np.uint16 if freq_values.size <= 1 << 16 else np.uint32)
+        _write(sink, "freq_values", freq_values)
+        position_counts = np.where(ascii_terms, cnt_per_term, 0)
+        position_end = np.cumsum(position_counts)
+        position_bounds = np.zeros((n_terms, 2), dtype=np.int64)
+        has = position_counts > 0
+        position_bounds[has, 0] = (position_end - position_counts)[has]
+        position_bounds[has, 1] = position_end[has]
+        _write(sink, "position_bounds", position_bounds)
+        tie_rank = np.fromiter((tie_rank_of_rowid[r] for r in rowids.tolist()), dtype=np.int64, count=n_docs)
+        _write(sink, "tie_rank", tie_rank)
+        del tie_rank, position_bounds, position_end, has
+        # bm25's per-term and per-row factors, as ``Postings`` computes them.
+        idf = np.empty(n_terms, dtype=np.float64)
+        for term, hits in enumerate(docs_per_term.tolist()):
+            value = math.log((n_docs - hits + 0.5) / (hits + 0.5))
+            idf[term] = value if value > 0.0 else _IDF_FLOOR
+        avgdl = float(scan.total_tokens) / float(n_docs)
+        length_term = K1 * ((1 - B) + (B * doc_lengths.astype(np.float64)) / avgdl)
+        n_pairs = int(pair_offsets[-1])
+        n_positions = int(position_counts.sum())
+        pair_docs = sink.open("pair_docs", np.dtype(np.int32), (n_pairs,))
+        pair_codes = sink.open("pair_freq_codes", code_type, (n_pairs,))
+        pair_contrib = sink.open("pair_contrib", np.dtype(np.float64), (n_pairs,))
+        position_keys = sink.open("position_keys", np.dtype(np.int64), (n_positions,))
+        for block in range(edges.size - 1):
+            term, docs, freq = _gather(runs, scan.pair_bounds, block, (0, 1, 2))
+            codes = np.searchsorted(freq_values, freq).astype(code_type)
+            pair_docs.write(docs.astype(np.int32))
+            pair_codes.write(codes)
+            value = freq_values[codes]
+            part = (value * _K1_PLUS_1) / (value + length_term[docs])
+            pair_contrib.write(idf[term] * part)
+            del term, docs, freq, codes, value, part
+            position_keys.write(_gather(runs, scan.position_bounds, block, (3, 4))[1])
+        for writer in (pair_docs, pair_codes, pair_contrib, position_keys):
+            writer.close()
+        return BuiltPostings(terms, scan.total_tokens)
+    finally:
+        runs.close()
+
+
+def _write(sink: ArraySink, name: str, array: np.ndarray) -> None:
+    writer = sink.open(name, array.dtype, tuple(int(n) for n in array.shape))
+    writer.write(array)
+    writer.close()
+
+
+def _gather(runs: _Runs, bounds: list[np.ndarray], block: int, parts: tuple[int, ...]) -> list[np.ndarray]:
+    """One term block's entries from every run, in (term, row, ...) order: runs hold ascending rows, so a stable
+    sort by term of their concatenation is the order a one-shot stable sort gives."""
+    pieces = [[runs.read(run, part, int(b[block]), int(b[block + 1])) for part in parts] for run, b in enumerate(bounds)]
+    joined = [np.concatenate([piece[i] for piece in pieces]) for i in range(len(parts))]
+    if len(pieces) > 1 and joined[0].size > 1:
+        order = np.argsort(joined[0], kind="stable")
+        joined = [array[order] for array in joined]
+    return joined
+
+
+@dataclass
+class _Scan:
+    rowids: np.ndarray
+    doc_lengths: np.ndarray
+    total_tokens: int
+    docs_per_term: np.ndarray
+    cnt_per_term: np.ndarray
+    freq_values: np.ndarray
+    #: Per run, where each term block begins in its pairs / positions (``edges.size`` entries).
+    pair_bounds: list[np.ndarray]
+    position_bounds: list[np.ndarray]
+
+
+def _scan(
+    connection: sqlite3.Connection,
+    columns: Sequence[str],
+    weights: np.ndarray,
+    lookup: _TermLookup,
+    ascii_terms: np.ndarray,
+    edges: np.ndarray,
+    runs: _Runs,
+    doc_chunk: int,
+) -> _Scan:
+    """One pass over the table and ``products_docsize`` in rowid order, a chunk of rows at a time; each chunk's
+    pairs and positions become one run, and its column sizes are checked against SQLite's."""
+    n_cols = len(columns)
+    indexed = list(range(1, n_cols))
+    n_terms = int(ascii_terms.size)
+    docs_per_term = np.zeros(n_terms, dtype=np.int64)
+    cnt_per_term = np.zeros(n_terms, dtype=np.int64)
+    column_totals = np.zeros(n_cols, dtype=np.int64)
+    freq_values = np.zeros(0, dtype=np.float64)
+    rowid_chunks: list[np.ndarray] = []
+    length_chunks: list[np.ndarray] = []
+    pair_bounds: list[np.ndarray] = []
+    position_bounds: list[np.ndarray] = []
+    table = connection.execute(f"SELECT rowid, {', '.join(columns[c] for c in indexed)} FROM products ORDER BY rowid")
+    docsize = connection.execute("SELECT id, sz FROM products_docsize ORDER BY id")
+    first_doc = 0
+    while True:
+        rows = table.fetchmany(doc_chunk)
+        sizes_rows = docsize.fetchmany(len(rows)) if rows else docsize.fetchmany(1)
+        if [rowid for rowid, *_ in rows] != [rowid for rowid, _ in sizes_rows]:
+            raise PostingsUnavailable("products_docsize rows differ from the table's rows")
+        if not rows:
+            break
+        n = len(rows)
+        rowid_chunks.append(np.fromiter((row[0] for row in rows), dtype=np.int64, count=n))
+        sizes = np.zeros((n, n_cols), dtype=np.int64)
+        column_ids: list[np.ndarray] = []
+        for position, col in enumerate(indexed, start=1):
+            ids_col, sizes[:, col] = lookup.column([str(row[position] or "") for row in rows])
+            column_ids.append(ids_col)
+        del rows
+        _check_sizes(sizes, [sz for _, sz in sizes_rows])
+        column_totals += sizes.sum(axis=0)
+        length_chunks.append(sizes.sum(axis=1))
+
+        # Instances in (row, column, offset) order, then stably by term: (term, row, column, offset).
+        flat_sizes = sizes.reshape(-1)
+        inst_term = _row_major(column_ids, sizes, indexed)
+        del column_ids
+        order = np.argsort(inst_term, kind="stable")
+        inst_term = inst_term[order]
+        inst_doc = np.repeat(np.repeat(np.arange(first_doc, first_doc + n, dtype=np.int32), n_cols), flat_sizes)[order]
+        inst_col = np.repeat(np.tile(np.arange(n_cols, dtype=np.int8), n), flat_sizes)[order]
+        starts = np.repeat(np.cumsum(flat_sizes) - flat_sizes, flat_sizes)
+        inst_off = (np.arange(inst_term.size, dtype=np.int64) - starts)[order]
+        del order, starts
+
+        new_pair = np.ones(inst_term.size, dtype=bool)
+        new_pair[1:] = (inst_term[1:] != inst_term[:-1]) | (inst_doc[1:] != inst_doc[:-1])
+        pair_start = np.flatnonzero(new_pair)
+        del new_pair
+        pair_len = np.diff(np.append(pair_start, inst_term.size))
+        pair_term = inst_term[pair_start]
+        inst_weight = weights[inst_col]
+        freq = 0.0 + inst_weight[pair_start]  # the first instance; then one at a time, as xInst adds them
+        repeated = np.flatnonzero(pair_len > 1)
+        for step in range(1, int(pair_len.max(initial=1))):
+            repeated = repeated[pair_len[repeated] > step]
+            freq[repeated] += inst_weight[pair_start[repeated] + step]
+        del inst_weight, repeated, pair_len
+        docs_per_term += np.bincount(pair_term, minlength=n_terms)[:n_terms]
+        cnt_per_term += np.bincount(inst_term, minlength=n_terms)[:n_terms]
+        freq_values = np.union1d(freq_values, freq)
+
+        # Positions only for ASCII terms: only they can form multi-token phrases (``usb-c`` = ``usb`` ``c``).
+        keep = ascii_terms[inst_term]
+        position_term = inst_term[keep]
+        position_keys = (
+            (inst_doc[keep].astype(np.int64) << _KEY_DOC_SHIFT)
+            | (inst_col[keep].astype(np.int64) << _KEY_COL_SHIFT)
+            | inst_off[keep]
+        )
+        pair_docs = inst_doc[pair_start]
+        del inst_term, inst_doc, inst_col, inst_off, keep, pair_start
+        runs.add(pair_term, pair_docs, freq, position_term, position_keys)
+        pair_bounds.append(np.searchsorted(pair_term, edges))
+        position_bounds.append(np.searchsorted(position_term, edges))
+        first_doc += n
+    if not first_doc:
+        raise PostingsUnavailable("the FTS table is empty")
+    averages = connection.execute("SELECT block FROM products_data WHERE id = 1").fetchone()
+    totals = _varints(averages[0]) if averages else []
+    if len(totals) < 1 + n_cols or totals[0] != first_doc or totals[1 : 1 + n_cols] != column_totals.tolist():
+        raise PostingsUnavailable("the FTS5 averages record differs from the stored rows")
+    return _Scan(
+        rowids=np.concatenate(rowid_chunks), doc_lengths=np.concatenate(length_chunks),
+        total_tokens=int(sum(totals[1 : 1 + n_cols])), docs_per_term=docs_per_term, cnt_per_term=cnt_per_term,
+        freq_values=freq_values, pair_bounds=pair_bounds, position_bounds=position_bounds,
+    )
+
+
+def _check_sizes(sizes: np.ndarray, stored: list[bytes]) -> None:
+    """SQLite's per-row column sizes (``products_docsize``) must equal what we counted."""
+    n_docs, n_cols = sizes.shape
+    blob = b"".join(stored)
+    if len(blob) == n_docs * n_cols and max(blob, default=0) < 0x80:  # every size one varint byte
+        same = np.array_equal(np.frombuffer(blob, dtype=np.uint8).reshape(n_docs, n_cols), sizes)
+    else:
+        same = all(_varints(sz) == sizes[doc].tolist() for doc, sz in enumerate(stored))
+    if not same:
+        raise PostingsUnavailable("per-row column sizes differ from products_docsize")
