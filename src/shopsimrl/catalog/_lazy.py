@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..search.stored import encode_asins, load_array, save_array
-from ._line_store import LineStore, LineWriter, encode_record
+from ._line_store import LineStore, LineWriter, encode_record, iter_lines
 from .archive import validate_records
 from .records import Product
 
@@ -167,9 +167,4 @@ class RecordsWriter:
 
 def iter_product_records(directory: Path) -> Iterator[Any]:
     """The stored product records in archive order, read sequentially (for building the index from disk)."""
-    store = LineStore(directory / PRODUCTS_LINES, load_array(directory / PRODUCTS_OFFSETS))
-    try:
-        for number in range(len(store)):
-            yield store.get(number)
-    finally:
-        store.close()
+    yield from iter_lines(directory / PRODUCTS_LINES, load_array(directory / PRODUCTS_OFFSETS))

@@ -11,6 +11,7 @@ import json
 import mmap
 import os
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +39,35 @@ class LineStore:
         return self._map[begin : end - 1]  # the trailing newline is not part of the record
 
     def get(self, number: int) -> Any:
-        data = self.raw(number)
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:  # what orjson refuses but json writes (ints beyond 64 bits, NaN)
-            return json.loads(data)
+        return _decode(self.raw(number))
 
     def close(self) -> None:
         if isinstance(self._map, mmap.mmap):
             self._map.close()
+
+
+def _decode(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # what orjson refuses but json writes (ints beyond 64 bits, NaN)
+        return json.loads(data)
+
+
+def iter_lines(path: Path, offsets: np.ndarray, block: int = 1 << 16) -> Iterator[Any]:
+    """Records ``0..n-1`` in order, read through the file rather than a map.
+
+    Why: a pass over a whole map leaves every page it touched mapped, and so counted in the process's memory,
+    until the map closes (1.8 GB of records at 1.17M products); read pages stay in the OS cache only.
+    """
+    with open(path, "rb") as handle:
+        for begin in range(0, max(int(offsets.size) - 1, 0), block):
+            for length in np.diff(offsets[begin : begin + block + 1]).tolist():
+                line = handle.readline()
+                if len(line) != length or not line.endswith(b"\n"):
+                    raise ValueError(f"{path.name}: a record line differs from its offsets")
+                yield _decode(line[:-1])
+        if handle.read(1):
+            raise ValueError(f"{path.name}: the file goes on past its offsets")
 
 
 def encode_record(record: Any) -> bytes:
