@@ -214,14 +214,14 @@ def build_postings(
         pair_contrib = sink.open("pair_contrib", np.dtype(np.float64), (n_pairs,))
         position_keys = sink.open("position_keys", np.dtype(np.int64), (n_positions,))
         for block in range(edges.size - 1):
-            term, docs, freq = _gather(runs, scan.pair_bounds, block, (0, 1, 2))
-            codes = np.searchsorted(freq_values, freq).astype(code_type)
-            pair_docs.write(docs.astype(np.int32))
+            block_terms, block_docs, block_freq = _gather(runs, scan.pair_bounds, block, (0, 1, 2))
+            codes = np.searchsorted(freq_values, block_freq).astype(code_type)
+            pair_docs.write(block_docs.astype(np.int32, copy=False))
             pair_codes.write(codes)
-            value = freq_values[codes]
-            part = (value * _K1_PLUS_1) / (value + length_term[docs])
-            pair_contrib.write(idf[term] * part)
-            del term, docs, freq, codes, value, part
+            frequency = freq_values[codes]
+            part = (frequency * _K1_PLUS_1) / (frequency + length_term[block_docs])
+            pair_contrib.write(idf[block_terms] * part)
+            del block_terms, block_docs, block_freq, codes, frequency, part
             position_keys.write(_gather(runs, scan.position_bounds, block, (3, 4))[1])
         for writer in (pair_docs, pair_codes, pair_contrib, position_keys):
             writer.close()
