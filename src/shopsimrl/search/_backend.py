@@ -13,7 +13,8 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,18 @@ def _refused(path: Path, reason: str) -> Backend:
     return Backend(None, reason)
 
 
+@contextmanager
+def _vocabulary(connection: sqlite3.Connection) -> Iterator[None]:
+    """SQLite's term list with per-term row and instance counts as ``temp.shopsimrl_vocab``, for the builder."""
+    with writable_temp_schema(connection):
+        connection.execute("CREATE VIRTUAL TABLE temp.shopsimrl_vocab USING fts5vocab('main', 'products', 'row')")
+    try:
+        yield
+    finally:
+        with writable_temp_schema(connection):
+            connection.execute("DROP TABLE temp.shopsimrl_vocab")
+
+
 def _tie_rank(query: RankingQuery) -> dict[int, int]:
     """Each rowid's place in ASIN order (the contract's tie-break)."""
     ordered = sorted(query.asin_of_rowid.items(), key=lambda item: item[1])
@@ -129,13 +142,8 @@ def rebuilt_postings(
     try:
         weights = bm25_column_weights(manifest["field_weights"])
         tie_rank = _tie_rank(query)
-        with writable_temp_schema(connection):
-            connection.execute("CREATE VIRTUAL TABLE temp.shopsimrl_vocab USING fts5vocab('main', 'products', 'row')")
-        try:
+        with _vocabulary(connection):
             postings = Postings.load(connection, FTS_COLUMNS, [weights[c] for c in FTS_COLUMNS], tie_rank)
-        finally:
-            with writable_temp_schema(connection):
-                connection.execute("DROP TABLE temp.shopsimrl_vocab")
         problem = ranking_difference(postings, connection, query)
     except (PostingsUnavailable, sqlite3.Error, MemoryError) as exc:
         return _refused(path, str(exc))
@@ -155,13 +163,8 @@ def built_into_files(
         weights = bm25_column_weights(manifest["field_weights"])
         column_weights = [weights[c] for c in FTS_COLUMNS]
         tie_rank = _tie_rank(query)
-        with writable_temp_schema(connection):
-            connection.execute("CREATE VIRTUAL TABLE temp.shopsimrl_vocab USING fts5vocab('main', 'products', 'row')")
-        try:
+        with _vocabulary(connection):
             built = build_postings(connection, FTS_COLUMNS, column_weights, tie_rank, sink, spill_dir=sink.directory)
-        finally:
-            with writable_temp_schema(connection):
-                connection.execute("DROP TABLE temp.shopsimrl_vocab")
         del tie_rank
         arrays = {name: load_array(sink.path(name)) for name in POSTINGS_ARRAYS}
         postings = Postings.from_arrays(arrays, built.terms, built.total_tokens, column_weights)
