@@ -72,6 +72,15 @@ class ProductStore(Mapping[str, Product]):
             raise KeyError(asin)
         return self.product_at(number)
 
+    def record(self, asin: str) -> Mapping[str, Any]:
+        """The stored archive record of ``asin`` as written by ``prepare`` (already validated there), decoded
+        but not made into a ``Product``: what a result list shows is derived from the record alone."""
+        number = self._number(asin)
+        if number < 0:
+            raise KeyError(asin)
+        record: Mapping[str, Any] = self._lines.get(number)
+        return record
+
     def __contains__(self, asin: object) -> bool:
         return self._number(asin) >= 0
 
