@@ -1,8 +1,8 @@
-"""The two summation paths of the in-memory ranking (``search._postings``), each against SQLite FTS5 itself:
-every phrase summed over a reused per-row buffer, and MaxScore pruning, which skips the rows that cannot reach
-the top k. Byte-identical hits for random token mixes at every k; pruning really leaves long postings unread;
+"""The three summation paths of the in-memory ranking (``search._postings``), each against SQLite FTS5 itself:
+every phrase summed over a reused per-row buffer, with its matched rows tracked (``summed``) or found by a pass
+over all rows (``scanned``), and MaxScore pruning, which skips the rows that cannot reach the top k (``pruned``). Byte-identical hits for random token mixes at every k; pruning really leaves long postings unread;
 score buffers are clean after queries of different sizes, dropped when a query fails half-way, and safe for
-threads and a forked child; real instruction queries of the default catalog rank alike on both paths."""
+threads and a forked child; real instruction queries of the default catalog rank alike on every path."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from shopsimrl.search import (
     SearchIndex,
-    _postings,  # internals on purpose: the two paths are what is tested
+    _postings,  # internals on purpose: the paths are what is tested
     build_search_index,
     search_tokens,
 )
@@ -70,15 +70,20 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchIndex
     slow.close()
 
 
+MODES = {  # (_PRUNE_POSTINGS, _PRUNE_PER_K, _SCAN_RATIO) that force every multi-phrase query onto one path
+    "summed": (10**12, 0, 0), "scanned": (10**12, 0, 10**12), "pruned": (0, 0, 0),
+}
+
+
 @contextlib.contextmanager
 def path(mode: str) -> Iterator[None]:
-    """Force every multi-phrase query onto one path: ``summed`` or ``pruned``."""
-    saved = _postings._DIRECT_POSTINGS, _postings._DIRECT_PER_K
-    _postings._DIRECT_POSTINGS, _postings._DIRECT_PER_K = (10**12, 0) if mode == "summed" else (0, 0)
+    """Force every multi-phrase query onto one path: ``summed``, ``scanned`` or ``pruned``."""
+    saved = _postings._PRUNE_POSTINGS, _postings._PRUNE_PER_K, _postings._SCAN_RATIO
+    _postings._PRUNE_POSTINGS, _postings._PRUNE_PER_K, _postings._SCAN_RATIO = MODES[mode]
     try:
         yield
     finally:
-        _postings._DIRECT_POSTINGS, _postings._DIRECT_PER_K = saved
+        _postings._PRUNE_POSTINGS, _postings._PRUNE_PER_K, _postings._SCAN_RATIO = saved
 
 
 def postings_of(index: SearchIndex) -> Postings:
@@ -108,8 +113,8 @@ def test_both_paths_rank_random_token_mixes_like_sqlite(pair, data, k):
     fast, slow = pair
     tokens = tuple(data.draw(st.lists(st.sampled_from([*WORDS, "zzz9", "想买"]), min_size=1, max_size=14)))
     expected = sqlite_ranked(slow, tokens, k)
-    assert ranked(fast, tokens, k, "summed") == expected
-    assert ranked(fast, tokens, k, "pruned") == expected
+    for mode in MODES:
+        assert ranked(fast, tokens, k, mode) == expected, mode
     assert_all_zero_buffers(postings_of(fast))
 
 
@@ -119,9 +124,9 @@ def test_pruning_leaves_long_postings_unread_and_still_ranks_exactly(pair, monke
     added: list[int] = []
     original = Postings._add_phrase
 
-    def counting(scores, phrase, first):
+    def counting(scores, phrase, *flags, **options):
         added.append(int(phrase.docs.size))
-        return original(scores, phrase, first)
+        return original(scores, phrase, *flags, **options)
 
     monkeypatch.setattr(Postings, "_add_phrase", staticmethod(counting))
     common = WORDS[:4]  # the most frequent words: long postings, small terms
@@ -142,7 +147,7 @@ def test_buffers_are_clean_after_queries_of_different_sizes(pair):
     postings = postings_of(fast)
     rng = random.Random(5)
     queries = [tuple(rng.sample(WORDS, n)) for n in (14, 1, 3, 20, 2, 9, 24, 4)]
-    for mode in ("summed", "pruned", "summed"):
+    for mode in ("summed", "pruned", "scanned", "summed", "scanned"):
         for tokens in queries:
             for k in (3, 150):
                 assert ranked(fast, tokens, k, mode) == sqlite_ranked(slow, tokens, k)
@@ -158,14 +163,14 @@ def test_a_query_that_fails_half_way_drops_its_buffer(pair, monkeypatch):
     original = Postings._add_phrase
     calls = []
 
-    def failing(scores, phrase, first):
+    def failing(scores, phrase, *flags, **options):
         calls.append(1)
-        result = original(scores, phrase, first)
+        result = original(scores, phrase, *flags, **options)
         if len(calls) == 2:  # after its rows were written: the buffer is dirty now
             raise MemoryError("simulated")
         return result
 
-    for mode in ("summed", "pruned"):
+    for mode in MODES:
         calls.clear()
         postings._free_scores.clear()
         monkeypatch.setattr(Postings, "_add_phrase", staticmethod(failing))
@@ -193,7 +198,7 @@ def test_threads_share_the_buffers_safely(pair):
             if result is None or [(fast.asin_of_rowid[r], s) for r, s in result] != expected[i]:
                 failures.append(f"{tokens} k={k}")
 
-    for mode in ("summed", "pruned"):
+    for mode in MODES:
         with path(mode):  # set before the threads start: they read the module globals
             threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
             for thread in threads:
@@ -219,7 +224,7 @@ def test_a_forked_child_ranks_with_the_inherited_buffers(pair):
         os.close(read_end)
         try:
             results = []
-            for mode in ("summed", "pruned"):
+            for mode in MODES:
                 results.append([ranked(fast, tokens, k, mode) for tokens, k in queries])
             clean = all(not scores.any() for scores in postings._free_scores)
             payload = pickle.dumps((results, clean))
@@ -232,7 +237,7 @@ def test_a_forked_child_ranks_with_the_inherited_buffers(pair):
     with os.fdopen(read_end, "rb") as handle:
         reply = pickle.loads(handle.read())
     os.waitpid(child, 0)
-    assert reply == ([expected, expected], True)
+    assert reply == ([expected] * len(MODES), True)
 
 
 @pytest.mark.skipif(not (DEFAULT_DATA / "manifest.json").is_file(), reason="data/default is not built")
@@ -253,6 +258,7 @@ def test_default_catalog_instruction_queries_rank_alike_on_both_paths():
             tokens = search_tokens(text)
             summed = ranked(index, tokens, 150, "summed")
             assert summed is not None and ranked(index, tokens, 150, "pruned") == summed
+            assert ranked(index, tokens, 150, "scanned") == summed
             assert ranked(index, tokens, 10, "pruned") == summed[:10]
             full_page_somewhere |= len(summed) == 150
             if i % 8 == 0:
