@@ -482,8 +482,9 @@ class Postings:
         n = len(phrases)
         bounds = [phrase.bound for phrase in phrases]
         order = sorted(range(n), key=lambda j: (-bounds[j], j))
-        # left[i]: an upper bound of the sum of the bounds of order[i + 1:] (rounded up by the margin)
+        # left[i] / reach[i]: upper bounds of the sums of the bounds of order[i + 1:] / order[: i + 1]
         left = [math.fsum(bounds[j] for j in order[i + 1 :]) * _UP for i in range(n)]
+        reach = [math.fsum(bounds[j] for j in order[: i + 1]) * _UP for i in range(n)]
         scores = self._take_buffer()  # not given back if this raises: its slots may be dirty
         theta = 0.0
         parts: list[np.ndarray] = []
@@ -492,6 +493,8 @@ class Postings:
             new = self._add_phrase(scores, phrases[j], i == 0)
             if new is not None and new.size:
                 parts.append(new)
+            if i == n - 1 or left[i] >= reach[i]:  # last, or no partial score can exceed left[i] yet
+                continue
             if len(parts) > 1:
                 parts = [np.concatenate(parts)]
             if parts[0].size >= k:
@@ -500,16 +503,15 @@ class Postings:
                 if left[i] < theta:
                     added = i + 1
                     break
-        candidates = parts[0]
+        candidates = parts[0] if len(parts) == 1 else np.concatenate(parts)
         partial = scores[candidates]
         scores[candidates] = 0.0
         self._give_back(scores)
+        if added == n and candidates.size >= k:
+            theta = max(theta, float(np.partition(partial, candidates.size - k)[candidates.size - k]) * _DOWN)
         # Drop candidates that cannot reach theta, look the rest up in the phrases not added (largest bound
         # first), raising theta as the partial scores grow.
         found_in: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # phrase → (candidate rows in it, their terms)
-        if added < n:  # ascending rows make the look-ups below walk each phrase's rows forwards
-            ascending = np.argsort(candidates)
-            candidates, partial = candidates[ascending], partial[ascending]
         for i in range(added - 1, n):
             if i >= added:
                 phrase = phrases[order[i]]
@@ -523,8 +525,11 @@ class Postings:
                 keep = np.flatnonzero(partial * _UP + left[i] >= theta)
                 if keep.size < candidates.size:
                     candidates, partial = candidates[keep], partial[keep]
+            if i == added - 1:  # ascending rows make the look-ups walk each phrase's rows forwards
+                ascending = np.argsort(candidates)
+                candidates, partial = candidates[ascending], partial[ascending]
         # The survivors' exact scores, summed in query order.
-        survivors = candidates if added < n else np.sort(candidates)
+        survivors = candidates
         exact = np.zeros(survivors.size, dtype=np.float64)
         for j, phrase in enumerate(phrases):
             if j in found_in:
