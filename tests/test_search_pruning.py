@@ -70,20 +70,26 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SearchIndex
     slow.close()
 
 
-MODES = {  # (_PRUNE_POSTINGS, _PRUNE_PER_K, _SCAN_RATIO) that force every multi-phrase query onto one path
-    "summed": (10**12, 0, 0), "scanned": (10**12, 0, 10**12), "pruned": (0, 0, 0),
+#: (_PRUNE_POSTINGS, _PRUNE_PER_K, _SCAN_RATIO, _ESTIMATE_FROM) that force every multi-phrase query onto one path;
+#: ``pruned`` refines its threshold before every phrase, ``pruned-plain`` never.
+MODES = {
+    "summed": (10**12, 0, 0, 0), "scanned": (10**12, 0, 10**12, 0), "pruned": (0, 0, 0, 0),
+    "pruned-plain": (0, 0, 0, 10**12),
 }
+_KNOBS = ("_PRUNE_POSTINGS", "_PRUNE_PER_K", "_SCAN_RATIO", "_ESTIMATE_FROM")
 
 
 @contextlib.contextmanager
 def path(mode: str) -> Iterator[None]:
-    """Force every multi-phrase query onto one path: ``summed``, ``scanned`` or ``pruned``."""
-    saved = _postings._PRUNE_POSTINGS, _postings._PRUNE_PER_K, _postings._SCAN_RATIO
-    _postings._PRUNE_POSTINGS, _postings._PRUNE_PER_K, _postings._SCAN_RATIO = MODES[mode]
+    """Force every multi-phrase query onto one path (a key of MODES)."""
+    saved = [getattr(_postings, knob) for knob in _KNOBS]
+    for knob, value in zip(_KNOBS, MODES[mode], strict=True):
+        setattr(_postings, knob, value)
     try:
         yield
     finally:
-        _postings._PRUNE_POSTINGS, _postings._PRUNE_PER_K, _postings._SCAN_RATIO = saved
+        for knob, value in zip(_KNOBS, saved, strict=True):
+            setattr(_postings, knob, value)
 
 
 def postings_of(index: SearchIndex) -> Postings:
@@ -241,7 +247,7 @@ def test_a_forked_child_ranks_with_the_inherited_buffers(pair):
 
 
 @pytest.mark.skipif(not (DEFAULT_DATA / "manifest.json").is_file(), reason="data/default is not built")
-def test_default_catalog_instruction_queries_rank_alike_on_both_paths():
+def test_default_catalog_instruction_queries_rank_alike_on_every_path():
     """Real queries (task instructions, product-name prefixes) on the stored postings of the default catalog."""
     from shopsimrl.catalog import Catalog
 
@@ -259,6 +265,7 @@ def test_default_catalog_instruction_queries_rank_alike_on_both_paths():
             summed = ranked(index, tokens, 150, "summed")
             assert summed is not None and ranked(index, tokens, 150, "pruned") == summed
             assert ranked(index, tokens, 150, "scanned") == summed
+            assert ranked(index, tokens, 150, "pruned-plain") == summed
             assert ranked(index, tokens, 10, "pruned") == summed[:10]
             full_page_somewhere |= len(summed) == 150
             if i % 8 == 0:

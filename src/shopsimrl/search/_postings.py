@@ -50,6 +50,9 @@ _FREE_SCORE_BUFFERS = 4
 _PRUNE_POSTINGS = 50_000
 _PRUNE_PER_K = 64
 _SCAN_RATIO = 8
+#: Pruning refines its threshold from the k best rows' fuller scores before adding a phrase this long.
+_ESTIMATE_FROM = 4096
+_ESTIMATE_PER_K = 8
 #: Relative margins that keep the pruning bounds safe against rounding of sums taken in another order.
 _UP = 1.0 + 1e-9
 _DOWN = 1.0 - 1e-9
@@ -499,7 +502,17 @@ class Postings:
                 parts = [np.concatenate(parts)]
             if parts[0].size >= k:
                 partial = scores[parts[0]]
-                theta = float(np.partition(partial, partial.size - k)[partial.size - k]) * _DOWN
+                theta = max(theta, float(np.partition(partial, partial.size - k)[partial.size - k]) * _DOWN)
+                if left[i] >= theta and phrases[order[i + 1]].docs.size >= _ESTIMATE_FROM:
+                    # Before adding a long phrase: the k best partial rows' scores with every phrase left
+                    # are real scores, so their k-th best is a far higher safe theta than partial sums.
+                    m = min(partial.size, _ESTIMATE_PER_K * k)
+                    best = np.sort(parts[0][np.argpartition(partial, partial.size - m)[partial.size - m :]])
+                    fuller = scores[best]
+                    for later in order[i + 1 :]:
+                        where, found = _lookup(phrases[later].docs, best)
+                        fuller[found] += phrases[later].terms[where[found]]
+                    theta = max(theta, float(np.partition(fuller, m - k)[m - k]) * _DOWN)
                 if left[i] < theta:
                     added = i + 1
                     break
