@@ -1,6 +1,7 @@
 """The in-memory ranking's exact paths side by side on a prepared data directory (issue 14, search at scale).
 
-Usage: python benchmarks/bench_rank_paths.py --data DIR [--queries 300] [--names 200] [--repeat 3]
+Usage: python benchmarks/bench_rank_paths.py [--data DIR] [--queries 300] [--names 200] [--repeat 3]
+(default ``--data``: the repository's ``data/default``; without it the script says so and stops)
 
 Queries: the instructions of tasks 0..N-1 (``bench_scale.py``'s fixed set) and the first 12 characters of the
 first product names (``bench_env.py``'s scripted mix). Each query is ranked (k = 150) by every path: ``before``
@@ -17,6 +18,7 @@ import argparse
 import itertools
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -56,11 +58,14 @@ def paths(p: Postings) -> dict[str, Callable[[Sequence[str]], Ranked]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True)
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[1] / "data" / "default")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--names", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    if not (args.data / "manifest.json").is_file():
+        print(f"no prepared data directory at {args.data} (shopsimrl data build-default, or pass --data)")
+        return 0
     world = ShopWorld.from_data_dir(args.data)
     postings = world.catalog.search_index.postings
     if postings is None:
