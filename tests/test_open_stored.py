@@ -146,6 +146,31 @@ def test_opening_decodes_nothing_until_used(generated_dir: Path) -> None:
     assert True not in catalog.goals and -1 not in catalog.goals and 10**9 not in catalog.goals
 
 
+def test_a_result_list_reads_records_and_a_product_page_makes_the_product(generated_dir: Path) -> None:
+    """Listed products are shown from their records; the checked ``Product`` is made only when one is opened."""
+    world = ShopWorld.from_data_dir(generated_dir)
+    rebuilt = ShopWorld(Catalog.rebuilt(generated_dir))
+    products = world.catalog.products_by_asin
+    decoded = products.product_at.cache_info  # type: ignore[attr-defined]
+    env, other = world.new_env(), rebuilt.new_env()
+    task_id = sorted(world.catalog.goals)[3]
+    env.reset(task_id, persona=False)
+    other.reset(task_id, persona=False)
+    query = f"search[{world.catalog.goals[task_id]['name'][:12]}]"
+    listed = env.step(query)
+    assert listed == other.step(query)
+    asins = [a for a in listed["observation_state"]["actions"] if a in products]
+    assert len(asins) >= 2 and decoded().currsize == 0  # ten products listed, none decoded
+    for asin in asins[:2]:
+        assert world.catalog.product_record(asin) == rebuilt.catalog.product_record(asin) == products[asin].raw
+    assert decoded().currsize == 2
+    opened = env.step(f"click[{asins[2]}]")
+    assert opened == other.step(f"click[{asins[2]}]") and decoded().currsize == 3
+    assert world.view(asins[2]).product == rebuilt.catalog.products_by_asin[asins[2]]
+    with pytest.raises(KeyError):
+        world.catalog.product_record("no-such-asin")
+
+
 # ---------------------------------------------------------------- tampered or old data (issue 13 item 7)
 
 

@@ -1,9 +1,9 @@
-"""Products and goals of a prepared catalog, decoded on first use from memory-mapped files written by ``prepare``.
+"""Products and goals of a prepared catalog, read and decoded on first use from files written by ``prepare``.
 
 Why: opening used to parse the whole cleaned archive, re-validate every record, re-parse every budget and copy
 every goal (seconds for the default catalog, minutes at a million products). ``prepare`` now writes the cleaned
-records and the resolved goals as JSON lines with their offsets and lookup arrays; opening maps them and a
-record costs one decode the first time it is used. Both mappings iterate in the order the eager dicts did
+records and the resolved goals as JSON lines with their offsets and lookup arrays; opening maps the arrays and a
+record costs one read and one decode the first time it is used. Both mappings iterate in the order the eager dicts did
 (archive order, goals in build order), so every consumer sees the same data.
 """
 
@@ -71,6 +71,15 @@ class ProductStore(Mapping[str, Product]):
         if number < 0:
             raise KeyError(asin)
         return self.product_at(number)
+
+    def record(self, asin: str) -> Mapping[str, Any]:
+        """The stored archive record of ``asin`` as written by ``prepare`` (already validated there), decoded
+        but not made into a ``Product``: what a result list shows is derived from the record alone."""
+        number = self._number(asin)
+        if number < 0:
+            raise KeyError(asin)
+        record: Mapping[str, Any] = self._lines.get(number)
+        return record
 
     def __contains__(self, asin: object) -> bool:
         return self._number(asin) >= 0

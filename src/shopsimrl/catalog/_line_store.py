@@ -1,14 +1,13 @@
-"""A JSON-lines file read by record number through a memory map: random access without loading the file.
+"""A JSON-lines file read by record number (one positioned read each): random access without loading the file.
 
 Why: a prepared catalog holds per-product page data and resolved goals for up to a million records; decoding
-them all at open cost seconds and hundreds of megabytes per process. Here a record is decoded when it is asked
-for, from pages the OS shares between every process that maps the same file.
+them all at open cost seconds and hundreds of megabytes per process. Here a record is read and decoded when it
+is asked for, from the OS page cache that every process reading the same file shares.
 """
 
 from __future__ import annotations
 
 import json
-import mmap
 import os
 from array import array
 from collections.abc import Iterator
@@ -20,30 +19,42 @@ import orjson
 
 
 class LineStore:
-    """Records ``0..n-1`` of a JSON-lines file; ``offsets`` (n + 1 int64) delimit them, newline excluded."""
+    """Records ``0..n-1`` of a JSON-lines file; ``offsets`` (n + 1 int64) delimit them, newline excluded.
+
+    A record is read with one positioned read (``os.pread``: safe from many threads and in forked children, no
+    shared file position): at a million products the records file is gigabytes and a result page reads ten
+    records at random places in it, where a memory map paid a page fault, and mapped 16 pages, for each.
+    """
 
     def __init__(self, path: Path, offsets: np.ndarray) -> None:
         self.path = path
         self.offsets = offsets
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
+        self._file = open(path, "rb")  # noqa: SIM115 - kept open for reads until close()
+        try:
+            size = os.fstat(self._file.fileno()).st_size
             if offsets.size < 1 or int(offsets[-1]) != size:
                 raise ValueError(f"{path.name}: offsets end at {int(offsets[-1]) if offsets.size else 0}, file has {size} bytes")
-            self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        except BaseException:
+            self._file.close()
+            raise
+        self._fd = self._file.fileno()
 
     def __len__(self) -> int:
         return int(self.offsets.size) - 1
 
     def raw(self, number: int) -> bytes:
         begin, end = self.offsets[number : number + 2].tolist()
-        return self._map[begin : end - 1]  # the trailing newline is not part of the record
+        length = end - 1 - begin  # the trailing newline is not part of the record
+        data = os.pread(self._fd, length, begin)
+        if len(data) != length:
+            raise ValueError(f"{self.path.name}: record {number} is cut short (the file changed after opening)")
+        return data
 
     def get(self, number: int) -> Any:
         return _decode(self.raw(number))
 
     def close(self) -> None:
-        if isinstance(self._map, mmap.mmap):
-            self._map.close()
+        self._file.close()
 
 
 def _decode(data: bytes) -> Any:

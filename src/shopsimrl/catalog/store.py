@@ -191,6 +191,18 @@ class Catalog:
             self.root / INDEX_FILE, self.root / SEARCH_DIR, stored, cache_size=SEARCH_CACHE_SIZE, **expected
         )
 
+    def product_record(self, asin: str) -> Mapping[str, Any]:
+        """The archive record of one product (``KeyError`` when unknown); read-only by convention.
+
+        Why: a stored catalog makes a ``Product`` on first use by decoding and re-validating its record; a result
+        page lists ten products that are mostly never opened and needs only their records, which is several
+        times cheaper at a million products, where almost every listed product is new to the process.
+        """
+        products = self.products_by_asin
+        if isinstance(products, ProductStore):
+            return products.record(asin)
+        return products[asin].raw
+
     def goal(self, task_id: object) -> Mapping[str, Any]:
         if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id not in self.goals:
             raise UnknownTaskError(task_id)

@@ -6,7 +6,7 @@ shown in result lists) is derived once and reused; a step then only assembles sm
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,21 +51,41 @@ def _build_options(product: Product) -> _Options:
 
 
 class ProductView:
-    """A product's page data. The summary (all a result list needs) is made at once; the option axes,
-    values and click labels only when the product page is first built, since most listed products are
-    never opened."""
+    """A product's page data. The summary (all a result list needs) is made at once; the ``Product``, the
+    option axes, values and click labels only when the product page is first built, since most listed
+    products are never opened."""
 
-    __slots__ = ("_options", "asin", "product", "summary")
+    __slots__ = ("_load", "_options", "_product", "asin", "summary")
 
-    def __init__(self, asin: str, product: Product, summary: Mapping[str, Any]) -> None:
+    def __init__(
+        self, asin: str, product: Product | None, summary: Mapping[str, Any], load: Callable[[], Product] | None = None
+    ) -> None:
+        if product is None and load is None:
+            raise ValueError("a ProductView needs its product or a way to load it")
         self.asin = asin
-        self.product = product
+        self._product = product
+        self._load = load
         self.summary = summary
         self._options: _Options | None = None
 
     @classmethod
     def of(cls, product: Product) -> ProductView:
         return cls(asin=product.asin, product=product, summary=product_summary(product.raw))
+
+    @classmethod
+    def listed(cls, asin: str, record: Mapping[str, Any], load: Callable[[], Product]) -> ProductView:
+        """The view of a product seen in a result list: its summary from the archive record, the ``Product``
+        loaded (and checked) by ``load`` on first use."""
+        return cls(asin=asin, product=None, summary=product_summary(record), load=load)
+
+    @property
+    def product(self) -> Product:
+        # One assignment of an immutable object: two threads may both load it; either result is the same.
+        product = self._product
+        if product is None:
+            assert self._load is not None
+            product = self._product = self._load()
+        return product
 
     def _built(self) -> _Options:
         # One assignment of an immutable tuple: concurrent readers see nothing or complete data.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -104,7 +105,9 @@ class ShopWorld:
             with self._views_lock:
                 view = self._views.get(asin)
                 if view is None:
-                    view = self._views[asin] = ProductView.of(self.catalog.products_by_asin[asin])
+                    products = self.catalog.products_by_asin
+                    record = self.catalog.product_record(asin)
+                    view = self._views[asin] = ProductView.listed(asin, record, partial(products.__getitem__, asin))
         return view
 
     def new_env(self, *, llm_shopper: ShopperEndpoint | None = None) -> ShopEnv:

@@ -42,6 +42,22 @@ _HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF))
 _SEPARATOR_TABLE = np.array([code in _ASCII_SEPARATORS for code in range(129)], dtype=bool)
 _KEY_COL_SHIFT = 32
 _KEY_DOC_SHIFT = 35
+#: Score buffers kept for reuse (one per query running at the same time; more are made and dropped as needed).
+_FREE_SCORE_BUFFERS = 4
+#: From this many postings (and _PRUNE_PER_K a hit wanted) a query prunes (``_pruned``); below, it sums every
+#: phrase, by a pass over all rows (``_scanned``) when the postings are at least 1/_SCAN_RATIO of the rows, else
+#: over the matched rows alone (``_summed``). Measured crossovers on 23k, 227k and 1.1M rows.
+_PRUNE_POSTINGS = 50_000
+_PRUNE_PER_K = 64
+_SCAN_RATIO = 8
+#: Pruning refines its threshold once (_ESTIMATES), before adding a phrase of _ESTIMATE_FROM rows or more, from the
+#: fuller scores of the _ESTIMATE_PER_K * k best partial rows (measured on the 50x catalog's queries).
+_ESTIMATE_FROM = 4096
+_ESTIMATE_PER_K = 8
+_ESTIMATES = 1
+#: Relative margins that keep the pruning bounds safe against rounding of sums taken in another order.
+_UP = 1.0 + 1e-9
+_DOWN = 1.0 - 1e-9
 
 
 class PostingsUnavailable(ShopSimError):
@@ -129,6 +145,8 @@ class Postings:
         self._pair_contrib = self._contributions() if pair_contrib is None else pair_contrib
         # Cached phrases are views of the arrays above (or small arrays for ASCII multi-term phrases).
         self._phrase = lru_cache(maxsize=1 << 16)(self._phrase_postings)
+        #: Zeroed per-row score buffers between queries (see ``_take_buffer``); at most _FREE_SCORE_BUFFERS kept.
+        self._free_scores: list[np.ndarray] = []
 
     def _contributions(self, block: int = 1 << 22) -> np.ndarray:
         """``idf(term) * (freq * (k1 + 1)) / (freq + length_term[row])`` for every pair, in blocks of pairs."""
@@ -210,9 +228,8 @@ class Postings:
 
     # -- querying ------------------------------------------------------------------------------------------
 
-    def _phrase_postings(self, token: str) -> tuple[np.ndarray, np.ndarray, bool] | None:
-        """(row indices, values, whether the values are whole bm25 terms rather than phrase frequencies) of one
-        quoted query phrase; ``None`` when SQLite must answer."""
+    def _phrase_postings(self, token: str) -> _Phrase | None:
+        """The rows and bm25 terms of one quoted query phrase; ``None`` when SQLite must answer."""
         for ch in token:
             if ch in _ASCII_UPPER or (
                 not ch.isascii() and ch not in self._known_chars and ch not in _sqlite_han_token_chars()
@@ -226,7 +243,7 @@ class Postings:
             if term is None:
                 return _EMPTY
             begin, end = self._pair_offsets[term], self._pair_offsets[term + 1]
-            return self._pair_docs[begin:end], self._pair_contrib[begin:end], True
+            return _Phrase(self._pair_docs[begin:end], self._pair_contrib[begin:end])
         if not all(t.isascii() for t in terms):
             return None
         spans = []
@@ -255,40 +272,220 @@ class Postings:
             else:
                 out_docs.append(doc)
                 out_freq.append(0.0 + self._weights[col])
-        return np.asarray(out_docs, dtype=np.int32), np.asarray(out_freq, dtype=np.float64), False
+        rows = np.asarray(out_docs, dtype=np.int32)
+        freqs = np.asarray(out_freq, dtype=np.float64)
+        hits = rows.size
+        idf = math.log((self.n_rows - hits + 0.5) / (hits + 0.5))
+        if idf <= 0.0:
+            idf = _IDF_FLOOR
+        return _Phrase(rows, idf * ((freqs * _K1_PLUS_1) / (freqs + self._length_term[rows])))
 
     def rank(self, tokens: Sequence[str], k: int) -> list[tuple[int, float]] | None:
-        """Top-``k`` (rowid, -bm25) like ``ORDER BY bm25 ASC, asin ASC``; ``None`` when SQLite must answer."""
+        """Top-``k`` (rowid, -bm25) like ``ORDER BY bm25 ASC, asin ASC``; ``None`` when SQLite must answer.
+
+        A row's score is its phrases' bm25 terms added in query order (fts5Bm25Function's loop), so that the
+        sums are the same IEEE doubles as SQLite's; every term is > 0 (idf >= 1e-6, positive weights and
+        lengths), so a row matched iff its score > 0. Few postings are summed directly (``_summed`` or
+        ``_scanned``); many go through ``_pruned``, which skips the rows that cannot reach the top ``k``.
+        """
         phrases = []
         for token in tokens:
-            postings = self._phrase(token)
-            if postings is None:
+            phrase = self._phrase(token)
+            if phrase is None:
                 return None
-            phrases.append(postings)
-        # Every bm25 term is > 0 (idf >= 1e-6, positive weights and lengths), so a row matched iff its score > 0.
-        scores = np.zeros(self.n_rows, dtype=np.float64)
-        n_rows = self.n_rows
-        for docs, values, whole in phrases:  # query order, like the loop over phrases in fts5Bm25Function
-            hits = docs.size
-            if not hits:
-                continue
-            if whole:
-                scores[docs] += values
-            else:
-                idf = math.log((n_rows - hits + 0.5) / (hits + 0.5))
-                if idf <= 0.0:
-                    idf = _IDF_FLOOR
-                scores[docs] += idf * ((values * _K1_PLUS_1) / (values + self._length_term[docs]))
-        candidates = np.flatnonzero(scores > 0.0)  # one vectorised pass (nonzero on float64 is ~7x slower)
-        if not candidates.size:
+            if phrase.docs.size:
+                phrases.append(phrase)
+        if not phrases:
             return []
-        values = scores[candidates]
+        if len(phrases) == 1:  # its rows are the candidates and its terms their scores (0.0 + x == x)
+            return self._top(phrases[0].docs, phrases[0].terms, k)
+        total = sum(phrase.docs.size for phrase in phrases)
+        if total >= max(_PRUNE_POSTINGS, _PRUNE_PER_K * k):
+            return self._pruned(phrases, k)
+        if total * _SCAN_RATIO >= self.n_rows:
+            return self._top(*self._scanned(phrases), k)
+        return self._top(*self._summed(phrases), k)
+
+    def _take_buffer(self) -> np.ndarray:
+        """A zeroed per-row score buffer from the free list (or a new one).
+
+        Why a free list: a fresh per-row array each query costs page faults linear in the catalog (9 MB at 1.2M
+        products). Threads pop and push (atomic under the GIL; no lock that a fork could leave held); a buffer
+        is pushed back only once its touched slots are zero again, so one an error left dirty is dropped.
+        """
+        try:
+            return self._free_scores.pop()
+        except IndexError:
+            return np.zeros(self.n_rows, dtype=np.float64)
+
+    def _give_back(self, scores: np.ndarray) -> None:
+        if len(self._free_scores) < _FREE_SCORE_BUFFERS:
+            self._free_scores.append(scores)
+
+    @staticmethod
+    def _add_phrase(scores: np.ndarray, phrase: _Phrase, first: bool, track: bool = True) -> np.ndarray | None:
+        """Add one phrase's terms to its rows' running scores; with ``track``, return the rows it touched first
+        (those whose running score was still 0.0, which keeps the collected candidates unique)."""
+        docs, terms = phrase.docs, phrase.terms
+        if first:
+            scores[docs] = terms  # every slot is 0.0 and 0.0 + x == x for x > 0
+            return docs
+        if not track:
+            scores[docs] += terms
+            return None
+        running = scores[docs]
+        new = docs[running == 0.0]
+        running += terms  # the same IEEE additions as ``scores[docs] += terms``
+        scores[docs] = running
+        new_rows: np.ndarray = new
+        return new_rows
+
+    def _summed(self, phrases: list[_Phrase]) -> tuple[np.ndarray, np.ndarray]:
+        """(every matched row, its exact score): every phrase added in query order; linear in the postings."""
+        scores = self._take_buffer()
+        parts = [self._add_phrase(scores, phrase, i == 0) for i, phrase in enumerate(phrases)]
+        candidates = np.concatenate([part for part in parts if part is not None])
+        totals = scores[candidates]
+        scores[candidates] = 0.0
+        self._give_back(scores)
+        return candidates, totals
+
+    def _scanned(self, phrases: list[_Phrase]) -> tuple[np.ndarray, np.ndarray]:
+        """Like ``_summed``, but the matched rows are found by one pass over every row: cheaper when the postings
+        are a good part of the rows (no per-phrase test for rows seen first)."""
+        scores = self._take_buffer()
+        for i, phrase in enumerate(phrases):  # query order
+            self._add_phrase(scores, phrase, i == 0, track=False)
+        candidates = np.flatnonzero(scores > 0.0)  # one vectorised pass (nonzero on float64 is ~7x slower)
+        totals = scores[candidates]
+        if candidates.size * _SCAN_RATIO >= self.n_rows:
+            scores.fill(0.0)
+        else:
+            scores[candidates] = 0.0
+        self._give_back(scores)
+        return candidates, totals
+
+    def _pruned(self, phrases: list[_Phrase], k: int) -> list[tuple[int, float]]:
+        """The top ``k`` without scoring every matched row (MaxScore, exact).
+
+        Phrases are added highest bound (largest term) first until the bounds of those left sum to less than
+        ``theta``, the k-th best partial score so far: a row in none of the added phrases then scores below
+        the k-th best and is skipped (the left phrases' often very long postings are never read in full). A
+        candidate whose partial score plus the left bounds stays below ``theta`` is dropped the same way, the
+        rest are looked up in the left phrases, and the survivors get their exact scores, summed in query
+        order. ``theta`` never exceeds the true k-th best score, and the margins cover the rounding of sums
+        taken in another order, so the result is exactly that of ``_summed``.
+        """
+        n = len(phrases)
+        bounds = [phrase.bound for phrase in phrases]
+        order = sorted(range(n), key=lambda j: (-bounds[j], j))
+        # left[i] / reach[i]: upper bounds of the sums of the bounds of order[i + 1:] / order[: i + 1]
+        left = [math.fsum(bounds[j] for j in order[i + 1 :]) * _UP for i in range(n)]
+        reach = [math.fsum(bounds[j] for j in order[: i + 1]) * _UP for i in range(n)]
+        scores = self._take_buffer()  # not given back if this raises: its slots may be dirty
+        theta = 0.0
+        parts: list[np.ndarray] = []
+        added = n
+        estimates = 0
+        for i, j in enumerate(order):
+            new = self._add_phrase(scores, phrases[j], i == 0)
+            if new is not None and new.size:
+                parts.append(new)
+            if i == n - 1 or left[i] >= reach[i]:  # last, or no partial score can exceed left[i] yet
+                continue
+            if len(parts) > 1:
+                parts = [np.concatenate(parts)]
+            if parts[0].size >= k:
+                partial = scores[parts[0]]
+                theta = max(theta, float(np.partition(partial, partial.size - k)[partial.size - k]) * _DOWN)
+                if left[i] >= theta and estimates < _ESTIMATES and phrases[order[i + 1]].docs.size >= _ESTIMATE_FROM:
+                    estimates += 1
+                    # Before adding a long phrase: the best partial rows' scores with every phrase left are
+                    # real scores, so their k-th best is a safe theta, often far higher than the partial one.
+                    m = min(partial.size, _ESTIMATE_PER_K * k)
+                    best = np.sort(parts[0][np.argpartition(partial, partial.size - m)[partial.size - m :]])
+                    fuller = scores[best]
+                    for later in order[i + 1 :]:
+                        where, found = _lookup(phrases[later].docs, best)
+                        fuller[found] += phrases[later].terms[where[found]]
+                    theta = max(theta, float(np.partition(fuller, m - k)[m - k]) * _DOWN)
+                if left[i] < theta:
+                    added = i + 1
+                    break
+        candidates = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        partial = scores[candidates]
+        scores[candidates] = 0.0
+        self._give_back(scores)
+        if added == n and candidates.size >= k:
+            theta = max(theta, float(np.partition(partial, candidates.size - k)[candidates.size - k]) * _DOWN)
+        # Drop candidates that cannot reach theta, look the rest up in the phrases not added (largest bound
+        # first), raising theta as the partial scores grow.
+        found_in: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # phrase → (candidate rows in it, their terms)
+        for i in range(added - 1, n):
+            if i >= added:
+                phrase = phrases[order[i]]
+                where, found = _lookup(phrase.docs, candidates)
+                rows, terms = candidates[found], phrase.terms[where[found]]
+                found_in[order[i]] = (rows, terms)
+                partial[found] += terms
+                if candidates.size >= k:
+                    theta = max(theta, float(np.partition(partial, candidates.size - k)[candidates.size - k]) * _DOWN)
+            if theta > 0.0:
+                keep = np.flatnonzero(partial * _UP + left[i] >= theta)
+                if keep.size < candidates.size:
+                    candidates, partial = candidates[keep], partial[keep]
+            if i == added - 1:  # ascending rows make the look-ups walk each phrase's rows forwards
+                ascending = np.argsort(candidates)
+                candidates, partial = candidates[ascending], partial[ascending]
+        # The survivors' exact scores, summed in query order.
+        survivors = candidates
+        exact = np.zeros(survivors.size, dtype=np.float64)
+        for j, phrase in enumerate(phrases):
+            if j in found_in:
+                rows, terms = found_in[j]
+                where, found = _lookup(survivors, rows)
+                exact[where[found]] += terms[found]
+            else:
+                where, found = _lookup(phrase.docs, survivors)
+                exact[found] += phrase.terms[where[found]]
+        return self._top(survivors, exact, k)
+
+    def _top(self, candidates: np.ndarray, values: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best (rowid, score) of the candidates, ties by the rows' ASIN rank."""
         if candidates.size > k:
             threshold = np.partition(values, candidates.size - k)[candidates.size - k]
             keep = values >= threshold  # every row tied with the k-th best stays for the tie-break
             candidates, values = candidates[keep], values[keep]
         order = np.lexsort((self._tie_rank[candidates], -values))[:k]
         return list(zip(self.rowids[candidates[order]].tolist(), values[order].tolist(), strict=True))
+
+
+def _lookup(docs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in ``docs``, indices into ``rows`` found there) for sorted ``docs``."""
+    if not docs.size:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    where = np.searchsorted(docs, rows)
+    np.minimum(where, docs.size - 1, out=where)
+    return where, np.flatnonzero(docs[where] == rows)
+
+
+class _Phrase:
+    """One query phrase's matched rows (ascending) and each row's bm25 term; ``bound`` is their maximum."""
+
+    __slots__ = ("_bound", "docs", "terms")
+
+    def __init__(self, docs: np.ndarray, terms: np.ndarray) -> None:
+        self.docs = docs
+        self.terms = terms
+        self._bound: float | None = None
+
+    @property
+    def bound(self) -> float:
+        """The largest term, computed on first use (two threads may both compute it; the values are equal)."""
+        bound = self._bound
+        if bound is None:
+            bound = self._bound = float(self.terms.max()) if self.terms.size else 0.0
+        return bound
 
 
 class _TermLookup:
@@ -350,4 +547,4 @@ def _row_major(column_ids: list[np.ndarray], sizes: np.ndarray, indexed: list[in
     return out
 
 
-_EMPTY: tuple[np.ndarray, np.ndarray, bool] = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64), False)
+_EMPTY = _Phrase(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64))
