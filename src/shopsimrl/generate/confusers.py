@@ -118,6 +118,15 @@ def _fit_line(kind: str, target: ProductDraft, wanted: tuple[str, ...], rng: ran
     return pick(rng, usable).format(names=names, uses=uses, attrs=attrs, noun=leaf.noun)
 
 
+def _paraphrase_line(target: ProductDraft, wanted: tuple[str, ...], vocab: Vocabulary, rng: random.Random) -> list[str]:
+    """A seller line in the shopper's words (声音小 for 静音), which is how short requests name attributes."""
+    table: dict[str, list[str]] = vocab.paraphrases["phrases"]
+    spoken = [pick(rng, table[a]) for a in wanted[:FIT_ATTRIBUTES] if table.get(a)]
+    if not spoken:
+        return []
+    return [f"{'、'.join(spoken)}的{target.leaf.noun}都能配"]
+
+
 def _make(
     source: ProductDraft, own: Requirements, target: ProductDraft, wanted: tuple[str, ...], kind: str,
     vocab: Vocabulary, rng: random.Random,
@@ -154,7 +163,7 @@ def _make(
     record["title"] = title
     record["full_description"] = title
     record["attribute"] = attributes
-    record["small_description"] = [fit, *record["small_description"]]
+    record["small_description"] = [fit, *_paraphrase_line(target, wanted, vocab, rng), *record["small_description"]]
     source.extras["confuser_of"] = target.record["asin"]
     return r_type
 
@@ -165,49 +174,46 @@ def add_confusers(
     store: _Store,
     vocab: Vocabulary,
     rng: random.Random,
+    persona: frozenset[int] | set[int] = frozenset(),
     share: float = CONFUSER_SHARE,
 ) -> list[Confuser]:
     """Make confusers for ``share`` of every paired target leaf's tasks; returns them in a stable order.
 
-    Targets and sources are drawn first (disjoint, two-axis products excluded: cleaning drops them), then each
-    source is rewritten and put back into ``store``.
+    Targets are drawn first (``persona`` positions first: those are the tasks that are evaluated), then for each
+    one a partner product that is no target is rewritten and put back into ``store`` (two-axis products, which
+    cleaning drops, are neither targets nor confusers). The partner leaf's supply bounds the count.
     """
-    used: set[int] = set()
     plan: list[tuple[int, int, str]] = []
-    pools: dict[int, list[int]] = {}
     for target_leaf, sources in partner_pairs(leaves):
-        targets = [p for p in by_leaf.get(target_leaf, []) if p not in used]
-        chosen = pick_many(rng, targets, round(share * len(targets)))
-        for target in chosen:
+        positions = by_leaf.get(target_leaf, [])
+        first = [p for p in positions if p in persona]  # the evaluated (persona) tasks first
+        rest = [p for p in positions if p not in persona]
+        ordered = pick_many(rng, first, len(first)) + pick_many(rng, rest, len(rest))
+        for target in ordered[: round(share * len(positions))]:
             source_leaf, kind = pick(rng, sources)
-            if source_leaf not in pools:
-                pools[source_leaf] = pick_many(rng, by_leaf.get(source_leaf, []), len(by_leaf.get(source_leaf, [])))
-            pool = pools[source_leaf]
-            while pool and pool[-1] in used:
-                pool.pop()
-            if not pool:
-                continue
-            used.add(target)
             plan.append((target, source_leaf, kind))
+    targets = {target for target, _, _ in plan}
+    pools: dict[int, list[int]] = {}
     confusers: list[Confuser] = []
     for target, source_leaf, kind in plan:
         target_draft, target_req, _ = store.get(target)
         if target_draft.two_axis:
             continue
+        if source_leaf not in pools:
+            own = [p for p in by_leaf.get(source_leaf, []) if p not in targets]
+            pools[source_leaf] = pick_many(rng, own, len(own))
         pool = pools[source_leaf]
-        for _ in range(SOURCE_TRIES):
-            while pool and pool[-1] in used:
-                pool.pop()
-            if not pool:
-                break
-            source = pool.pop()
-            used.add(source)
-            draft, own, text = store.get(source)
+        # a product that fails for this target (its own title shares too many words) may suit the next one
+        for index in range(len(pool) - 1, max(-1, len(pool) - 1 - SOURCE_TRIES), -1):
+            source = pool[index]
+            draft, own_req, text = store.get(source)
             if draft.two_axis:
+                del pool[index]
                 continue
-            r_type = _make(draft, own, target_draft, target_req.attributes, kind, vocab, rng)
+            r_type = _make(draft, own_req, target_draft, target_req.attributes, kind, vocab, rng)
             if r_type is not None:
-                store.put(source, (draft, own, text))
+                del pool[index]
+                store.put(source, (draft, own_req, text))
                 confusers.append(Confuser(source, target, r_type))
                 break
     return confusers

@@ -306,7 +306,9 @@ class CatalogStream:
                     by_leaf.setdefault(li, []).append(position)
                     leaf_of[position] = li
                     slot_index += 1
-            self.confusers = add_confusers(leaves, by_leaf, store, vocab, random.Random(f"{seed}:confusers"))
+            self.confusers = add_confusers(
+                leaves, by_leaf, store, vocab, random.Random(f"{seed}:confusers"), set(self.persona_positions)
+            )
 
             prng = random.Random(f"{seed}:personas")
             owners: list[int] = []
