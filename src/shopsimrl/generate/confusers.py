@@ -183,15 +183,17 @@ def add_confusers(
     one a partner product that is no target is rewritten and put back into ``store`` (two-axis products, which
     cleaning drops, are neither targets nor confusers). The partner leaf's supply bounds the count.
     """
-    plan: list[tuple[int, int, str]] = []
+    first: list[tuple[int, int, str]] = []
+    rest: list[tuple[int, int, str]] = []
     for target_leaf, sources in partner_pairs(leaves):
         positions = by_leaf.get(target_leaf, [])
-        first = [p for p in positions if p in persona]  # the evaluated (persona) tasks first
-        rest = [p for p in positions if p not in persona]
-        ordered = pick_many(rng, first, len(first)) + pick_many(rng, rest, len(rest))
+        evaluated = [p for p in positions if p in persona]  # the evaluated (persona) tasks first
+        others = [p for p in positions if p not in persona]
+        ordered = pick_many(rng, evaluated, len(evaluated)) + pick_many(rng, others, len(others))
         for target in ordered[: round(share * len(positions))]:
             source_leaf, kind = pick(rng, sources)
-            plan.append((target, source_leaf, kind))
+            (first if target in persona else rest).append((target, source_leaf, kind))
+    plan = first + rest  # partner leaves serve several targets: persona tasks of every leaf before the rest
     targets = {target for target, _, _ in plan}
     pools: dict[int, list[int]] = {}
     confusers: list[Confuser] = []
