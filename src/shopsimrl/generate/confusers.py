@@ -29,7 +29,7 @@ from .products import ProductDraft, plain_value
 from .rng import pick, pick_many
 from .vocabulary import Leaf, Vocabulary
 
-CONFUSER_SHARE = 0.6
+CONFUSER_SHARE = 0.3
 """Share of a paired target leaf's tasks that get one confuser from a partner leaf."""
 MAX_ATTRIBUTES = 5
 SOURCE_TRIES = 4
