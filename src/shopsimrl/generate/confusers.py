@@ -32,6 +32,8 @@ from .vocabulary import Leaf, Vocabulary
 CONFUSER_SHARE = 0.3
 """Share of a paired target leaf's tasks that get one confuser from a partner leaf."""
 MAX_ATTRIBUTES = 5
+TITLE_SYNONYMS = 1
+"""Synonyms of the target noun a confuser's title stuffs (more rank it above the gold for more requests)."""
 SOURCE_TRIES = 4
 """Partner products tried per target before giving up (a product whose own title shares too many words fails)."""
 FIT_ATTRIBUTES = 2
@@ -138,7 +140,8 @@ def _make(
     fit = _fit_line(kind, target, wanted, rng)
     added = _added_attributes(source, own, wanted, vocab)
     named = [a for a in wanted if a not in noun][:FIT_ATTRIBUTES]
-    synonyms = "/".join(s for s in target.leaf.synonyms if s != noun)
+    others = [s for s in target.leaf.synonyms if s != noun]
+    synonyms = "/".join(pick_many(rng, others, min(TITLE_SYNONYMS, len(others))))
     # Richest first (the requested attributes, the noun, its synonyms as sellers stuff them), down to the bare
     # noun; repeating words of the gold title costs nothing, since the reward compares sets of terms.
     phrases: list[str] = []
