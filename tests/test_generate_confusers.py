@@ -105,3 +105,14 @@ def test_confusers_are_deterministic(catalog: GeneratedCatalog) -> None:
     assert [again.records[c.position] for c in again.confusers] == [
         catalog.records[c.position] for c in catalog.confusers
     ]
+
+
+def test_strong_policy_recognises_confuser_listings(catalog: GeneratedCatalog) -> None:
+    """The strong rule policy's v6 rule (written with the table in hand) flags confusers and little else."""
+    from shopsimrl.agent.policies.strong_rule import is_accessory_listing
+
+    sources = {c.position for c in catalog.confusers}
+    assert all(is_accessory_listing(catalog.records[p]["title"]) for p in sources)
+    others = [r["title"] for i, r in enumerate(catalog.records) if i not in sources]
+    assert sum(map(is_accessory_listing, others)) <= 0.005 * len(others)
+    assert not is_accessory_listing("沃星热卖耐用卷尺自锁耐摔钢卷尺木工省力 L2984Pro")
