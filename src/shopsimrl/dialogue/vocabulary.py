@@ -45,6 +45,12 @@ def seller_decorations() -> tuple[tuple[str, str], ...]:
             elif "{v}" in template:
                 prefix, _, suffix = template.partition("{v}")
                 pairs.add((prefix, suffix))
+    # generator v6 long strings: the plain value, one spec of the axis, one gift (``黑色 升级加厚款【送清洁刷】``)
+    specs, gifts = table.get("long_specs", {}), table.get("long_gifts", {})
+    if isinstance(specs, dict) and isinstance(gifts, dict):
+        every_gift = {str(gift) for group in gifts.values() if isinstance(group, list) for gift in group}
+        for spec in {str(spec) for group in specs.values() if isinstance(group, list) for spec in group}:
+            pairs.update(("", spec + gift) for gift in every_gift)
     return tuple(sorted(pairs, key=lambda pair: (-len(pair[0]) - len(pair[1]), pair)))
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.splits import normalize_text
 from ..errors import GeneratorConfigError
+from .confusers import Confuser, add_confusers
 from .instructions import Requirements, choose_requirements, full_instruction
 from .personas import PersonaTask, User, make_user, persona_task
 from .products import ProductDraft, make_brands, make_product
@@ -34,7 +35,7 @@ from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v5.1"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v6"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -127,6 +128,8 @@ class GeneratedCatalog:
     leaves: list[Leaf]
     leaf_sizes: dict[str, int]
     user_task_counts: dict[str, int] = field(default_factory=dict)
+    confusers: list[Confuser] = field(default_factory=list)
+    """v6 cross-leaf confusers (archive positions of the confuser and of the task it confuses)."""
 
 
 def _choose_leaves(vocab: Vocabulary, config: GeneratorConfig, rng: random.Random) -> list[Leaf]:
@@ -241,6 +244,7 @@ class CatalogStream:
         self.sizes = sizes = _leaf_sizes(config.products, len(leaves), master)
         self.leaf_sizes = {leaf.name: size for leaf, size in zip(leaves, sizes, strict=True)}
         self.user_task_counts: dict[str, int] = {}
+        self.confusers: list[Confuser] = []
         total = sum(sizes)
         two_axis_count, persona_count = config.two_axis_count, config.persona_count
         assert two_axis_count is not None and persona_count is not None  # filled in by __post_init__
@@ -302,6 +306,9 @@ class CatalogStream:
                     by_leaf.setdefault(li, []).append(position)
                     leaf_of[position] = li
                     slot_index += 1
+            self.confusers = add_confusers(
+                leaves, by_leaf, store, vocab, random.Random(f"{seed}:confusers"), set(self.persona_positions)
+            )
 
             prng = random.Random(f"{seed}:personas")
             owners: list[int] = []
@@ -386,7 +393,9 @@ def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = Non
     for record, audit in stream:
         records.append(record)
         audits.append(audit)
-    return GeneratedCatalog(records, audits, stream.leaves, stream.leaf_sizes, stream.user_task_counts)
+    return GeneratedCatalog(
+        records, audits, stream.leaves, stream.leaf_sizes, stream.user_task_counts, stream.confusers
+    )
 
 
 def generate_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> list[dict[str, Any]]:

@@ -33,6 +33,8 @@ NEAR_MISS_SHARE = 0.25
 """v5.1: share of products listed as a near miss of the leaf's previous product: the same selling points except
 one that the previous product's task requires (成犬 for 幼犬, or a missing 静音), so titles tie and only the
 product page tells them apart (as a shop's own variants and its competitors' copies do on Taobao)."""
+LONG_OPTION_SHARE = 0.5
+"""v6: of the seller-style axes, the share whose values are long seller strings (a spec and a gift per value)."""
 SELLER_FUZZY_LIMIT = 80
 """Two values of one axis must stay this dissimilar, so a wrong click never passes the reward's fuzzy match (> 85)."""
 
@@ -154,7 +156,7 @@ def _distinct(values: list[str]) -> bool:
     return _distinct_tuple(tuple(values))
 
 
-def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.Random) -> list[str]:
+def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.Random, domain: str = "") -> list[str]:
     """The values as a seller lists them: one pattern for the axis, or one featured value; plain when ambiguous.
 
     A pattern is kept only when every pair of values stays below the reward's fuzzy threshold, so the
@@ -164,6 +166,10 @@ def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.R
     table = vocab.text["seller_options"]
     if rng.random() >= SELLER_OPTION_SHARE or not _distinct(values):
         return values
+    if rng.random() < LONG_OPTION_SHARE:
+        long = _long_values(axis, values, domain, table, rng)
+        if long is not None:
+            return long
     if rng.random() < FEATURED_SHARE:
         featured = rng.randrange(len(values))
         shown = [v + pick(rng, table["featured"]) if i == featured else v for i, v in enumerate(values)]
@@ -178,6 +184,22 @@ def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.R
     shown = [template.format(v=v) for v in values]
     shown = [s.replace("装装", "装").replace("码码", "码") for s in shown]
     return shown if _distinct(shown) and len(set(shown)) == len(shown) else values
+
+
+def _long_values(
+    axis: str, values: list[str], domain: str, table: dict[str, Any], rng: random.Random
+) -> list[str] | None:
+    """v6: every value with the axis's spec words and its own gift (``黑色 升级加厚款【送清洁刷】``); None when the
+    gifts run out or two values would pass the reward's fuzzy match."""
+    gifts: list[str] = table["long_gifts"]["_common"] + table["long_gifts"].get(domain, [])
+    if len(values) > len(gifts):
+        return None
+    specs = table["long_specs"]
+    key = axis if axis in specs else "_amount" if _is_quantity(values) else "_default"
+    spec = pick(rng, specs[key])
+    shown = [v + spec + gift for v, gift in zip(values, pick_many(rng, gifts, len(values)), strict=True)]
+    shown = [s.replace("装装", "装").replace("码码", "码") for s in shown]
+    return shown if _distinct(shown) and len(set(shown)) == len(shown) else None
 
 
 def _axis_prices(count: int, base: float, ordered: bool, rng: random.Random) -> list[float]:
@@ -336,7 +358,7 @@ def make_product(
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices
-        shown = seller_values(axis.name, values, vocab, rng)
+        shown = seller_values(axis.name, values, vocab, rng, leaf.domain)
         spoken.update((seller, plain) for seller, plain in zip(shown, values, strict=True) if seller != plain)
         entries: list[dict[str, Any]] = [{"value": value} for value in shown]
         if axis.name in priced:

@@ -4,7 +4,9 @@ It knows every leaf attribute, the paraphrase table (so 用得久 reads as 耐�
 parser and the persona's preferences and brands; since v5 also the spoken counts (两个装 = 2个装) and the end-value
 descriptions (规格要大一点的那个 = the last value), and since v5.1 the implied-cue table too (a recent search
 晚上用不吵人的风扇 reads as 静音; a cue that the table lists under several attributes reads as all of them, since a rule
-cannot tell which one the shopper meant). It ranks candidates by the recovered attributes, prefers
+cannot tell which one the shopper meant); since v6 also the confuser phrases (a listing whose title opens with
+适用蓝牙耳机, 卷尺平替 or 搭配羽绒服 is an accessory or companion of another type, ranked last). It ranks candidates
+by the recovered attributes, prefers
 the persona's brands, and passes over a product that lacks a requested option value or exceeds the budget.
 It is the upper bound a rule-writer with the generator's source reaches; the catalog must keep it ≤ 55%.
 """
@@ -20,6 +22,7 @@ from typing import Any
 from ...contract import BACK_TO_SEARCH as BACK
 from ...contract import BUY_NOW as BUY
 from ...contract import PREV, PRODUCT_DETAIL, SEARCH_RESULTS
+from ...generate.confusers import confuser_table
 from ...generate.vocabulary import load_vocabulary
 from ..page_text import Page, PageItem
 from ..policy import PolicyAction, PolicyContext
@@ -40,6 +43,25 @@ def _knowledge() -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
     attributes = sorted({a for leaf in vocab.leaves for a in leaf.all_attributes()}, key=len, reverse=True)
     values = sorted({v for leaf in vocab.leaves for axis in leaf.axes for v in axis.values}, key=len, reverse=True)
     return back, tuple(attributes), tuple(values)
+
+
+ACCESSORY_PENALTY = 40.0
+"""v6: score taken off a listing that advertises fitting another product (a cross-leaf confuser)."""
+
+
+@lru_cache(maxsize=1)
+def _accessory_pattern() -> re.Pattern[str]:
+    """A title's first word that is a confuser phrase of ``vocab/confusers.json`` around a vocabulary noun."""
+    vocab = load_vocabulary()
+    nouns = sorted({n for leaf in vocab.leaves for n in (leaf.noun, *leaf.synonyms)}, key=len, reverse=True)
+    noun = "\\S*?(?:" + "|".join(re.escape(n) for n in nouns) + ")"
+    templates = [t for kind in confuser_table()["title"].values() for t in kind]
+    return re.compile("^(?:" + "|".join(re.escape(t).replace(re.escape("{noun}"), noun) for t in templates) + ")(?:\\s|$)")
+
+
+def is_accessory_listing(title: str) -> bool:
+    """Whether ``title`` opens with a confuser phrase (适用X, X专用, 搭配X, X平替 …), as a v6 confuser does."""
+    return _accessory_pattern().match(title) is not None
 
 
 @lru_cache(maxsize=1)
@@ -70,6 +92,9 @@ def implied_attributes(searches: list[str]) -> set[str]:
 class StrongRequest(Request):
     """The heuristic's request, with paraphrases mapped back to attributes and the vocabulary's words found."""
 
+    avoid_accessories = True
+    """v6: rank confuser listings last (False: the v5.1 policy, for the benchmark's comparison)."""
+
     def __init__(self, instruction: str, persona: Mapping[str, Any]) -> None:
         back, attributes, values = _knowledge()
         # v5 vocabulary: small counts said in words (两个装 → 2个装), end values described (要最大的那档)
@@ -98,6 +123,8 @@ class StrongRequest(Request):
         score += 3.0 * sum(1 for attribute in self.required if attribute in haystack)
         if any(brand and (brand in item.brand or brand in item.title) for brand in self.brands):
             score += 2.5
+        if self.avoid_accessories and is_accessory_listing(item.title):
+            score -= ACCESSORY_PENALTY
         return score
 
     def lacks_option(self, page: Page) -> bool:
