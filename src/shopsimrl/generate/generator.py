@@ -35,7 +35,7 @@ from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v6"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v6.1"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200

@@ -132,7 +132,7 @@ def simple_text(
     text = template.format(
         unit=draft.leaf.unit,
         kept=kept_phrase,
-        noun=req.noun,
+        noun=req.simple_noun or req.noun,
         budget=req.budget.phrase if with_budget else "",
         use=req.use,
     )
