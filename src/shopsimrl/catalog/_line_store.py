@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ..errors import DataIntegrityError
+
 
 class LineStore:
     """Records ``0..n-1`` of a JSON-lines file; ``offsets`` (n + 1 int64) delimit them, newline excluded.
@@ -33,7 +35,7 @@ class LineStore:
         try:
             size = os.fstat(self._file.fileno()).st_size
             if offsets.size < 1 or int(offsets[-1]) != size:
-                raise ValueError(f"{path.name}: offsets end at {int(offsets[-1]) if offsets.size else 0}, file has {size} bytes")
+                raise DataIntegrityError(f"{path.name}: offsets end at {int(offsets[-1]) if offsets.size else 0}, file has {size} bytes")
         except BaseException:
             self._file.close()
             raise
@@ -47,7 +49,7 @@ class LineStore:
         length = end - 1 - begin  # the trailing newline is not part of the record
         data = os.pread(self._fd, length, begin)
         if len(data) != length:
-            raise ValueError(f"{self.path.name}: record {number} is cut short (the file changed after opening)")
+            raise DataIntegrityError(f"{self.path.name}: record {number} is cut short (the file changed after opening)")
         return data
 
     def get(self, number: int) -> Any:
@@ -75,10 +77,10 @@ def iter_lines(path: Path, offsets: np.ndarray, block: int = 1 << 16) -> Iterato
             for length in np.diff(offsets[begin : begin + block + 1]).tolist():
                 line = handle.readline()
                 if len(line) != length or not line.endswith(b"\n"):
-                    raise ValueError(f"{path.name}: a record line differs from its offsets")
+                    raise DataIntegrityError(f"{path.name}: a record line differs from its offsets")
                 yield _decode(line[:-1])
         if handle.read(1):
-            raise ValueError(f"{path.name}: the file goes on past its offsets")
+            raise DataIntegrityError(f"{path.name}: the file goes on past its offsets")
 
 
 def encode_record(record: Any) -> bytes:

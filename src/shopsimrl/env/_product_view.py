@@ -61,7 +61,7 @@ class ProductView:
         self, asin: str, product: Product | None, summary: Mapping[str, Any], load: Callable[[], Product] | None = None
     ) -> None:
         if product is None and load is None:
-            raise ValueError("a ProductView needs its product or a way to load it")
+            raise TypeError("a ProductView needs its product or a way to load it")
         self.asin = asin
         self._product = product
         self._load = load
