@@ -5,13 +5,13 @@ opening fails with a message naming it instead of returning part of a record."""
 from __future__ import annotations
 
 import os
-import pickle
 import random
 import threading
 from pathlib import Path
 
 import pytest
 
+from fork_support import in_forked_child
 from shopsimrl.catalog._line_store import LineStore, LineWriter, encode_record  # internals on purpose
 from shopsimrl.errors import DataIntegrityError
 
@@ -54,21 +54,7 @@ def test_a_forked_child_reads_the_same_records(tmp_path: Path) -> None:
     items = records(50)
     store = written(tmp_path / "r.jsonl", items)
     assert store.get(3) == items[3]
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        os.close(read_end)
-        try:
-            payload = pickle.dumps([store.get(number) for number in reversed(range(50))])
-        except BaseException as exc:
-            payload = pickle.dumps(repr(exc))
-        with os.fdopen(write_end, "wb") as handle:
-            handle.write(payload)
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as handle:
-        reply = pickle.loads(handle.read())
-    os.waitpid(child, 0)
+    reply = in_forked_child(lambda: [store.get(number) for number in reversed(range(50))])
     assert reply == items[::-1]
     assert store.get(49) == items[49]  # the parent's reads are unaffected (no shared file position)
 

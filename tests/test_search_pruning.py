@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import random
 import threading
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fork_support import in_forked_child
 from shopsimrl.search import (
     SearchIndex,
     _postings,  # internals on purpose: the paths are what is tested
@@ -224,25 +224,12 @@ def test_a_forked_child_ranks_with_the_inherited_buffers(pair):
     for tokens, k in queries:  # leave clean buffers in the free list for the child to inherit
         postings.rank(tokens, k)
     assert postings._free_scores
-    read_end, write_end = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        os.close(read_end)
-        try:
-            results = []
-            for mode in MODES:
-                results.append([ranked(fast, tokens, k, mode) for tokens, k in queries])
-            clean = all(not scores.any() for scores in postings._free_scores)
-            payload = pickle.dumps((results, clean))
-        except BaseException as exc:  # report anything to the parent
-            payload = pickle.dumps(repr(exc))
-        with os.fdopen(write_end, "wb") as handle:
-            handle.write(payload)
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as handle:
-        reply = pickle.loads(handle.read())
-    os.waitpid(child, 0)
+
+    def in_child() -> tuple[list[list[object]], bool]:
+        results = [[ranked(fast, tokens, k, mode) for tokens, k in queries] for mode in MODES]
+        return results, all(not scores.any() for scores in postings._free_scores)
+
+    reply = in_forked_child(in_child)
     assert reply == ([expected] * len(MODES), True)
 
 

@@ -66,19 +66,19 @@ class ProductStore(Mapping[str, Product]):
             return int(self._order[where])
         return -1
 
-    def __getitem__(self, asin: str) -> Product:
+    def _known(self, asin: str) -> int:
         number = self._number(asin)
         if number < 0:
             raise KeyError(asin)
-        return self.product_at(number)
+        return number
+
+    def __getitem__(self, asin: str) -> Product:
+        return self.product_at(self._known(asin))
 
     def record(self, asin: str) -> Mapping[str, Any]:
         """The stored archive record of ``asin`` as written by ``prepare`` (already validated there), decoded
         but not made into a ``Product``: what a result list shows is derived from the record alone."""
-        number = self._number(asin)
-        if number < 0:
-            raise KeyError(asin)
-        record: Mapping[str, Any] = self._lines.get(number)
+        record: Mapping[str, Any] = self._lines.get(self._known(asin))
         return record
 
     def __contains__(self, asin: object) -> bool:

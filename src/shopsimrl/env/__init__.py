@@ -1,6 +1,6 @@
 """The episode engine: page state machine, observation v7, tools, variant price and the paper reward."""
 
-from ._reward import empty_reward_detail, score_purchase
+from ._reward import empty_reward_detail, score_purchase, title_terms, type_reward
 from .checker import EnvCheckError, check_env, check_env_async
 from .interface import AsyncShopEnvironment, ResetResult, ShopEnvironment, StepResult, TerminateResult
 from .shop_env import ShopEnv, ShopWorld
@@ -18,4 +18,6 @@ __all__ = [
     "check_env_async",
     "empty_reward_detail",
     "score_purchase",
+    "title_terms",
+    "type_reward",
 ]

@@ -16,18 +16,16 @@ its own task keeps its gold SKU; targets are never modified, and no product is b
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Protocol
 
-from ..env._reward import title_terms, type_reward
+from ..env import title_terms, type_reward
 from .instructions import Requirements
 from .products import ProductDraft, plain_value
 from .rng import pick, pick_many
-from .vocabulary import Leaf, Vocabulary
+from .vocabulary import Leaf, Vocabulary, read_vocab_file
 
 CONFUSER_SHARE = 0.3
 """Share of a paired target leaf's tasks that get one confuser from a partner leaf."""
@@ -58,9 +56,7 @@ class Confuser:
 
 @lru_cache(maxsize=1)
 def confuser_table() -> dict[str, Any]:
-    data = resources.files(__package__).joinpath("vocab").joinpath("confusers.json").read_text("utf-8")
-    table: dict[str, Any] = json.loads(data)
-    return table
+    return read_vocab_file("confusers.json")
 
 
 def partner_pairs(leaves: list[Leaf]) -> list[tuple[int, list[tuple[int, str]]]]:

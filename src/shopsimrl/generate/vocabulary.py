@@ -88,7 +88,8 @@ class Vocabulary:
     brand_chars: tuple[tuple[str, str], ...]
 
 
-def _load_json(name: str) -> dict[str, Any]:
+def read_vocab_file(name: str) -> dict[str, Any]:
+    """One JSON table of the package's ``vocab/`` folder."""
     data = resources.files(__package__).joinpath("vocab").joinpath(name).read_text("utf-8")
     loaded: dict[str, Any] = json.loads(data)
     return loaded
@@ -153,9 +154,9 @@ def _parse_axis(spec: str, pools: dict[str, list[str]], where: str) -> Axis:
 @lru_cache(maxsize=1)
 def load_vocabulary() -> Vocabulary:
     """Parse every vocabulary file once (the result is immutable and shared)."""
-    catalog = _load_json("catalog.json")
-    pools = {key: value for key, value in _load_json("pools.json").items() if not key.startswith("_")}
-    text = _load_json("text.json")
+    catalog = read_vocab_file("catalog.json")
+    pools = {key: value for key, value in read_vocab_file("pools.json").items() if not key.startswith("_")}
+    text = read_vocab_file("text.json")
     leaves: list[Leaf] = []
     domains: list[str] = []
     for domain in catalog["domains"]:
@@ -201,8 +202,8 @@ def load_vocabulary() -> Vocabulary:
         leaves=tuple(leaves),
         domains=tuple(domains),
         text=text,
-        budgets=_load_json("budgets.json"),
-        personas=_load_json("personas.json"),
-        paraphrases=_load_json("paraphrases.json"),
+        budgets=read_vocab_file("budgets.json"),
+        personas=read_vocab_file("personas.json"),
+        paraphrases=read_vocab_file("paraphrases.json"),
         brand_chars=brand_chars,
     )

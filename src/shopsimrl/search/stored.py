@@ -96,6 +96,11 @@ def encode_asins(asins: list[str]) -> np.ndarray:
     return np.array(encoded, dtype=f"S{width}")
 
 
+def postings_file(directory: Path, name: str) -> Path:
+    """Where the stored postings array ``name`` lives."""
+    return directory / f"postings_{name}.npy"
+
+
 class NpyFileSink:
     """Arrays written block by block into ``<directory>/postings_<name>.npy``, byte for byte what ``np.save`` of the
     whole array writes (same header), each through ``.building`` and renamed into place when complete.
@@ -108,7 +113,7 @@ class NpyFileSink:
         self._writers: list[_NpyWriter] = []
 
     def path(self, name: str) -> Path:
-        return self.directory / f"postings_{name}.npy"
+        return postings_file(self.directory, name)
 
     def open(self, name: str, dtype: np.dtype[Any], shape: tuple[int, ...]) -> _NpyWriter:
         writer = _NpyWriter(self.path(name), dtype, shape)
@@ -168,9 +173,10 @@ def save_search_arrays(
     save_array(directory / ASINS_FILE, encode_asins([asin_of_rowid[r] for r in rowids]))
     del rowids
     meta: dict[str, Any] = {"version": STORED_SEARCH_VERSION, "rows": len(asin_of_rowid), "postings": None}
-    postings = store_postings(NpyFileSink(directory))
+    sink = NpyFileSink(directory)
+    postings = store_postings(sink)
     if postings is not None:
-        names += [f"postings_{name}.npy" for name in POSTINGS_ARRAYS]
+        names += [sink.path(name).name for name in POSTINGS_ARRAYS]
         terms = (json.dumps(postings.terms, ensure_ascii=False) + "\n").encode("utf-8")
         temporary = directory / (TERMS_FILE + ".building")
         temporary.write_bytes(terms)
@@ -193,7 +199,7 @@ def load_postings(directory: Path, meta: Mapping[str, Any]) -> Postings | None:
     info = meta.get("postings")
     if not info:
         return None
-    arrays = {name: load_array(directory / f"postings_{name}.npy") for name in POSTINGS_ARRAYS}
+    arrays = {name: load_array(postings_file(directory, name)) for name in POSTINGS_ARRAYS}
     terms = json.loads((directory / TERMS_FILE).read_text("utf-8"))
     if len(terms) != info["terms"] or arrays["rowids"].size != meta["rows"]:
         raise ValueError("stored postings do not match their meta (terms or rows)")
