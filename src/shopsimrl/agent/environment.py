@@ -8,7 +8,6 @@ loop (:func:`~shopsimrl.agent.episode.run_sync`).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Union
@@ -53,6 +52,8 @@ class _Adapter:
         if self.is_async:
             return await method(*args, **kwargs)
         if self.threaded:
+            import asyncio  # here: the CLI reads the policy registry (under agent/) without paying for asyncio
+
             return await asyncio.to_thread(method, *args, **kwargs)
         return method(*args, **kwargs)
 
