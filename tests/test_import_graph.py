@@ -1,5 +1,6 @@
-"""The package's import graph has no cycle (module-level imports; ``if TYPE_CHECKING:`` blocks and imports
-inside functions do not run at import time and are left out).
+"""The package's import graph has no cycle, neither at import time (module-level imports) nor through imports
+inside functions (which run later, but a cycle hidden by one is still two modules that need each other);
+``if TYPE_CHECKING:`` blocks never run and are left out.
 
 A cycle makes the import order matter and a partly initialised module visible; the layers are meant to
 point only down. Parsed with ``ast``, so nothing is imported."""
@@ -21,6 +22,13 @@ def _modules() -> dict[str, tuple[Path, bool]]:
     return found
 
 
+def _all_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, inside functions too, except those under ``if TYPE_CHECKING:``."""
+    skipped = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+               for sub in ast.walk(node)}
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped]
+
+
 def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     found: list[ast.Import | ast.ImportFrom] = []
     for node in tree.body:
@@ -33,14 +41,16 @@ def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """module → the package modules its import runs (an ancestor package of the importer is already running)."""
+def import_graph(*, inside_functions: bool = False) -> dict[str, set[str]]:
+    """module → the package modules its import runs (an ancestor package of the importer is already running);
+    ``inside_functions``: also the modules its functions import when they run."""
+    reader = _all_imports if inside_functions else _top_level_imports
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, (file, package) in modules.items():
         here = name.split(".") if package else name.split(".")[:-1]
         targets: set[str] = set()
-        for node in _top_level_imports(ast.parse(file.read_text("utf-8"))):
+        for node in reader(ast.parse(file.read_text("utf-8"))):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
                 continue
@@ -112,3 +122,25 @@ def test_the_package_import_graph_has_no_cycle():
     graph = import_graph()
     assert len(graph) > 100 and graph["shopsimrl.search._index"] >= {"shopsimrl.search._pool", "shopsimrl.errors"}
     assert cycles(graph) == []
+
+
+# Left for the generator's owner (issue 26 is rewriting generate/): the shopper reads the generator's vocabulary
+# (dialogue/vocabulary.py imports generate.vocabulary inside a function, which runs generate/__init__, which
+# imports the generator, which reads the reward's type functions from shopsimrl.env, which builds the shoppers).
+# The fix: a vocabulary module below generate/, dialogue and env (or a generate/__init__ that imports nothing).
+KNOWN_CYCLES_THROUGH_FUNCTIONS = [sorted([
+    "shopsimrl.dialogue", "shopsimrl.dialogue.lexicon", "shopsimrl.dialogue.llm_prompt",
+    "shopsimrl.dialogue.llm_shopper", "shopsimrl.dialogue.noise", "shopsimrl.dialogue.replies",
+    "shopsimrl.dialogue.rule_shopper", "shopsimrl.dialogue.shopper", "shopsimrl.dialogue.slots",
+    "shopsimrl.dialogue.vocabulary", "shopsimrl.env", "shopsimrl.env._dialogue_session", "shopsimrl.env.shop_env",
+    "shopsimrl.generate", "shopsimrl.generate.confusers", "shopsimrl.generate.generator",
+    "shopsimrl.generate.instructions", "shopsimrl.generate.personas", "shopsimrl.generate.products"])]
+
+
+def test_imports_inside_functions_hide_no_other_cycle():
+    """cli ↔ eval.commands, search._postings ↔ _postings_build and server app ↔ guard ↔ http_errors were hidden
+    by imports inside functions; only the listed one is left (an entry that no longer holds fails too)."""
+    graph = import_graph(inside_functions=True)
+    assert "shopsimrl.cli" not in graph["shopsimrl.eval.commands"]
+    assert "shopsimrl.server.app" not in graph["shopsimrl.server.guard"]
+    assert cycles(graph) == KNOWN_CYCLES_THROUGH_FUNCTIONS

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .argtypes import positive_int
 from .errors import ShopSimError
 
 if TYPE_CHECKING:
@@ -17,17 +18,6 @@ if TYPE_CHECKING:
 
 def _print_json(payload: object) -> None:
     print(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
-
-
-def _positive_int(text: str) -> int:
-    """An argparse type: an integer ≥ 1 (a clear usage error otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _check_data(directory: str, split: str | None = None) -> None:
@@ -322,21 +312,21 @@ def build_parser() -> argparse.ArgumentParser:
     search = data.add_parser("search", help="ranked ASINs for a query")
     search.add_argument("dir")
     search.add_argument("query")
-    search.add_argument("--k", type=_positive_int, default=20, help="number of results (at least 1)")
+    search.add_argument("--k", type=positive_int, default=20, help="number of results (at least 1)")
     search.add_argument("--json", action="store_true", help="print [{rank, asin, score}] (score = -bm25)")
     search.set_defaults(func=cmd_data_search)
 
     evaluate = data.add_parser("eval-search", help="gold-ASIN retrieval proxy over a split")
     evaluate.add_argument("dir")
     evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--top-k", type=_positive_int, default=150)
+    evaluate.add_argument("--top-k", type=positive_int, default=150)
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(func=cmd_data_eval_search)
 
     generate = data.add_parser("generate", help="write the generated default catalog's raw archive (+ manifest)")
     generate.add_argument("--out", required=True, help="archive path (.json.gz: deterministic gzip; else JSON)")
     generate.add_argument("--seed", type=int, default=20240521)
-    generate.add_argument("--products", type=_positive_int, default=23421)
+    generate.add_argument("--products", type=positive_int, default=23421)
     generate.add_argument("--two-axis-products", type=int, default=None, help="default: 695/23421 of --products")
     generate.add_argument("--persona-tasks", type=int, default=None, help="default: 4526/23421 of --products")
     generate.set_defaults(func=cmd_data_generate)
@@ -350,8 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     stats = data.add_parser("stats", help="catalog statistics, oracle solvability and heuristic difficulty")
     stats.add_argument("dir")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-    stats.add_argument("--oracle-sample", type=_positive_int, help="play the oracle on the first N tasks (default: all)")
-    stats.add_argument("--workers", type=_positive_int, help="worker processes (default: CPU count)")
+    stats.add_argument("--oracle-sample", type=positive_int, help="play the oracle on the first N tasks (default: all)")
+    stats.add_argument("--workers", type=positive_int, help="worker processes (default: CPU count)")
     stats.add_argument("--no-cache", action="store_true", help="recompute even if DIR/stats.json matches")
     stats.set_defaults(func=cmd_data_stats)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..agent.policies import POLICY_NAMES, policy_help, policy_spec
 from ..agent.shopper_backend import SHOPPER_POLICY
+from ..argtypes import positive_int
 from ..contract import MULTI_TURN, SHOPPER_NAMES, SINGLE_TURN
 from ..dialogue.llm_shopper import add_shopper_arguments, shopper_settings_from_args
 from ..errors import ShopSimError
@@ -161,12 +162,6 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    from ..cli import _positive_int as positive
-
-    return positive(text)
-
-
 def add_commands(commands: Any) -> None:
     """Register the evaluation subcommands on the top-level subparsers object."""
     ev = commands.add_parser("eval", help="evaluate a built-in policy or a served model on a task split")
@@ -187,15 +182,15 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--send-seed", action="store_true", help="send the per-turn seed to the model")
     ev.add_argument("--checkpoint-id", help="recorded in the manifest, never sent")
     ev.add_argument("--env-url", help="use a `shopsimrl serve` service instead of the in-process environment")
-    ev.add_argument("--concurrency", type=_positive_int, default=32)
+    ev.add_argument("--concurrency", type=positive_int, default=32)
     ev.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run episodes on Ray workers (no ADDRESS: start a local instance; 'auto' or "
                          "ray://HOST:10001: connect); needs the `ray` extra")
     ev.add_argument("--ray-cpus", type=int, help="CPUs of the local Ray instance --ray starts (default: all)")
     ev.add_argument("--ray-data", help="the --data directory's path on the Ray nodes (default: the same, absolute)")
-    ev.add_argument("--repeats", type=_positive_int, default=1)
-    ev.add_argument("--limit", type=_positive_int, help="only the first N tasks of the split")
-    ev.add_argument("--sample-size", type=_positive_int, help="a seeded random sample of N tasks")
+    ev.add_argument("--repeats", type=positive_int, default=1)
+    ev.add_argument("--limit", type=positive_int, help="only the first N tasks of the split")
+    ev.add_argument("--sample-size", type=positive_int, help="a seeded random sample of N tasks")
     ev.add_argument("--seed", type=int, default=20260830)
     ev.add_argument("--max-steps", type=int, default=None,
                     help=f"turn limit (default {EPISODE_LIMITS[SINGLE_TURN]}; {EPISODE_LIMITS[MULTI_TURN]} with --shopper)")

@@ -22,7 +22,7 @@ from typing import Any
 from .. import versions
 from ._pool import writable_temp_schema
 from ._postings import Postings, PostingsUnavailable
-from ._postings_build import build_postings
+from ._postings_build import build_postings, postings_in_memory
 from ._schema import FTS_COLUMNS, bm25_column_weights, match_expression
 from .stored import POSTINGS_ARRAYS, AsinColumn, NpyFileSink, load_array, load_postings
 
@@ -143,7 +143,7 @@ def rebuilt_postings(
         weights = bm25_column_weights(manifest["field_weights"])
         tie_rank = _tie_rank(query)
         with _vocabulary(connection):
-            postings = Postings.load(connection, FTS_COLUMNS, [weights[c] for c in FTS_COLUMNS], tie_rank)
+            postings = postings_in_memory(connection, FTS_COLUMNS, [weights[c] for c in FTS_COLUMNS], tie_rank)
         problem = ranking_difference(postings, connection, query)
     except (PostingsUnavailable, sqlite3.Error, MemoryError) as exc:
         return _refused(path, str(exc))

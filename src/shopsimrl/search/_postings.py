@@ -206,26 +206,6 @@ class Postings:
             pair_contrib=arrays["pair_contrib"],
         )
 
-    # -- building ------------------------------------------------------------------------------------------
-
-    @classmethod
-    def load(
-        cls,
-        connection: sqlite3.Connection,
-        columns: Sequence[str],
-        column_weights: Sequence[float],
-        tie_rank_of_rowid: dict[int, int],
-    ) -> Postings:
-        """Build from the FTS table ``products`` (``columns[0]`` UNINDEXED); raise ``PostingsUnavailable`` on doubt."""
-        from ._postings_build import MemorySink, build_postings  # the builder needs this module's constants
-
-        sink = MemorySink()
-        try:
-            built = build_postings(connection, columns, column_weights, tie_rank_of_rowid, sink)
-        except sqlite3.Error as exc:
-            raise PostingsUnavailable(f"cannot read the FTS5 statistics: {exc}") from exc
-        return cls.from_arrays(sink.arrays, built.terms, built.total_tokens, column_weights)
-
     # -- querying ------------------------------------------------------------------------------------------
 
     def _phrase_postings(self, token: str) -> _Phrase | None:

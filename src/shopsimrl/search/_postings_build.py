@@ -33,6 +33,7 @@ from ._postings import (
     _KEY_DOC_SHIFT,
     K1,
     B,
+    Postings,
     PostingsUnavailable,
     _row_major,
     _TermLookup,
@@ -371,3 +372,19 @@ def _check_sizes(sizes: np.ndarray, stored: list[bytes]) -> None:
         same = all(_varints(sz) == sizes[doc].tolist() for doc, sz in enumerate(stored))
     if not same:
         raise PostingsUnavailable("per-row column sizes differ from products_docsize")
+
+
+def postings_in_memory(
+    connection: sqlite3.Connection,
+    columns: Sequence[str],
+    column_weights: Sequence[float],
+    tie_rank_of_rowid: dict[int, int],
+) -> Postings:
+    """Build in memory from the FTS table ``products`` (``columns[0]`` UNINDEXED); raise ``PostingsUnavailable``
+    on doubt. Here, not on :class:`Postings`, so that the reader never imports its builder."""
+    sink = MemorySink()
+    try:
+        built = build_postings(connection, columns, column_weights, tie_rank_of_rowid, sink)
+    except sqlite3.Error as exc:
+        raise PostingsUnavailable(f"cannot read the FTS5 statistics: {exc}") from exc
+    return Postings.from_arrays(sink.arrays, built.terms, built.total_tokens, column_weights)

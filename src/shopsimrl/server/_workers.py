@@ -31,9 +31,9 @@ from typing import Any
 from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError, WorkerUnavailableError
 from ._protocol import DEFAULT_HEADER_TIMEOUT, http_protocol
-from .app import FREE_SLOTS_HEADER, decode, encode
-from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
-from .http_errors import error_payload, status_of
+from .app import FREE_SLOTS_HEADER, decode
+from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect
+from .http_errors import encode, error_payload, send_refusal, status_of
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
 _SESSION_PATH = re.compile(r"^/v1/sessions/([0-9a-f]{2})")

@@ -35,12 +35,6 @@ class Refusal(ShopSimError):
         super().__init__(message)
         self.headers = list(headers)
 
-    @property
-    def status(self) -> int:
-        from .http_errors import status_of
-
-        return status_of(self)
-
 
 class BodyTooLarge(Refusal):
     """A body (declared or read) larger than ``--max-body-bytes``."""
@@ -282,20 +276,6 @@ async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any) ->
             raise
     finally:
         watcher.cancel()
-
-
-async def send_refusal(send: Any, refusal: Refusal) -> None:
-    from .app import encode
-    from .http_errors import error_payload, status_of
-
-    status = status_of(refusal)
-    body = b"" if isinstance(refusal, CorsPreflight) else encode(error_payload(refusal))
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               *refusal.headers]
-    if isinstance(refusal, BodyTooLarge):
-        headers.append((b"connection", b"close"))  # the rest of the body is not read
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def needs_body(method: str) -> bool:

@@ -10,7 +10,9 @@ subclass without a row of its own answers as its nearest listed base. docs/contr
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+import orjson
 
 from ..errors import (
     DialogueError,
@@ -36,6 +38,7 @@ from .guard import (
     CorsPreflight,
     CrossOriginRefused,
     HostNotServed,
+    Refusal,
     Unauthorized,
     UnsupportedMediaType,
 )
@@ -125,3 +128,21 @@ def rebuild(code: str, message: str) -> ShopSimError | None:
         found = _SHOPPER_STAGE.match(message)
         exc.question_index = int(found.group(1)) if found else 0
     return exc
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    """The JSON bytes of an answer."""
+    return orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)  # a core dependency: ~5x faster than json
+
+
+async def send_refusal(send: Any, refusal: Refusal) -> None:
+    """Answer a request refused at admission (a preflight without a body, a too-large body closing the
+    connection)."""
+    status = status_of(refusal)
+    body = b"" if isinstance(refusal, CorsPreflight) else encode(error_payload(refusal))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               *refusal.headers]
+    if isinstance(refusal, BodyTooLarge):
+        headers.append((b"connection", b"close"))  # the rest of the body is not read
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
