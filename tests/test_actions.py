@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env._actions import (
+from shopsimrl.contract import (
     EXECUTED,
     INCOMPLETE_OPTIONS,
     INVALID_FORMAT,
     MULTIPLE_ACTIONS,
     ParsedAction,
     extract_action,
-    feedback,
     parse_action,
 )
+from shopsimrl.env._actions import feedback
 
 CHAINED = re.compile(r"\]\s*(?:[,;，；]\s*)?(?:search|click)\s*\[", re.IGNORECASE)
 
@@ -190,7 +190,7 @@ REFERENCE_ACTION_LINE = re.compile(r"^\s*Action\s*:\s*(.+)$", re.IGNORECASE | re
 @given(st.lists(st.sampled_from(["Action", "action", ":", " ", "\n", "\t", "\r", "x", "ı", "search[a]", "Act"]),
                 max_size=30).map("".join))
 def test_action_lines_match_the_reference_pattern(text: str) -> None:
-    from shopsimrl.env._actions import action_lines
+    from shopsimrl.contract import action_lines
 
     assert action_lines(text) == REFERENCE_ACTION_LINE.findall(text)
     assert action_lines(text, limit=2) == REFERENCE_ACTION_LINE.findall(text)[:2]

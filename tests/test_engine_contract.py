@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shopsimrl.env._actions import extract_action, parse_action
+from shopsimrl.contract import extract_action, parse_action
 from shopsimrl.env._observation import (
     home_state,
     product_state,

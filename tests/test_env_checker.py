@@ -1,8 +1,6 @@
 """``check_env`` over every implementation, and one scripted episode through every path (issue 12 item 2).
 
-The HTTP paths run against a real uvicorn server on loopback. Where a path does not keep a rule yet, the rule
-is skipped here by name with the reason (``KNOWN_GAPS``): those are the behavioural differences between
-paths that the next phase of issue 12 unifies.
+The HTTP paths run against a real uvicorn server on loopback; every path keeps every rule of the checker.
 """
 
 from __future__ import annotations
@@ -27,17 +25,6 @@ QUERY = "可移动小吃车 煤气灶 三个锅"
 ASIN = "824100258497"
 OPTION = "颜色分类=三锅小吃车煮面炉＋关东煮＋油炸"
 
-# Rules a path does not keep today (found by this checker), with the reason (none now: every path keeps all).
-KNOWN_GAPS: dict[str, dict[str, str]] = {
-    "ShopEnv": {},
-    "ShopClient": {},
-    "AsyncShopClient": {},
-}
-
-# Gaps that a branch in flight closes: skipped but not required to fail (none now: terminate follows the
-# reference on every path).
-PENDING: set[str] = set()
-
 # Result fields that depend on the path, not on the episode (compared by form only):
 # a step's ``idx`` names the session: ``session-<task>`` in process, ``slot-<n>-<task>`` behind the service.
 PER_PATH = {"idx"}
@@ -54,30 +41,20 @@ def base_url(world):
         yield url
 
 
-def _expect_gaps(name: str, run) -> tuple[str, ...]:
-    """Run the checker with the known gaps skipped; then check that each gap is still real (or say so)."""
-    gaps = KNOWN_GAPS[name]
-    checked = run(tuple(gaps))
-    assert set(checked) == set(RULES) - set(gaps), f"rules not exercised: {set(RULES) - set(gaps) - set(checked)}"
-    for rule in set(gaps) - PENDING:
-        others = tuple(r for r in RULES if r != rule)
-        try:
-            run(others)
-        except EnvCheckError as caught:
-            assert caught.rules == (rule,), caught
-        else:
-            pytest.fail(f"{name} now keeps rule {rule!r}: remove it from KNOWN_GAPS")
+def _keeps_every_rule(run) -> tuple[str, ...]:
+    """Run the checker skipping nothing; every rule must have been exercised."""
+    checked = run(())
+    assert set(checked) == set(RULES), f"rules not exercised: {set(RULES) - set(checked)}"
     return checked
 
 
 @pytest.mark.parametrize("task_id", [PERSONA_TASK, STANDARD_TASK])
 def test_shop_env_passes_check_env(world, task_id):
-    _expect_gaps("ShopEnv", lambda skip: check_env(ShopEnv(world), task_id, skip=skip))
+    _keeps_every_rule(lambda skip: check_env(ShopEnv(world), task_id, skip=skip))
 
 
 def test_shop_env_passes_in_standard_and_multi_turn_mode(world):
-    check_env(ShopEnv(world), PERSONA_TASK, persona=False, interaction_mode="multi_turn",
-              skip=tuple(KNOWN_GAPS["ShopEnv"]))
+    check_env(ShopEnv(world), PERSONA_TASK, persona=False, interaction_mode="multi_turn")
 
 
 def test_shop_client_passes_check_env(base_url):
@@ -85,7 +62,7 @@ def test_shop_client_passes_check_env(base_url):
         with ShopClient(base_url) as client:
             return check_env(client, PERSONA_TASK, skip=skip)
 
-    _expect_gaps("ShopClient", run)
+    _keeps_every_rule(run)
 
 
 def test_async_shop_client_passes_check_env(base_url):
@@ -96,7 +73,7 @@ def test_async_shop_client_passes_check_env(base_url):
 
         return asyncio.run(main())
 
-    _expect_gaps("AsyncShopClient", run)
+    _keeps_every_rule(run)
     # check_env would need its own event loop, which the client's connections do not belong to
     with pytest.raises(ShopSimError, match="AsyncShopClient is asynchronous: use `await check_env_async"):
         check_env(AsyncShopClient(base_url), PERSONA_TASK)
@@ -109,7 +86,7 @@ def test_gym_wrapper_passes_both_checkers(world):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a Gymnasium checker warning is a failure too
         gymnasium_check_env(gym_env, skip_render_check=True)
-    check_env(gym_env.env, PERSONA_TASK, skip=tuple(KNOWN_GAPS["ShopEnv"]))
+    check_env(gym_env.env, PERSONA_TASK)
     observation, info = gym_env.reset(options={"task_id": PERSONA_TASK})
     reference = ShopEnv(world).reset(PERSONA_TASK)
     assert observation == reference["observation"] and info["observation_state"] == reference["observation_state"]

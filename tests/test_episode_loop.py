@@ -30,7 +30,7 @@ from shopsimrl.agent.policy import PolicyAction
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import NoToolOfferedError, ShopSimError
 from shopsimrl.train.rollout import COMPLETED, Generation, RolloutConfig, RolloutContext, run_rollout
-from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer, tool_call_text
+from toy import PolicyGenerate, ToyChatTokenizer, tool_call_text
 
 ERROR_KEYS = {"stage", "type", "message", "traceback"}
 

@@ -3,7 +3,7 @@ slime applies it, the full command's shop wiring, and the first rollout step (tw
 slime stand-in (tests/slime_standin.py, slime at commit 624b824a898ab0ec1fcb4d373004c7f3852bf515) against a
 real ``shopsimrl serve`` app over HTTP.
 
-Checked with the project's character-level ChatML tokenizer (``shopsimrl.train.toy.ToyChatTokenizer``, tools
+Checked with the project's character-level ChatML tokenizer (``tests/toy.py``'s ``ToyChatTokenizer``, tools
 in the system block) and the oracle/heuristic policies as the sampler, standing in for the recipe's
 Qwen3-4B-Instruct-2507 behind SGLang; Megatron, SGLang and the optimizer step do not run here.
 """
@@ -29,7 +29,7 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
 from shopsimrl.server.app import create_app
 from shopsimrl.train import slime as adapter
-from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer
+from toy import PolicyGenerate, ToyChatTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "slime"

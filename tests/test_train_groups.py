@@ -31,7 +31,7 @@ from shopsimrl.train.groups import (
     unique_rewards,
 )
 from shopsimrl.train.rollout import RolloutContext
-from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer
+from toy import PolicyGenerate, ToyChatTokenizer
 
 
 def test_advantage_arithmetic() -> None:

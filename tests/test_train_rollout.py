@@ -27,7 +27,7 @@ from shopsimrl.train.rollout import (
     TokenLedger,
     run_rollout,
 )
-from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer, tool_call_text
+from toy import PolicyGenerate, ToyChatTokenizer, tool_call_text
 
 KINDS = ("valid", "valid", "valid", "enum_violation", "text_only", "bad_args", "unavailable", "mixed",
          "two_calls", "length", "reasoning")

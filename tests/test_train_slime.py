@@ -23,8 +23,8 @@ from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
 from shopsimrl.train import slime as adapter
-from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer
 from slime_standin import Sample
+from toy import PolicyGenerate, ToyChatTokenizer
 
 ARGS = SimpleNamespace(partial_rollout=False, group_rm=False, shopsim_max_steps=30, rollout_max_context_len=None,
                        grpo_std_normalization=True, reward_key="reward", n_samples_per_prompt=4)

@@ -19,7 +19,7 @@ from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.env import ShopWorld
 from shopsimrl.train.chat_template import EPISODE_VALUE_DESCRIPTION
 from shopsimrl.train.rollout import RolloutConfig, RolloutContext, run_rollout
-from shopsimrl.train.toy import PolicyGenerate, ToyChatTokenizer
+from toy import PolicyGenerate, ToyChatTokenizer
 
 CONFIG_DIR = str(Path(verl.__file__).parent / "trainer" / "config")
 

@@ -1,33 +1,13 @@
 """The step feedback the state machine returns (docs/contract.md#step-checks): messages and the feedback object.
 
-The action-string grammar, the model-text extraction and the feedback codes are contract vocabulary
-(``shopsimrl.contract``); they are re-exported here for the code written against this module.
+The action-string grammar, the model-text extraction and the feedback codes are contract vocabulary: import them
+from ``shopsimrl.contract``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-
-from ..contract import ACTION_LINE_PATTERN as ACTION_LINE_PATTERN
-from ..contract import ALREADY_SELECTED as ALREADY_SELECTED
-from ..contract import EMPTY_ARGUMENT as EMPTY_ARGUMENT
-from ..contract import EXECUTED as EXECUTED
-from ..contract import INCOMPLETE_OPTIONS as INCOMPLETE_OPTIONS
-from ..contract import INVALID_FORMAT as INVALID_FORMAT
-from ..contract import MSG_BAD_FORMAT as MSG_BAD_FORMAT
-from ..contract import MSG_EMPTY_ACTION as MSG_EMPTY_ACTION
-from ..contract import MSG_EMPTY_NAME as MSG_EMPTY_NAME
-from ..contract import MSG_MULTIPLE as MSG_MULTIPLE
-from ..contract import MSG_NOT_STRING as MSG_NOT_STRING
-from ..contract import MSG_STRICT_FORMAT as MSG_STRICT_FORMAT
-from ..contract import MULTIPLE_ACTIONS as MULTIPLE_ACTIONS
-from ..contract import SEARCH_UNAVAILABLE as SEARCH_UNAVAILABLE
-from ..contract import UNAVAILABLE_ACTION as UNAVAILABLE_ACTION
-from ..contract import ParsedAction as ParsedAction
-from ..contract import action_lines as action_lines
-from ..contract import extract_action as extract_action
-from ..contract import parse_action as parse_action
 
 # The message of an action whose name is no tool of this session (docs/contract.md#step-checks); each tool's own
 # messages live in its module (``env/tools``).

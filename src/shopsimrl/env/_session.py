@@ -19,6 +19,7 @@ from ..contract import (
     BACK_TO_SEARCH,
     BUY_NOW,
     CONTINUE_MESSAGE,
+    INVALID_FORMAT,
     INVALID_MESSAGE,
     NEXT,
     PREV,
@@ -30,6 +31,7 @@ from ..contract import (
     TERMINAL,
     TERMINATION_REASONS,
     extract_action,
+    parse_action,
     require_action_text,
     terminated_message,
 )
@@ -264,13 +266,13 @@ class ShopSession:
 
     def _apply(self, action: object) -> dict[str, Any]:
         """Parse the action and hand it to the tool it names (``env/tools``); an unknown name is invalid."""
-        parsed = act.parse_action(action)
+        parsed = parse_action(action)
         shown = action if isinstance(action, str) else repr(action)
         if parsed.error_code is not None:  # a parse error: no name, so no later check could match
             return act.feedback(shown, False, parsed.error_code, parsed.error_message or "")
         tool = tool_named((parsed.name or "").casefold())
         if tool is None or not tool.applies_to(self):
-            return act.feedback(shown, False, act.INVALID_FORMAT, act.MSG_UNKNOWN_ACTION_NAME)
+            return act.feedback(shown, False, INVALID_FORMAT, act.MSG_UNKNOWN_ACTION_NAME)
         return tool.apply(self, parsed.argument, shown)
 
     # ----------------------------------------------------------------- transitions the tools call

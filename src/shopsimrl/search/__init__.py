@@ -4,7 +4,7 @@
 (columns, tokenizer, weights, MATCH expression), ``_build`` (atomic build), ``_manifest`` (open-time checks),
 ``_backend`` (the in-memory postings of ``_postings``, verified against SQLite), ``_pool`` (read-only
 connections) and ``_index`` (``SearchIndex``: open and cached queries). ``search.stored`` is the on-disk form
-that ``catalog`` writes and opens. ``shopsimrl.search.index`` and ``search.postings`` remain as import paths.
+that ``catalog`` writes and opens.
 """
 
 from ._backend import BACKEND_ENV

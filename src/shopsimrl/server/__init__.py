@@ -7,9 +7,9 @@ from .client import AsyncShopClient, ShopClient
 from .http_errors import ERROR_TABLE
 from .leases import LeasePool
 from .replay import RunsStore
-from .service import EnvService, ServiceRequestError
+from .service import EnvService
 
 __all__ = [
     "ERROR_TABLE", "AsyncShopClient", "EnvService", "LeaseError", "LeasePool", "PoolTimeout", "ReplayError",
-    "RunsStore", "ServiceError", "ServiceRequestError", "SessionNotFound", "ShopClient", "create_app",
+    "RunsStore", "ServiceError", "SessionNotFound", "ShopClient", "create_app",
 ]

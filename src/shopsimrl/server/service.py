@@ -31,10 +31,6 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_MAX_RESPONSE_CHARS = 65_536  # one step's model text; the parsers are linear, this bounds the work
 
 
-# The service's own name for a malformed request: the same class ShopEnv raises, so a caller catches one.
-ServiceRequestError = InvalidRequestError
-
-
 class EnvService:
     """Reset / step / terminate / release over a FIFO lease pool; one catalog and index for all sessions."""
 

@@ -1,4 +1,4 @@
-"""A tiny deterministic chat tokenizer and a policy-driven generator, for tests, benchmarks and smoke runs.
+"""A tiny deterministic chat tokenizer and a policy-driven generator, for the tests (test-only: not in the package).
 
 The tokenizer is character-level with a ChatML-like template (``<|im_start|>role … <|im_end|>``) and renders
 the tools into the system block, as Qwen templates do, so the rendered prefix changes whenever the tools
@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .rollout import FINISH_LENGTH, FINISH_STOP, PAGE_TOOLS, Generation
+from shopsimrl.train.rollout import FINISH_LENGTH, FINISH_STOP, PAGE_TOOLS, Generation
 
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|pad|>"
 SPECIALS = (PAD, IM_START, IM_END)
@@ -143,7 +143,7 @@ class PolicyGenerate:
         self.calls = 0
 
     def text_for(self, prompt_ids: Sequence[int]) -> str:
-        from ..agent.builtin_backend import policy_action
+        from shopsimrl.agent.builtin_backend import policy_action
 
         messages, tools = self.tokenizer.conversation_for(prompt_ids)
         tools = PAGE_TOOLS.get() or tools  # the page's own tools (the render may show the episode's enum-free set)
