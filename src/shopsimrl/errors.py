@@ -157,3 +157,67 @@ class ServiceError(ShopSimError):
         super().__init__(f"HTTP {status}: {message}" if status else message)
         self.status = status
         self.code = code
+
+# ---------------------------------------------------------------- agents, evaluation and training (Python API, CLI)
+class PolicyError(ShopSimError):
+    """A policy cannot act on this context (no tool offered, an unknown task, malformed messages)."""
+
+
+class ModelRequestError(ShopSimError):
+    """The model endpoint failed (non-retryable HTTP status, or still failing after the retries)."""
+
+
+class SkillBankError(ShopSimError):
+    """A skill-bank file that cannot be used (missing, not JSON, wrong schema, malformed skill)."""
+
+
+class PlanError(ShopSimError):
+    """Settings that do not make a valid evaluation plan."""
+
+
+class RunDirError(ShopSimError):
+    """A run directory that cannot be used for this plan (another plan, unreadable manifest)."""
+
+
+class ComparisonError(ShopSimError):
+    """Two runs that cannot be compared (different tasks, environment or catalog; missing episodes)."""
+
+
+class RayUnavailable(ShopSimError):
+    """``--ray`` was asked for but Ray is not installed or the cluster cannot be reached."""
+
+
+class RolloutError(ShopSimError):
+    """A technical failure of one rollout (bad generation output, env failure): the episode is unscored."""
+
+
+class ChatTemplateError(RolloutError):
+    """The chat template cannot continue the episode's token sequence (it rewrote an earlier turn)."""
+
+
+class GroupError(ShopSimError):
+    """A group that breaks a GRPO invariant (mixed contexts, siblings of one rollout that disagree)."""
+
+
+class ServerGenerateError(ShopSimError):
+    """The inference server's answer lacks token ids or log-probs, or the request failed."""
+
+
+class SftExportError(ShopSimError):
+    """A run directory that cannot be exported, or an output the installed packages cannot write."""
+
+
+class AdapterError(ShopSimError):
+    """A trainer adapter (TRL, verl, slime) cannot run this: a missing extra, a setting it refuses, a template failure."""
+
+
+class TrlAdapterError(AdapterError):
+    """TRL/torch missing, a prompt that is not a task id, or a chat-template failure during rollouts."""
+
+
+class VerlAdapterError(AdapterError):
+    """verl is missing, or a setting the agent loop cannot use."""
+
+
+class SlimeAdapterError(AdapterError):
+    """A slime setting this adapter refuses (partial rollout, eval mode, truncated sampling, …)."""

@@ -1,9 +1,10 @@
 """Agents: the chat runtime that plays episodes with a model, and the built-in policy interface it shares."""
 
+from ..errors import PolicyError
 from .episode import Episode, EpisodeHooks, EpisodeRequest, EpisodeStats, run_episode
 from .page_text import Page, PageItem, parse_page
 from .play import EpisodeOutcome, play_episode
-from .policy import Policy, PolicyAction, PolicyContext, PolicyError, Turn, context_from_messages
+from .policy import Policy, PolicyAction, PolicyContext, Turn, context_from_messages
 from .runtime import (
     AgentRuntime,
     AsyncEnv,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import ModelRequestError, ShopSimError
 from ._streaming import fold_chunks
 from .turn import wire_messages
 from .validation import ModelOutput, interpret
@@ -26,10 +26,6 @@ DEFAULT_TOP_P = 1.0
 DEFAULT_TIMEOUT = 180.0
 DEFAULT_MAX_RETRIES = 3
 RESERVED_BODY_KEYS = {"model", "messages", "tools", "tool_choice", "stream"}
-
-
-class ModelRequestError(ShopSimError):
-    """The model endpoint failed (non-retryable HTTP status, or still failing after the retries)."""
 
 
 @dataclass(frozen=True)

@@ -16,14 +16,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..contract import CLICK_TOOL, QUERY_ARGUMENT, SEARCH_TOOL, VALUE_ARGUMENT, format_action
 from ..env.tools import action_of_call, argument_key
-from ..errors import ShopSimError
+from ..errors import PolicyError
 
 PERSONA_HEADER = "用户个人文档："
 TASK_HEADER = "购物任务："
-
-
-class PolicyError(ShopSimError):
-    """A policy cannot act on this context (no tool offered, an unknown task, malformed messages)."""
 
 
 @dataclass(frozen=True)

@@ -36,12 +36,12 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..contract import CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT
 from ..env.shop_env import ShopWorld
 from ..env.tools import argument_key
-from ..errors import ShopSimError
+from ..errors import PolicyError, ShopSimError
 from ._streaming import completion_chunks, sse_events
 from .builtin_backend import action_completion, policy_action
 from .page_tools import page_tools
 from .policies import make_policy
-from .policy import PolicyAction, PolicyError
+from .policy import PolicyAction
 from .shopper_backend import SHOPPER_FAULTS, SHOPPER_POLICY, ScriptedShopper, question_index, text_completion
 from .validation import offered_names
 

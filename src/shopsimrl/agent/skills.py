@@ -13,17 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import SkillBankError
 from ..hashing import sha256_hex
 
 SKILLBANK_SCHEMA = "shopsimrl-skillbank-v1"
 SKILL_RENDERER_VERSION = "plain-skill-context-v1"
 SKILL_HEADER = "[可选策略提示]"
 SKILL_NOTE = "这些提示只提供通用策略；仍需依据当前任务和页面独立核验。"
-
-
-class SkillBankError(ShopSimError):
-    """A skill-bank file that cannot be used (missing, not JSON, wrong schema, malformed skill)."""
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Evaluation: plans and run directories, the concurrent runner, summaries, paired comparisons and reports."""
 
-from .compare import ComparisonError, compare_runs
+from ..errors import ComparisonError, RunDirError
+from .compare import compare_runs
 from .plan import EvalPlan, build_jobs, episode_seed
-from .rundir import RunDir, RunDirError
+from .rundir import RunDir
 from .runner import EvalResult, EvalSettings, evaluate, evaluate_async
 from .summary import summarize
 

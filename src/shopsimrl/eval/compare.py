@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from ..errors import ShopSimError
+from ..errors import ComparisonError
 from .rundir import RunDir, is_completed
 from .summary import reward_detail, step_counts
 
@@ -30,10 +30,6 @@ ENVIRONMENT_KEYS = ("persona", "interaction_mode", "environment_version", "obser
                     "catalog")
 # What a shopper implies (multi_turn, 40 turns): ignored when exactly one of the two runs is a dialogue run.
 DIALOGUE_IGNORED = ("environment interaction_mode", "runtime max_steps")
-
-
-class ComparisonError(ShopSimError):
-    """Two runs that cannot be compared (different tasks, environment or catalog; missing episodes)."""
 
 
 def metric_seed(metric: str) -> int:

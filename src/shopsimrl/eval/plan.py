@@ -16,15 +16,11 @@ from typing import Any
 
 from ..agent.prompt import canonical_json, sha256_json
 from ..agent.runtime import EpisodeJob
-from ..errors import ShopSimError
+from ..errors import PlanError
 
 PIPELINE_VERSION = "shopsimrl-v0.4"
 MANIFEST_SCHEMA = "shopsimrl-run-manifest-v1"
 DEFAULT_EVAL_SEED = 20260830
-
-
-class PlanError(ShopSimError):
-    """Settings that do not make a valid evaluation plan."""
 
 
 def episode_seed(seed: int, task_id: int, sample_id: int) -> int:

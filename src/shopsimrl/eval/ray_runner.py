@@ -19,14 +19,10 @@ from typing import Any
 
 from ..agent.episode import EpisodeStats
 from ..agent.runtime import EpisodeJob, failure_record
-from ..errors import ShopSimError
+from ..errors import RayUnavailable, ShopSimError
 
 RAY_EXTRA = "pip install 'shopsimrl[ray]'  (or: pip install 'ray>=2.9')"
 ACTOR_RESTARTS = 2  # a worker that dies is restarted; its episodes in flight fail and go to the next wave
-
-
-class RayUnavailable(ShopSimError):
-    """``--ray`` was asked for but Ray is not installed or the cluster cannot be reached."""
 
 
 Builder = Callable[[Any, Any], tuple[Any, Any]]  # (settings, world) -> (plan, runtime)

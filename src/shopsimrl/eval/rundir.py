@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..agent.runtime import utc_now
-from ..errors import ShopSimError
+from ..errors import RunDirError
 from ..jsonfile import read_json_file
 from ..versions import TRACE_SCHEMA_VERSION
 from .plan import MANIFEST_SCHEMA, EvalPlan
@@ -48,10 +48,6 @@ def trace_line(record: dict[str, Any]) -> str:
         except UnicodeEncodeError:
             text = json.dumps(record, separators=(",", ":"))
         return text + "\n"
-
-
-class RunDirError(ShopSimError):
-    """A run directory that cannot be used for this plan (another plan, unreadable manifest)."""
 
 
 def write_json_atomic(path: Path, payload: Any) -> None:

@@ -4,6 +4,7 @@ Nothing here imports a trainer at import time; ``shopsimrl.train.trl``, ``.verl`
 theirs when used and name the extra to install when it is missing.
 """
 
+from ..errors import RolloutError
 from .rollout import (
     ABORTED,
     COMPLETED,
@@ -11,7 +12,6 @@ from .rollout import (
     Generation,
     RolloutConfig,
     RolloutContext,
-    RolloutError,
     Segment,
     Trajectory,
     run_rollout,

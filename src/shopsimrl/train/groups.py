@@ -16,7 +16,7 @@ from typing import Any
 
 from ..agent.environment import EnvironmentFactory
 from ..agent.episode import EpisodeStats
-from ..errors import ShopSimError
+from ..errors import GroupError
 from .rollout import (
     ChatTokenizer,
     GenerateFn,
@@ -31,10 +31,6 @@ ZERO_SPREAD_EPS = 1e-6
 STD_EPS = 1e-6
 KEEP, DROP_UNSCORED, DROP_ZERO_SPREAD = "keep", "shopsim_unscored_technical_group", "shopsim_zero_std_group"
 MAX_CONSECUTIVE_UNSCORED = 8
-
-
-class GroupError(ShopSimError):
-    """A group that breaks a GRPO invariant (mixed contexts, siblings of one rollout that disagree)."""
 
 
 @dataclass

@@ -30,7 +30,7 @@ from ..agent.turn import REPAIR, TERMINATE, TurnDecision, decide_turn, observati
 from ..agent.validation import ModelOutput, interpret
 from ..contract import GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..dialogue import SHOPPER_NAMES
-from ..errors import DialogueError, ShopSimError
+from ..errors import ChatTemplateError, DialogueError, RolloutError, ShopSimError
 from ..versions import PRIMARY_REWARD
 from .chat_template import (
     KNOWN_STOPS,
@@ -47,14 +47,6 @@ ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
 COMPLETED, TRUNCATED, ABORTED = "completed", "truncated", "aborted"
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
-
-
-class RolloutError(ShopSimError):
-    """A technical failure of one rollout (bad generation output, env failure): the episode is unscored."""
-
-
-class ChatTemplateError(RolloutError):
-    """The chat template cannot continue the episode's token sequence (it rewrote an earlier turn)."""
 
 
 # The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick

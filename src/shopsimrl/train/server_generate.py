@@ -14,12 +14,8 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import ServerGenerateError
 from .rollout import FINISH_ABORT, FINISH_LENGTH, FINISH_STOP, Generation
-
-
-class ServerGenerateError(ShopSimError):
-    """The inference server's answer lacks token ids or log-probs, or the request failed."""
 
 
 def _token_id(token: Any) -> int:

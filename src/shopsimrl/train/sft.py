@@ -18,14 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import SftExportError
 
 SFT_SCHEMA = "shopsimrl-sft-v1"
 GRANULARITIES = ("episode", "turn")
-
-
-class SftExportError(ShopSimError):
-    """A run directory that cannot be exported, or an output the installed packages cannot write."""
 
 
 def _assistant_indices(conversation: list[dict[str, Any]]) -> list[int]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
-from ..errors import ShopSimError
+from ..errors import ShopSimError, SlimeAdapterError
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision, segment_advantages, unique_rewards
 from .rollout import (
     TRUNCATED,
@@ -56,10 +56,6 @@ TASKS_SCHEMA = "shopsimrl-slime-tasks-v1"
 INSTALL_HINT = ("slime is not installed: install it from its repository (it is not on PyPI) together with "
                 "`pip install 'shopsimrl[train]'`")
 DEFAULT_EPISODE_CONCURRENCY = 16
-
-
-class SlimeAdapterError(ShopSimError):
-    """A slime setting this adapter refuses (partial rollout, eval mode, truncated sampling, …)."""
 
 
 def _require_slime(module: str) -> Any:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..agent.environment import EnvironmentFactory
-from ..errors import ShopSimError
+from ..errors import ShopSimError, TrlAdapterError
 from .rollout import (
     ABORTED,
     FINISH_LENGTH,
@@ -47,10 +47,6 @@ from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
 __all__ = ["ShopDialogueToolEnvironment", "ShopToolEnvironment", "TrlAdapterError", "make_rollout_func",
            "model_generate", "server_generate", "shop_reward", "task_prompts"]
-
-
-class TrlAdapterError(ShopSimError):
-    """TRL/torch missing, a prompt that is not a task id, or a chat-template failure during rollouts."""
 
 
 def require_trl() -> Any:

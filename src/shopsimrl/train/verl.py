@@ -49,7 +49,7 @@ from typing import Any
 from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..agent.episode import EpisodeStats
 from ..agent.model_client import DEFAULT_MAX_TOKENS
-from ..errors import ShopSimError
+from ..errors import ShopSimError, VerlAdapterError
 from .rollout import (
     ABORTED,
     FINISH_ABORT,
@@ -71,10 +71,6 @@ PIP_NAMES = {"cachetools": "cachetools", "PIL": "pillow", "yaml": "pyyaml", "hyd
              "omegaconf": "omegaconf", "tensordict": "tensordict", "ray": "ray", "codetiming": "codetiming"}
 STATUS_INVALID_ROW = "invalid_row"
 log = logging.getLogger(__name__)
-
-
-class VerlAdapterError(ShopSimError):
-    """verl is missing, or a setting the agent loop cannot use."""
 
 
 def install_hint(exc: ImportError) -> str:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...env.shop_env import ShopWorld
-from ..policy import Policy, PolicyError
+from ...errors import PolicyError
+from ..policy import Policy
 from .oracle import OraclePolicy
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from ...contract import BUY_NOW as BUY
 from ...contract import PRODUCT_DETAIL, SEARCH_RESULTS, option_label
+from ...errors import PolicyError
 from ..page_text import parse_page
-from ..policy import PolicyAction, PolicyContext, PolicyError
+from ..policy import PolicyAction, PolicyContext
 
 
 class FirstResultPolicy:

@@ -21,9 +21,10 @@ from ...contract import BUY_NOW as BUY
 from ...contract import NEXT as NEXT
 from ...contract import PREV as PREV
 from ...contract import PRODUCT_DETAIL, SEARCH_RESULTS, option_label
+from ...errors import PolicyError
 from ..page_text import Page, PageItem
 from ..page_text import parse_page as _parse_page
-from ..policy import PolicyAction, PolicyContext, PolicyError
+from ..policy import PolicyAction, PolicyContext
 
 MAX_CANDIDATES = 4
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")

@@ -15,8 +15,9 @@ from ...contract import BUY_NOW as BUY
 from ...contract import NEXT, PREV, PRODUCT_DETAIL, SEARCH_RESULTS, SEARCH_TOOL, action_argument, option_label
 from ...env import score_purchase
 from ...env.shop_env import ShopWorld
+from ...errors import PolicyError
 from ..page_text import parse_page
-from ..policy import PolicyAction, PolicyContext, PolicyError
+from ..policy import PolicyAction, PolicyContext
 
 MAX_COMBINATIONS = 4096
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import random
 
+from ...errors import PolicyError
 from ..page_text import parse_page
-from ..policy import PolicyAction, PolicyContext, PolicyError
+from ..policy import PolicyAction, PolicyContext
 
 SEARCH_WORDS_LIMIT = 6
 
