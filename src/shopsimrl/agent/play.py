@@ -49,12 +49,12 @@ def play_episode(
             history=tuple(history), task_id=task_id, seed=seed,
         )
         action = policy.act(context).canonical
-        result = env.step(action)
+        result: dict[str, Any] = dict(env.step(action))
         observation = result["observation"]
         history.append(Turn(action, observation))
         if result["done"]:
             final = result
             break
     if final is None:
-        final = env.terminate(ACTION_LIMIT)
+        final = dict(env.terminate(ACTION_LIMIT))
     return EpisodeOutcome(task_id, tuple(turn.action for turn in history), final)

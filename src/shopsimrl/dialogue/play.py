@@ -59,9 +59,9 @@ def play_dialogue(
         try:
             action = policy.act(context).canonical
         except PolicyError:
-            result = env.terminate(ACTION_LIMIT)
+            result = dict(env.terminate(ACTION_LIMIT))
             break
-        result = env.step(action)
+        result = dict(env.step(action))
         observation = result["observation"]
         history.append(Turn(action, observation))
     detail = result.get("reward_detail") or {}
