@@ -150,3 +150,37 @@ def test_the_v1_models_are_the_environments_result_types_key_for_key() -> None:
     assert set(models.StepResult.model_fields) == step_keys
     required = {name for name, field in models.StepResult.model_fields.items() if field.is_required()}
     assert required == set(interface.STEP_REQUIRED_KEYS) - {"action_feedback"}  # absent after terminate
+
+
+def test_the_dialogue_transcript_is_the_same_on_every_path(world: ShopWorld, url: str) -> None:
+    """Private until the episode ends (or for an ``include_private_goal`` reset), then identical everywhere."""
+    task_id = _tasks(world)[1]
+    actions = ["ask_user[预算是多少？]", "ask_user[有什么要求？]"]
+    env = world.new_env()
+    env.reset(task_id, shopper="rule")
+    with ShopClient(url) as client:
+        client.reset(task_id, shopper="rule")
+        session = httpx.post(f"{url}/v1/sessions", json={"task_id": task_id, "shopper": "rule"}, timeout=30).json()
+        path = f"{url}/v1/sessions/{session['session_id']}"
+        for action in actions:
+            env.step(action)
+            client.step(action)
+            httpx.post(f"{path}/step", json={"action": action}, timeout=30)
+        refused = _raised(env.dialogue_transcript)
+        assert _raised(client.dialogue_transcript) == refused
+        answer = httpx.get(f"{path}/dialogue_transcript", timeout=30).json()
+        assert rebuild(answer["code"], answer["error"]).__class__ is refused[0] and answer["error"] == refused[1]
+        env.terminate("action_limit")
+        client.terminate("action_limit")
+        httpx.post(f"{path}/terminate", json={"reason": "action_limit"}, timeout=30)
+        transcript = env.dialogue_transcript()
+        assert transcript and [entry["question"] for entry in transcript] == ["预算是多少？", "有什么要求？"]
+        assert client.dialogue_transcript() == transcript
+        assert httpx.get(f"{path}/dialogue_transcript", timeout=30).json()["transcript"] == transcript
+        httpx.delete(path, timeout=30)
+        client.reset(task_id, shopper="rule", include_private_goal=True)  # a private reset: readable throughout
+        client.step(actions[0])
+        assert [entry["question"] for entry in client.dialogue_transcript() or []] == ["预算是多少？"]
+    plain = world.new_env()
+    plain.reset(task_id)
+    assert plain.dialogue_transcript() is None

@@ -104,11 +104,10 @@ class _Adapter:
         return result
 
     async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
-        """The shopper's private transcript (matched slots, noise) where the env exposes it (in-process)."""
-        method = getattr(self.env, "dialogue_transcript", None)
-        if method is None or self.is_async:
+        """The shopper's private transcript (matched slots, noise), read after the episode on every path."""
+        if getattr(self.env, "dialogue_transcript", None) is None:
             return None
-        transcript: list[dict[str, Any]] | None = method()
+        transcript: list[dict[str, Any]] | None = await self._call("dialogue_transcript")
         return transcript
 
     async def step(self, action: str) -> dict[str, Any]:
@@ -357,8 +356,8 @@ class AgentRuntime:
 async def _dialogue_record(env: AsyncEnv, reset: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The trace's ``dialogue`` block: the shopper, each question and reply, and (in-process) the matched slots.
 
-    The transcript names private slots, so it is written after the episode ends and never shown to the agent;
-    over HTTP it is not exposed and the questions and replies come from the step results.
+    The transcript names private slots, so it is read after the episode ends (the environment's own rule, on
+    every path) and never shown to the agent.
     """
     transcript = None
     getter = getattr(env, "dialogue_transcript", None)

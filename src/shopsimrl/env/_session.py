@@ -33,7 +33,7 @@ from ..contract import (
     terminated_message,
 )
 from ..contract import TERMINATION_REASONS as TERMINATION_REASONS  # re-exported (old import path)
-from ..errors import EpisodeTerminatedError
+from ..errors import DialogueError, EpisodeTerminatedError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import _actions as act
@@ -276,7 +276,8 @@ class ShopSession:
         return 0
 
     def ask(self, question: str) -> str:
-        raise NotImplementedError("only a dialogue session has a shopper to ask")
+        """Never called: ``ask_user`` applies to dialogue sessions only (``Tool.applies_to``)."""
+        raise DialogueError("only a dialogue episode has a shopper to ask")
 
     def run_search(self, query: str) -> None:
         keywords = query.split(" ")

@@ -79,6 +79,16 @@ def check_response(response: object, max_chars: int = MAX_RESPONSE_CHARS) -> str
     return text
 
 
+TRANSCRIPT_PRIVATE: Final = ("the dialogue transcript names the private slots: it is available once the episode "
+                              "is over, or throughout one reset with include_private_goal")
+
+
+def check_transcript_access(done: bool, include_private_goal: bool) -> None:
+    """The shopper's transcript (matched slots, noise) is private: after the episode, or for a private reset."""
+    if not done and not include_private_goal:
+        raise InvalidRequestError(TRANSCRIPT_PRIVATE)
+
+
 def check_termination_reason(reason: object) -> TerminationReason:
     if reason not in TERMINATION_REASONS:
         raise InvalidRequestError(f"unsupported termination reason: {reason}")

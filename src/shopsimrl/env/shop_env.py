@@ -36,7 +36,13 @@ from ._dialogue_session import DialogueSession
 from ._product_view import ProductView
 from ._session import ShopSession
 from .interface import ResetResult, StepResult, TerminateResult
-from .requests import MAX_RESPONSE_CHARS, check_reset, check_response, check_termination_reason
+from .requests import (
+    MAX_RESPONSE_CHARS,
+    check_reset,
+    check_response,
+    check_termination_reason,
+    check_transcript_access,
+)
 from .requests import check_shopper as check_shopper  # re-exported (old import path)
 from .tools import tools_for_state
 
@@ -147,6 +153,7 @@ class ShopEnv:
         self.world = world
         self.max_response_chars = max_response_chars
         self._session: ShopSession | None = None
+        self._private = False  # the last reset's include_private_goal (the transcript's access rule)
         self._persona = False
         if isinstance(llm_shopper, LLMShopperSettings):
             llm_shopper = ShopperEndpoint(llm_shopper)
@@ -244,6 +251,7 @@ class ShopEnv:
                 session_id=session_id,
             )
         self._session = session
+        self._private = include_private_goal
         persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
         visible = visible_instruction(goal, persona) if chat_shopper is None else ""
         observation, state = session.observe()
@@ -341,17 +349,20 @@ class ShopEnv:
     def dialogue_transcript(self) -> list[dict[str, Any]] | None:
         """The questions, replies, matched slots and noise events so far (None outside dialogue mode).
 
-        Private (it names slots): for traces and metrics, never for the agent.
+        Private (it names slots): for traces and metrics, never for the agent, so it is available once the
+        episode is over, or throughout an episode reset with ``include_private_goal`` (the same rule behind the
+        service: ``ShopClient.dialogue_transcript``, ``GET /v1/sessions/{id}/dialogue_transcript``).
 
         Returns:
             One fresh dict per question, in order; None when the episode has no shopper.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            NoActiveEpisodeError before the first reset; InvalidRequestError while a non-private episode runs.
         """
         session = self._require_session()
         if not isinstance(session, DialogueSession):
             return None
+        check_transcript_access(session.done, self._private)
         return [dict(entry) for entry in session.shopper.transcript]
 
     @property

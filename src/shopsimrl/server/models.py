@@ -115,6 +115,12 @@ class SessionState(BaseModel):
     observation_state: dict[str, Any]
 
 
+class DialogueTranscript(BaseModel):
+    transcript: list[dict[str, Any]] | None = Field(
+        description="one entry per question (reply, matched slots, noise), as ShopEnv.dialogue_transcript; null "
+                    "outside dialogue mode")
+
+
 class Released(BaseModel):
     released: bool
     session_id: str

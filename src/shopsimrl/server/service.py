@@ -110,6 +110,11 @@ class EnvService:
         # reward 0, no action_feedback, "Episode terminated: …"; the reason is checked by ShopEnv (env.requests)
         return dict(lease.session.terminate(reason))  # type: ignore[arg-type]
 
+    @staticmethod
+    def dialogue_transcript(lease: Lease[ShopEnv]) -> dict[str, Any]:
+        """The session's shopper transcript, under ShopEnv's own access rule (after the episode, or private)."""
+        return {"transcript": lease.session.dialogue_transcript()}
+
     def release(self, lease: Lease[ShopEnv]) -> None:
         self.pool.release(lease.slot, lease.lease_id)
 
