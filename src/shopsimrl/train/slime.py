@@ -21,7 +21,8 @@ What slime (checked against its source at commit 624b824, the v0.3.1 line) requi
   ``index``): slime refuses a multi-sample rollout without it and uses it to count a rollout once in the loss;
 * the group filter returns ``DynamicFilterOutput``; zero-spread groups are dropped with
   ``keep_when_insufficient=True``, so slime keeps them when the batch would otherwise run short (the
-  reference rule); groups with an unscored episode are always dropped;
+  reference rule); groups with an unscored episode are always dropped (the unscored-sibling rule of
+  :mod:`shopsimrl.train.groups`);
 * evaluation (slime calls the function with ``evaluation=True``): the same episode, returned as a one-element
   list (the last segment, with the episode's reward), on any split and with any sampling settings.
 

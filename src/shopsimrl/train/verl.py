@@ -15,6 +15,9 @@ needs, and this module guarantees for every row, so that one episode can never f
   over budget is cut at the end (``shopsim_response_cut``).
 * an aborted episode (environment or engine failure, a row without a task id) comes back as a masked
   zero-reward output (one masked token), never as an exception; ``shopsim_status`` says what happened.
+* unscored rows (aborted, invalid) never enter an advantage: the recipe's ``algorithm.adv_estimator=shopsim_grpo``
+  (:mod:`shopsimrl.train.verl_grpo`) applies the unscored-sibling rule of :mod:`shopsimrl.train.groups` and
+  drops their whole group; verl's stock ``grpo`` would average their reward 0 into the siblings' baseline.
 * ``response_logprobs`` is a list exactly when verl asked for log-probs (``rollout.calculate_log_probs``),
   else None, for every row alike (verl concatenates them batch-wide).
 
