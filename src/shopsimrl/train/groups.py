@@ -86,14 +86,14 @@ def flat_advantages(rewards: Sequence[float | None], group_ids: Sequence[Hashabl
     """Per-row GRPO advantages for a flat batch of one-row rollouts, the unscored-sibling rule applied first:
     a dropped group's rows get 0, every other group gets :func:`group_advantages` over its rows."""
     kept = drop_unscored_groups(rewards, group_ids)
-    per_group: dict[Hashable, dict[int, float]] = {}
+    per_group: dict[Hashable, dict[Hashable, float]] = {}
     for row, (gid, reward) in enumerate(zip(group_ids, kept, strict=True)):
         if reward is not None:
             per_group.setdefault(gid, {})[row] = float(reward)
     out = [0.0] * len(kept)
     for members in per_group.values():
-        for row, value in group_advantages(members, std_normalization=std_normalization, eps=eps).items():
-            out[row] = value
+        for key, value in group_advantages(members, std_normalization=std_normalization, eps=eps).items():
+            out[int(key)] = value  # type: ignore[call-overload]  # the keys are the row numbers set above
     return out
 
 
