@@ -43,6 +43,7 @@ from .chat_template import (
     turn_suffix,
 )
 from .chat_template import stop_texts as template_stops
+from .step_keys import state_key
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
@@ -470,7 +471,8 @@ async def run_rollout(
                 prompt_ids = _first_or_render(tokenizer, template, messages, shown_tools, len(messages) == 2)
             turn_start = len(messages)
             if cfg.max_context_len is not None and len(prompt_ids) >= cfg.max_context_len:
-                steps.append({"step_index": step_index, "action": None, "context_overflow": len(prompt_ids)})
+                steps.append({"step_index": step_index, "action": None, "context_overflow": len(prompt_ids),
+                              "state_key": state_key(state)})
                 decision = None
             else:
                 ledger.prompt(prompt_ids)
@@ -494,7 +496,7 @@ async def run_rollout(
                 out = parse_turn(tokenizer, raw, text, prompt_tail, gen.finish_reason, tools)
                 step: dict[str, Any] = {"step_index": step_index, "action": None,
                                         "sampled_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
-                                        "raw_output": text}
+                                        "raw_output": text, "state_key": state_key(state)}
                 steps.append(step)
                 decision = decide_turn(out, tools, arguments="object")
                 if decision.kind == REPAIR:

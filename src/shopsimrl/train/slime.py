@@ -54,6 +54,7 @@ from typing import Any
 from ..agent.runtime import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..errors import ShopSimError
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision, segment_advantages, unique_rewards
+from .health import batch_health, turn_counts
 from .rollout import (
     ABORTED,
     TRUNCATED,
@@ -65,6 +66,7 @@ from .rollout import (
     parse_shopper,
     run_rollout,
 )
+from .template_probe import check_template
 
 TASKS_SCHEMA = "shopsimrl-slime-tasks-v1"
 INSTALL_HINT = ("slime is not installed: install it from its repository (it is not on PyPI) together with "
@@ -282,7 +284,9 @@ def to_samples(sample: Any, trajectory: Trajectory, tokenizer: Any) -> list[Any]
     """Fan a trajectory out into slime ``Sample``s (copies of the input sample, one per segment)."""
     status_cls = type(sample).Status
     rollout_id = rollout_id_of(sample)
+    turns, errors = turn_counts(trajectory.steps)
     base_meta = {**(getattr(sample, "metadata", None) or {}), "rollout_id": rollout_id,
+                 "shopsim_turns": turns, "shopsim_protocol_errors": errors,
                  "termination_reason": trajectory.metadata.get("termination_reason"),
                  "shopsim_steps": len(trajectory.steps)}
     if not trajectory.scored:
@@ -334,6 +338,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     check_args(args, sampling_params, sample, evaluation)
     context = context_of(sample)
     tokenizer = _tokenizer(args)
+    check_template(tokenizer)  # refuses, loudly, a template whose tool calls cannot be read back
     backend = (HOOKS.backend or sglang_backend)(args, sampling_params)
 
     async def guarded(prompt_ids: list[int]) -> Any:
@@ -418,6 +423,11 @@ def fully_scored_group_filter(args: Any, samples: Sequence[Any], **kwargs: Any) 
 def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:
     """Raw rewards and GRPO advantages per segment: per group over unique rollouts, broadcast to segments."""
     flat = _flatten(samples)
+    seen: dict[Any, tuple[int, int]] = {}
+    for s in flat:  # one count per rollout (segments share their episode's metadata)
+        meta = getattr(s, "metadata", None) or {}
+        seen[_rollout_id(s)] = (int(meta.get("shopsim_turns", 0)), int(meta.get("shopsim_protocol_errors", 0)))
+    batch_health(list(seen.values()), "slime reward post-process")
     raw = [_reward(s) for s in flat]
     advantages = segment_advantages([_rollout_id(s) for s in flat], raw, [s.group_index for s in flat],
                                     std_normalization=bool(getattr(args, "grpo_std_normalization", True)))

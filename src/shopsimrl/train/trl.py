@@ -44,6 +44,7 @@ from .rollout import (
     run_rollout,
 )
 from .server_generate import server_generate
+from .template_probe import check_template
 from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 
 INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
@@ -173,6 +174,7 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
+        check_template(tokenizer)  # refuses, loudly, a template whose tool calls cannot be read back
         generate = (generate_factory(trainer) if generate_factory is not None else
                     model_generate(trainer.accelerator.unwrap_model(trainer.model), tokenizer,
                                    max_new_tokens=max_new_tokens, temperature=temperature))
