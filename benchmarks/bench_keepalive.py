@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'setting':58s} {'steps':>6s} {'failed':>7s} {'twice':>6s}")
     for label, keep_alive, retrying in (
         ("before: server keep-alive 5 s, one attempt, no step index", 5.0, False),
-        (f"after: server keep-alive {KEEP_ALIVE_S:.0f} s, step-index retry", KEEP_ALIVE_S, True),
+        (f"after: server keep-alive {KEEP_ALIVE_S} s, step-index retry", KEEP_ALIVE_S, True),
         ("retry alone: server keep-alive 5 s, step-index retry", 5.0, True),
     ):
         result = run_probe(world, sessions=args.sessions, seconds=args.seconds, gaps=(4.90, 5.10),

@@ -28,41 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contract import ARGUMENT_KEYS, ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL
-from ..env.tools import (
-    ASK_USER_DESCRIPTION,
-    CLICK_DESCRIPTION,
-    QUERY_DESCRIPTION,
-    QUESTION_DESCRIPTION,
-    SEARCH_DESCRIPTION,
-)
-from ..env.tools import VALUE_DESCRIPTION as _VALUE_DESCRIPTION
+from ..env.tools import EPISODE_VALUE_DESCRIPTION as EPISODE_VALUE_DESCRIPTION
+from ..env.tools import episode_tools as episode_tools
 
 # Stop tokens of the template families the project is tested with (model-emitted end-of-turn markers).
 KNOWN_STOPS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|call|>", "<|return|>", "<|end|>", "<|observation|>",
                "<|user|>", "<|endoftext|>")
-EPISODE_VALUE_DESCRIPTION = _VALUE_DESCRIPTION + "（当前可点击值见观察文本的“可点击元素”）"
-
-
-def episode_tools(*, dialogue: bool = False) -> list[dict[str, Any]]:
-    """The tool list rendered once per episode: ``search`` and ``click`` without the per-page enum.
-
-    Templates that put tools in the system block (Qwen, GLM, gpt-oss) would otherwise change the first
-    message every turn. The page's clickable values are in the observation text (``可点击元素``), and the
-    validator still checks each call against the page's own tools.
-    """
-    def tool(name: str, description: str, key_description: str) -> dict[str, Any]:
-        key = ARGUMENT_KEYS[name]
-        return {"type": "function", "function": {
-            "name": name, "description": description,
-            "parameters": {"type": "object", "properties": {key: {"type": "string", "description": key_description}},
-                           "required": [key], "additionalProperties": False}}}
-
-    tools = [tool(SEARCH_TOOL, SEARCH_DESCRIPTION, QUERY_DESCRIPTION),
-             tool(CLICK_TOOL, CLICK_DESCRIPTION, EPISODE_VALUE_DESCRIPTION)]
-    if dialogue:  # dialogue mode: ask_user is rendered for the whole episode (offered or not on a page)
-        tools.append(tool(ASK_USER_TOOL, ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION))
-    return tools
 
 
 @dataclass

@@ -20,14 +20,14 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent.runtime import EnvironmentFactory
+from ..agent.environment import EnvironmentFactory
+from ..agent.episode import EpisodeStats
 from ..errors import ShopSimError
 from .rollout import (
     ChatTokenizer,
     GenerateFn,
     RolloutConfig,
     RolloutContext,
-    RolloutTimer,
     Trajectory,
     run_rollout,
 )
@@ -201,7 +201,7 @@ async def run_group(
     context: RolloutContext, tokenizer: ChatTokenizer, generate: GenerateFn, environment: EnvironmentFactory, *,
     n: int = DEFAULT_GROUP_SIZE, group_index: int = 0, first_rollout_id: int = 0,
     config: RolloutConfig | None = None, semaphore: asyncio.Semaphore | None = None,
-    timer: RolloutTimer | None = None,
+    timer: EpisodeStats | None = None,
 ) -> Group:
     """n siblings of one task under one context, run concurrently (bounded by ``semaphore``)."""
     if n < 1:
@@ -244,7 +244,7 @@ async def rollout_step(
     contexts: Sequence[RolloutContext], tokenizer: ChatTokenizer, generate: GenerateFn,
     environment: EnvironmentFactory, *, target_groups: int, n: int = DEFAULT_GROUP_SIZE,
     config: RolloutConfig | None = None, concurrency: int = 32, std_normalization: bool = True,
-    timer: RolloutTimer | None = None,
+    timer: EpisodeStats | None = None,
 ) -> RolloutStep:
     """Run one group per context (the over-sampled wave), filter, select ``target_groups`` and score them."""
     semaphore = asyncio.Semaphore(concurrency)

@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.runtime import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
+from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..errors import ShopSimError
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision, segment_advantages, unique_rewards
 from .health import batch_health, turn_counts

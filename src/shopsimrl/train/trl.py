@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..agent.runtime import EnvironmentFactory
+from ..agent.environment import EnvironmentFactory
 from ..errors import ShopSimError
 from .groups import drop_unscored_groups
 from .health import batch_health, turn_counts

@@ -49,8 +49,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
+from ..agent.episode import EpisodeStats
 from ..agent.model_client import DEFAULT_MAX_TOKENS
-from ..agent.runtime import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..errors import ShopSimError
 from .health import turn_counts
 from .rollout import (
@@ -61,7 +62,6 @@ from .rollout import (
     Generation,
     RolloutConfig,
     RolloutContext,
-    RolloutTimer,
     Trajectory,
     parse_shopper,
     run_rollout,
@@ -286,11 +286,11 @@ class ShopAgentLoopCore:
         environment = self.environment or environment_from()
         config = RolloutConfig(mode="append", max_steps=self.max_steps,
                                max_context_len=self.budget.prompt_length + self.budget.response_length)
-        timer = RolloutTimer()
+        timer = EpisodeStats()
         trajectory = await run_rollout(context, self.tokenizer, generate, environment,
                                        config=config, timer=timer)
         fields = output_fields(trajectory, episode, self.budget, self.tokenizer, want_log_probs=want_log_probs)
-        fields["timing"] = {"generate_sequences": timer.generate_s, "tool_calls": timer.env_s}
+        fields["timing"] = {"generate_sequences": timer.model_s, "tool_calls": timer.env_s}
         if fields["extra_fields"]["shopsim_status"] == ABORTED:
             log.warning("shopsim episode (task %s) aborted: %s", context.task_id,
                         fields["extra_fields"]["shopsim_error"])
