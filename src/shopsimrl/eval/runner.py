@@ -124,13 +124,19 @@ def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, i
 
 
 def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | None:
-    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode."""
+    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode. Standard mode
+    on a persona split is allowed (every task has its full instruction: the scenarios' single-turn standard);
+    persona mode on a standard split is not (its tasks have no persona)."""
     declared = catalog.split_is_persona(split)
-    if requested is not None and declared is not None and requested != declared:
-        raise ShopSimError(f"split {split!r} is declared persona={declared}; --persona/--no-persona disagrees")
+    check_persona_request(split, declared, requested)
     if requested is not None:
         return requested
     return None if declared is None else bool(declared)
+
+
+def check_persona_request(split: str, declared: bool | None, requested: bool | None) -> None:
+    if requested and declared is False:
+        raise ShopSimError(f"split {split!r} holds standard tasks only (no persona): --persona cannot apply")
 
 
 def environment_identity(

@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .dialogue_metrics import dialogue_summary
+from .repeats import repeat_summary
 from .rundir import is_completed
+from .taxonomy import failure_taxonomy
 
 SUMMARY_SCHEMA = "shopsimrl-eval-summary-v2"
 
@@ -114,6 +116,10 @@ def summarize(
     dialogue = dialogue_summary(completed)
     if dialogue is not None:  # dialogue runs only
         summary["dialogue"] = dialogue
+    summary["failure_taxonomy"] = failure_taxonomy([*completed, *failed])
+    repeats = repeat_summary(completed)
+    if repeats is not None:  # runs with --repeats K > 1 only
+        summary["repeats"] = repeats
     if meta:
         summary["run"] = dict(meta)
     return summary

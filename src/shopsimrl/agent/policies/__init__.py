@@ -7,7 +7,8 @@ from ...env.shop_env import ShopWorld
 from ..policy import Policy, PolicyError
 from .oracle import OraclePolicy
 
-POLICY_NAMES = ("oracle", "heuristic", "random", "first", "strong", "dialogue-heuristic", "dialogue-oracle")
+POLICY_NAMES = ("oracle", "heuristic", "random", "first", "strong", "dialogue-heuristic", "dialogue-strong",
+                "dialogue-oracle")
 
 
 def make_policy(name: str, world: ShopWorld) -> Policy:
@@ -34,6 +35,11 @@ def make_policy(name: str, world: ShopWorld) -> Policy:
         from .dialogue import DialogueHeuristicPolicy
 
         return DialogueHeuristicPolicy()
+    if name == "dialogue-strong":  # the same script, then the strong rule policy
+        from .dialogue import DialogueHeuristicPolicy
+        from .strong_rule import StrongRulePolicy
+
+        return DialogueHeuristicPolicy(inner=StrongRulePolicy(), name="dialogue-strong")
     if name == "dialogue-oracle":  # dialogue mode solvability check: ask every slot, then the oracle
         from .dialogue import DialogueOraclePolicy
 
