@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -174,26 +175,33 @@ def cmd_data_build_default(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_data_stats(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _episode_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(label, done, total)`` drawing one bar per label on stderr (``quiet``: off unless a tty)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        transient=True, disable=quiet and not sys.stderr.isatty(),
+    ) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(f"{label} episodes", total=total)
+            bar.update(tasks[label], completed=done)
+
+        yield progress
+
+
+def cmd_data_stats(args: argparse.Namespace) -> int:
     from .agent.difficulty import data_statistics
 
     args.dir = resolve_data(args.dir)
     _check_data(args.dir)
     _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
               "on the test split (cached in stats.json)")
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        transient=True, disable=args.json and not sys.stderr.isatty(),
-    ) as bar:
-        tasks: dict[str, object] = {}
-
-        def progress(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = bar.add_task(f"{label} episodes", total=total)
-            bar.update(tasks[label], completed=done)  # type: ignore[arg-type]
-
+    with _episode_bars(args.json) as progress:
         stats = data_statistics(
             args.dir, oracle_sample=args.oracle_sample, workers=args.workers, use_cache=not args.no_cache,
             progress=progress,
@@ -202,6 +210,24 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
         print(json.dumps(stats, ensure_ascii=False, sort_keys=True))
         return 0
     _print_stats(stats)
+    return 0
+
+
+def cmd_data_tiers(args: argparse.Namespace) -> int:
+    from .agent.tiers import compute_tiers
+
+    args.dir = resolve_data(args.dir)
+    _check_data(args.dir)
+    with _episode_bars(args.json) as progress:
+        document = compute_tiers(args.dir, workers=args.workers, use_cache=not args.no_cache, progress=progress)
+    counts = document["counts"]
+    if args.json:
+        print(json.dumps(counts, sort_keys=True))
+        return 0
+    total = sum(counts.values())
+    print(f"difficulty tiers of {args.dir} ({total} tasks; tier = the first policy that solves the task):")
+    for tier, n in counts.items():
+        print(f"  {tier:<10} {n:>6}  {100 * n / total if total else 0:6.2f}%")
     return 0
 
 
@@ -360,6 +386,14 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--workers", type=_positive_int, help="worker processes (default: CPU count)")
     stats.add_argument("--no-cache", action="store_true", help="recompute even if DIR/stats.json matches")
     stats.set_defaults(func=cmd_data_stats)
+
+    tiers = data.add_parser("tiers", help="difficulty tier of every task (first / heuristic / strong / none), "
+                                          "stored in DIR/difficulty_tiers.json for --difficulty filters")
+    add_data_argument(tiers, positional="dir")
+    tiers.add_argument("--json", action="store_true", help="print the tier counts as JSON")
+    tiers.add_argument("--workers", type=_positive_int, help="worker processes (default: CPU count)")
+    tiers.add_argument("--no-cache", action="store_true", help="recompute even if the stored tiers match")
+    tiers.set_defaults(func=cmd_data_tiers)
 
     serve = commands.add_parser("serve", help="HTTP service: the reference /api/shop_agent API with leased sessions")
     add_data_argument(serve)

@@ -112,6 +112,10 @@ def summary_table(summary: Mapping[str, Any], title: str) -> Table:
             ("flip rate (tasks)", f"{_pct(repeats['flip_rate'])} of {repeats['tasks']}"
              + (" · repeats byte-identical" if repeats["identical"] else "")),
         ]
+    tiers = summary.get("by_difficulty")
+    if tiers:
+        rows.append(("success by difficulty tier", ", ".join(f"{tier} {_pct(v['success_rate'])} ({v['episodes']})"
+                                                            for tier, v in tiers.items())))
     taxonomy = summary.get("failure_taxonomy")
     if taxonomy and taxonomy["causes"]:
         rows.append(("failure causes", ", ".join(f"{CAUSE_TITLES[c]} {n}" for c, n in taxonomy["causes"].items())))

@@ -43,6 +43,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     check_persona_request(args.split, declared, args.persona)
     if args.skills:
         SkillBank.load(args.skills)
+    difficulty = _difficulty(args)
     out = args.out or (f"runs/{args.policy or args.model.replace('/', '_')}-{args.split}"
                        + ("-scenarios" if args.scenarios else ""))
     if args.scenarios and (args.persona is not None or args.max_steps):
@@ -54,7 +55,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         shopper_llm=shopper_settings_from_args(args),
         max_steps=args.max_steps or EPISODE_LIMITS[MULTI_TURN if args.shopper else SINGLE_TURN],
         experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
-        ray_data=args.ray_data,
+        ray_data=args.ray_data, difficulty=difficulty,
     )
     label = policy_label(args.policy) if args.policy else args.model
     console = _console()
@@ -84,6 +85,22 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report:  {paths['html']}  ({paths['md']})")
     sys.stdout.flush()
     return 0 if result.summary["counts"]["failed"] == 0 else 1
+
+
+def _difficulty(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """``--difficulty`` parsed; the catalog's tiers computed first if it has none yet (once per catalog)."""
+    from ..catalog.tiers import parse_difficulty, stored_tiers
+
+    wanted = parse_difficulty(args.difficulty)
+    if wanted is not None and stored_tiers(args.data) is None:
+        from ..agent.tiers import compute_tiers
+        from ..cli import _episode_bars
+
+        print(f"[shopsimrl] {args.data} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
+              file=sys.stderr, flush=True)
+        with _episode_bars(False) as progress:
+            compute_tiers(args.data, progress=progress)
+    return wanted
 
 
 def _eval_scenarios(args: argparse.Namespace, base: Any, label: str, console: Any) -> int:
@@ -243,6 +260,9 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--repeats", type=_positive_int, default=1,
                     help="episodes per task with distinct sampling seeds: mean ± std over repeats, pass^k, "
                          "pass@k and the flip rate in the summary")
+    ev.add_argument("--difficulty", metavar="TIERS",
+                    help="only tasks of these difficulty tiers, comma-separated: first, heuristic, strong, none "
+                         "(the first public-information policy that solves the task; `shopsimrl data tiers`)")
     ev.add_argument("--limit", type=_positive_int, help="only the first N tasks of the split")
     ev.add_argument("--sample-size", type=_positive_int, help="a seeded random sample of N tasks")
     ev.add_argument("--seed", type=int, default=20260830)

@@ -197,6 +197,13 @@ def _markdown(title: str, summary: Mapping[str, Any], tables: Mapping[str, Any],
         "", "## Error rates", "", f"![error rates]({figure_paths['error_rates.png']})", "",
     ]
     lines += _repeats_markdown(summary.get("repeats"))
+    if summary.get("by_difficulty"):
+        lines += ["## Success by difficulty tier", "",
+                  "Tier: the first public-information policy (`first`, `heuristic`, `strong`) that solves the task; "
+                  "`none`: none does (`shopsimrl data tiers`).", "",
+                  "| tier | episodes | success | r_strict |", "|---|---|---|---|",
+                  *[f"| {tier} | {v['episodes']} | {_fmt(v['success_rate'], True)} | {_fmt(v['reward_mean'])} |"
+                    for tier, v in summary["by_difficulty"].items()], ""]
     lines += _taxonomy_markdown(summary.get("failure_taxonomy"), figure_paths)
     if summary.get("errors"):
         lines += ["Failed episodes by error type: " + ", ".join(f"{k} {v}" for k, v in summary["errors"].items()), ""]

@@ -67,6 +67,24 @@ def step_counts(record: Mapping[str, Any]) -> dict[str, int]:
             "actions": len(actions), "invalid_actions": invalid, **tokens}
 
 
+def tier_summary(records: Iterable[Mapping[str, Any]], tiers: Mapping[int, str]) -> dict[str, Any]:
+    """Completed episodes, success rate and mean r_strict per difficulty tier (tiers with episodes only)."""
+    from ..catalog.tiers import TIERS
+
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        if is_completed(record):
+            by.setdefault(tiers.get(int(record["job"]["task_id"]), "unlabelled"), []).append(record)
+    out = {}
+    for tier in (*TIERS, "unlabelled"):
+        if tier in by:
+            details = [reward_detail(r) for r in by[tier]]
+            out[tier] = {"episodes": len(details),
+                         "success_rate": _mean([float(d.get("r_success") or 0) for d in details]),
+                         "reward_mean": _mean([float(d.get("r_strict") or 0.0) for d in details])}
+    return out
+
+
 def summarize(
     records: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]], *, requested: int | None = None,
     episode_ids: Iterable[str] | None = None, meta: Mapping[str, Any] | None = None,
