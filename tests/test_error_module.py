@@ -20,6 +20,7 @@ STAYING = {
     "VocabularyError": "generate/vocabulary.py: a broken vocabulary file shipped in the package (a build error)",
     "FaultError": "agent/policy_server.py: a --faults value of the policy server's own test switch",
     "ShopperScriptError": "agent/shopper_backend.py: the scripted shopper's own request check",
+    "SlimeAborted": "train/slime.py: slime's abort flag inside the adapter, recorded as an aborted episode",
     "OpenEnvUsageError": "openenv/environment.py: an InvalidRequestError of the OpenEnv wrapper (issue 28 reworks it)",
     "TaskIndexError": "openenv/environment.py: as OpenEnvUsageError",
     # the HTTP guard's admission refusals (issue 29 reworks the guard; CorsPreflight should become a response)

@@ -128,19 +128,16 @@ def test_the_package_import_graph_has_no_cycle():
 # (dialogue/vocabulary.py imports generate.vocabulary inside a function, which runs generate/__init__, which
 # imports the generator, which reads the reward's type functions from shopsimrl.env, which builds the shoppers).
 # The fix: a vocabulary module below generate/, dialogue and env (or a generate/__init__ that imports nothing).
-KNOWN_CYCLES_THROUGH_FUNCTIONS = [sorted([
-    "shopsimrl.dialogue", "shopsimrl.dialogue.lexicon", "shopsimrl.dialogue.llm_prompt",
-    "shopsimrl.dialogue.llm_shopper", "shopsimrl.dialogue.noise", "shopsimrl.dialogue.replies",
-    "shopsimrl.dialogue.rule_shopper", "shopsimrl.dialogue.shopper", "shopsimrl.dialogue.slots",
-    "shopsimrl.dialogue.vocabulary", "shopsimrl.env", "shopsimrl.env._dialogue_session", "shopsimrl.env.shop_env",
-    "shopsimrl.generate", "shopsimrl.generate.confusers", "shopsimrl.generate.generator",
-    "shopsimrl.generate.instructions", "shopsimrl.generate.personas", "shopsimrl.generate.products"])]
+KNOWN_EDGE = ("shopsimrl.dialogue.vocabulary", "shopsimrl.generate")
 
 
 def test_imports_inside_functions_hide_no_other_cycle():
     """cli ↔ eval.commands, search._postings ↔ _postings_build and server app ↔ guard ↔ http_errors were hidden
-    by imports inside functions; only the listed one is left (an entry that no longer holds fails too)."""
+    by imports inside functions; the one left goes through :data:`KNOWN_EDGE` (when it is gone, this fails too)."""
     graph = import_graph(inside_functions=True)
     assert "shopsimrl.cli" not in graph["shopsimrl.eval.commands"]
     assert "shopsimrl.server.app" not in graph["shopsimrl.server.guard"]
-    assert cycles(graph) == KNOWN_CYCLES_THROUGH_FUNCTIONS
+    left = cycles(graph)
+    assert len(left) == 1 and set(KNOWN_EDGE) <= set(left[0]), left
+    graph[KNOWN_EDGE[0]].discard(KNOWN_EDGE[1])
+    assert cycles(graph) == []

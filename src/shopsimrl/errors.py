@@ -221,3 +221,15 @@ class VerlAdapterError(AdapterError):
 
 class SlimeAdapterError(AdapterError):
     """A slime setting this adapter refuses (partial rollout, eval mode, truncated sampling, …)."""
+
+
+class TemplateUnreadableError(ChatTemplateError):
+    """The chat template cannot carry the episode's tool calls (none rendered, or unreadable)."""
+
+
+class ScenarioError(ShopSimError):
+    """An unknown scenario name or settings the scenarios cannot take."""
+
+
+class DifficultyError(ShopSimError, ValueError):
+    """An unknown tier name, or tiers that are missing or stale for the data directory."""

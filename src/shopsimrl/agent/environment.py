@@ -69,11 +69,10 @@ class _Adapter:
         return result
 
     async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
-        """The shopper's private transcript (matched slots, noise) where the env exposes it (in-process)."""
-        method = getattr(self.env, "dialogue_transcript", None)
-        if method is None or self.is_async:
+        """The shopper's private transcript (matched slots, noise), read after the episode on every path."""
+        if getattr(self.env, "dialogue_transcript", None) is None:
             return None
-        transcript: list[dict[str, Any]] | None = method()
+        transcript: list[dict[str, Any]] | None = await self._call("dialogue_transcript")
         return transcript
 
     async def step(self, action: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from .chat_template import (
     turn_suffix,
 )
 from .chat_template import stop_texts as template_stops
+from .step_keys import state_key
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
@@ -419,8 +420,10 @@ class TokenTurns:
         self.reward = 0.0
         self.detail: dict[str, Any] | None = None
         self.termination: str | None = None
+        self.state: Mapping[str, Any] = {}  # the page the next turn acts on (its key goes into the step)
 
     def start(self, episode: Episode, reset: dict[str, Any]) -> None:
+        self.state = reset["observation_state"]
         context = self.context
         persona = reset.get("user_persona") or {}
         self.messages.append({"role": "system",
@@ -441,7 +444,8 @@ class TokenTurns:
         prompt_ids = self._prompt(tools)
         self.turn_start = len(self.messages)
         if self.config.max_context_len is not None and len(prompt_ids) >= self.config.max_context_len:
-            self.steps.append({"step_index": index, "action": None, "context_overflow": len(prompt_ids)})
+            self.steps.append({"step_index": index, "action": None, "context_overflow": len(prompt_ids),
+                               "state_key": state_key(self.state)})
             return TurnDecision(TERMINATE, termination=GENERATION_LENGTH)
         self.ledger.prompt(prompt_ids)
         token, token_m = PAGE_TOOLS.set(tools), TURN_MESSAGES.set(self.messages)
@@ -462,7 +466,8 @@ class TokenTurns:
 
         out = parse_turn(self.tokenizer, raw, text, prompt_tail, gen.finish_reason, tools)
         step: dict[str, Any] = {"step_index": index, "action": None, "sampled_tokens": len(gen.token_ids),
-                                "finish_reason": gen.finish_reason, "raw_output": text}
+                                "finish_reason": gen.finish_reason, "raw_output": text,
+                                "state_key": state_key(self.state)}
         self.steps.append(step)
         decision = decide_turn(out, tools, arguments="object")
         if decision.kind == REPAIR:
@@ -481,6 +486,7 @@ class TokenTurns:
         feedback = result.get("action_feedback") or {}
         self.steps[-1]["valid"] = feedback.get("valid")
         self.messages.append(observation_message(decision, result["observation"]))
+        self.state = result["observation_state"]
 
     async def finish(self, episode: Episode, final: dict[str, Any]) -> None:
         episode.stage = "scoring"

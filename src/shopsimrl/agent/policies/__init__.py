@@ -46,6 +46,8 @@ REGISTRY: dict[str, PolicySpec] = {spec.name: spec for spec in (
     PolicySpec("strong", "strong_rule:StrongRulePolicy", "rule policy that knows the catalog's vocabulary"),
     PolicySpec("dialogue-heuristic", "dialogue:DialogueHeuristicPolicy", "asks the shopper first, then the heuristic",
                dialogue=True),
+    PolicySpec("dialogue-strong", "dialogue:DialogueStrongPolicy", "asks the shopper first, then the strong rule policy",
+               dialogue=True),
     PolicySpec("dialogue-oracle", "dialogue:DialogueOraclePolicy",
                "asks every slot, then the oracle (solvability check)", private_goal=True, dialogue=True),
 )}
