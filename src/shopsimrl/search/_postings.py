@@ -13,6 +13,9 @@ the column weights summed one instance at a time in (column, offset) order, as `
 length term is ``k1 * (1 - b + b * |D| / avgdl)``, with |D| the row's token count over all columns and avgdl
 the total token count divided by the row count; phrases are summed in query order. ``SearchIndex`` also
 compares this path with SQLite on sample queries when it opens and falls back to SQLite on any difference.
+
+Length (over 400 lines): one class, the exact score and the pruned top-k search over the same arrays, kept
+together so the exactness argument above is read in one place; the builder is ``_postings_build``.
 """
 
 from __future__ import annotations
