@@ -88,17 +88,45 @@ class EnvService:
             raise
         return lease, dict(payload)
 
-    async def step_async(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+    async def step_async(self, lease: Lease[ShopEnv], response: object, step_index: object = None) -> dict[str, Any]:
         """``step`` for the HTTP handlers: in a worker thread when an LLM shopper may be asked (a blocking call)."""
+        replay = self._replay(lease, step_index)
+        if replay is not None:
+            return replay
         if lease.session.shopper_name == LLM_SHOPPER:
-            return await asyncio.to_thread(self.step, lease, response)
-        return self.step(lease, response)
+            return await asyncio.to_thread(self._record, lease, response)
+        return self._record(lease, response)
 
     def lease(self, slot: object, lease_id: object) -> Lease[ShopEnv]:
         return self.pool.get(slot, lease_id)
 
     def find(self, session_id: str) -> Lease[ShopEnv]:
         return self.pool.find(session_id)
+
+    @staticmethod
+    def _replay(lease: Lease[ShopEnv], step_index: object) -> dict[str, Any] | None:
+        """The step-index check that makes a retried step idempotent (docs/contract.md#http-reference-api).
+
+        ``step_index`` (optional, 1-based) names the step the client means: the next one executes; the last
+        executed one is a retry whose request reached the server but whose answer did not reach the client,
+        and gets that step's result again without executing anything; any other index is refused.
+        """
+        if step_index is None:
+            return None
+        if isinstance(step_index, bool) or not isinstance(step_index, int) or step_index < 1:
+            raise InvalidRequestError(f"step_index must be a positive integer, got {step_index!r}")
+        if step_index == lease.steps and lease.last_step is not None:
+            return dict(lease.last_step)
+        if step_index != lease.steps + 1:
+            raise InvalidRequestError(f"step_index {step_index}: this episode has executed {lease.steps} step(s), "
+                                      f"so the next step is {lease.steps + 1}")
+        return None
+
+    def _record(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+        result = self.step(lease, response)
+        lease.steps += 1
+        lease.last_step = dict(result)
+        return result
 
     def step(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
         """One step; ``response`` is the model's text (the session reads the action out of it, as on every
