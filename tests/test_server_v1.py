@@ -124,6 +124,7 @@ OPERATIONS = [
     ("POST", "/api/shop_agent"), ("GET", "/healthz"), ("GET", "/v1/tasks"), ("POST", "/v1/sessions"),
     ("GET", "/v1/sessions/{session_id}"), ("DELETE", "/v1/sessions/{session_id}"),
     ("POST", "/v1/sessions/{session_id}/step"), ("POST", "/v1/sessions/{session_id}/terminate"),
+    ("GET", "/v1/sessions/{session_id}/dialogue_transcript"),
     ("GET", "/api/runs"), ("GET", "/api/runs/{run}"), ("GET", "/api/runs/{run}/episodes/{episode_id}"),
 ]
 

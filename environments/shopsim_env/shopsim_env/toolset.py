@@ -20,9 +20,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.env.tools.ask_user import ASK_USER
-from shopsimrl.env.tools.click import CLICK
-from shopsimrl.env.tools.search import SEARCH
+from shopsimrl.env.tools import TOOLS, tool_method
 from shopsimrl.errors import ShopSimError
 from shopsimrl.versions import REPORTED_METRICS
 
@@ -58,11 +56,13 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
         super().__init__(config)
         self.world: ShopWorld | None = None
         self.sessions: OrderedDict[str, ShopEnv] = OrderedDict()
-        if config.shopper is None:  # single-turn rollouts: an undecorated attribute hides the ask_user tool
-            self.ask_user = self._not_a_tool  # type: ignore[method-assign]
+        if config.shopper is None:  # single-turn rollouts: an undecorated attribute hides each dialogue-only tool
+            for tool in TOOLS:
+                if tool.dialogue_only:
+                    setattr(self, tool.name, self._not_a_tool)
 
-    async def _not_a_tool(self, question: str) -> str:
-        raise ShopSimError("ask_user is a tool only in dialogue mode (taskset shopper)")
+    async def _not_a_tool(self, *args: object, **kwargs: object) -> str:
+        raise ShopSimError("this tool is offered only in dialogue mode (taskset shopper)")
 
     async def setup(self) -> None:
         self.world = ShopWorld.shared(self.config.data)
@@ -100,25 +100,16 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
             self.sessions.pop(state.session, None)  # the engine ends at a purchase or its action limit (30/40)
         return result["observation"]
 
-    # Each tool's action and description come from the environment's own tool (shopsimrl.env.tools, one
-    # definition); verifiers reads the description from the docstring.
-    @vf.tool
-    async def search(self, query: str) -> str:
-        return self._act(SEARCH.action(query))
 
-    search.__doc__ = SEARCH.short_docstring()
+def _install_tools() -> None:
+    """Each of the environment's tools (``shopsimrl.env.tools``) is a ``@vf.tool`` method: its name, argument and
+    description (verifiers reads it from the docstring) come from the tool itself, its action is one step."""
+    for tool in TOOLS:
+        method = tool_method(tool, tool.short_docstring(), ShopSimToolset._act, is_async=True)
+        setattr(ShopSimToolset, tool.name, vf.tool(method, name=tool.name))
 
-    @vf.tool
-    async def click(self, value: str) -> str:
-        return self._act(CLICK.action(value))
 
-    click.__doc__ = CLICK.short_docstring()
-
-    @vf.tool(name=ASK_USER.name)
-    async def ask_user(self, question: str) -> str:
-        return self._act(ASK_USER.action(question))
-
-    ask_user.__doc__ = ASK_USER.short_docstring()
+_install_tools()
 
 
 if __name__ == "__main__":

@@ -21,14 +21,13 @@ reply comes back as the tool result, which TRL masks like every tool result.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
 from ..contract import ACTION_LIMIT
-from ..env.tools import TOOLS, Tool
+from ..env.tools import TOOLS, tool_method
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .rollout import parse_shopper
@@ -36,30 +35,11 @@ from .rollout import parse_shopper
 EPISODE_OVER = "本回合已结束，不能再调用工具。"
 
 
-def _tool_method(tool: Tool) -> Callable[..., str]:
-    """The environment method TRL exposes for ``tool``: its name, its one ``str`` argument and the docstring TRL
-    builds the schema from, all from the environment's own tool (one definition)."""
-    signature = inspect.Signature(
-        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-         inspect.Parameter(tool.argument, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
-        return_annotation=str)
-
-    def call(*args: Any, **kwargs: Any) -> str:
-        bound = signature.bind(*args, **kwargs)  # a wrong or missing argument is a TypeError, as for a def
-        environment: ShopToolEnvironment = bound.arguments["self"]
-        return environment._act(tool.action(bound.arguments[tool.argument]))
-
-    call.__name__ = call.__qualname__ = tool.name
-    call.__doc__ = tool.google_docstring()
-    call.__annotations__ = {tool.argument: str, "return": str}
-    call.__signature__ = signature  # type: ignore[attr-defined]  # what inspect.signature reads
-    return call
-
-
 def _install_tools(cls: type[ShopToolEnvironment]) -> None:
     for tool in TOOLS:
         if cls.dialogue or not tool.dialogue_only:
-            setattr(cls, tool.name, _tool_method(tool))
+            # the environment's own tool: its name, argument and the docstring TRL builds the schema from
+            setattr(cls, tool.name, tool_method(tool, tool.google_docstring(), ShopToolEnvironment._act))
 
 
 class ShopToolEnvironment:

@@ -17,7 +17,7 @@ from ...contract import ASK_USER_TOOL as ASK_USER_TOOL
 from ...contract import CLICK_TOOL as CLICK_TOOL
 from ...contract import SEARCH_TOOL as SEARCH_TOOL
 from ...errors import ObservationError
-from ._tool import Tool, ToolSession
+from ._tool import Tool, ToolSession, tool_method
 from .ask_user import ASK_USER, ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION
 from .click import CLICK, CLICK_DESCRIPTION, EPISODE_VALUE_DESCRIPTION, VALUE_DESCRIPTION
 from .search import QUERY_DESCRIPTION, SEARCH, SEARCH_DESCRIPTION
@@ -94,6 +94,7 @@ __all__ = [
     "action_of_call",
     "argument_key",
     "episode_tools",
+    "tool_method",
     "tool_named",
     "tools_for_state",
 ]

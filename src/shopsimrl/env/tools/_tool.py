@@ -9,8 +9,9 @@ the session only owns the page state those checks read and the transitions they 
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
 from ...contract import format_action
@@ -121,3 +122,33 @@ class Tool(ABC):
 
         ``shown`` is the action as the feedback repeats it; ``argument`` is verbatim (None for a bare name).
         """
+
+
+def tool_method(tool: Tool, doc: str, act: Callable[[Any, str], Any], *, is_async: bool = False) -> Callable[..., Any]:
+    """A method named after ``tool`` whose one ``str`` parameter is the tool's argument, for frameworks that build a
+    tool's schema from a method's signature and docstring (TRL's environment class, verifiers' toolset);
+    ``act(instance, action)`` applies the canonical action. A wrong or missing argument is a TypeError, as for
+    a ``def``."""
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         inspect.Parameter(tool.argument, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
+        return_annotation=str)
+
+    def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        return act(bound.arguments["self"], tool.action(bound.arguments[tool.argument]))
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return apply(args, kwargs)
+
+    async def async_method(*args: Any, **kwargs: Any) -> Any:
+        return apply(args, kwargs)
+
+    function: Any = async_method if is_async else method
+    function.__name__ = function.__qualname__ = tool.name
+    function.__doc__ = doc
+    function.__annotations__ = {tool.argument: str, "return": str}
+    function.__signature__ = signature  # what inspect.signature reads
+    result: Callable[..., Any] = function
+    return result
+
