@@ -25,13 +25,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..contract import PURCHASE
+from ..contract import ACTION_LIMIT, GENERATION_LENGTH, PRODUCT_DETAIL, PURCHASE
 from .dialogue_metrics import episode_dialogue
 
-CAUSES = ("action_limit", "generation_length", "technical", "wrong_type", "missing_attribute", "wrong_option",
+CAUSES = (ACTION_LIMIT, GENERATION_LENGTH, "technical", "wrong_type", "missing_attribute", "wrong_option",
           "over_budget", "price_unverifiable", "other")
 CAUSE_TITLES = {
-    "action_limit": "never purchased: action limit", "generation_length": "never purchased: generation length",
+    ACTION_LIMIT: "never purchased: action limit", GENERATION_LENGTH: "never purchased: generation length",
     "technical": "never purchased: technical", "wrong_type": "wrong product type",
     "missing_attribute": "missing attribute", "wrong_option": "wrong option", "over_budget": "over budget",
     "price_unverifiable": "price unverifiable", "other": "other",
@@ -67,7 +67,7 @@ def primary_cause(record: Mapping[str, Any]) -> str | None:
         return None
     reason = detail.get("termination_reason") or (record.get("final") or {}).get("termination_reason")
     if reason != PURCHASE:
-        return "generation_length" if reason == "generation_length" else "action_limit"
+        return GENERATION_LENGTH if reason == GENERATION_LENGTH else ACTION_LIMIT
     if _below(detail, "r_type"):
         return "wrong_type"
     if _below(detail, "r_att"):
@@ -84,7 +84,7 @@ def _product_pages(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     out = []
     for step in record.get("steps") or []:
         state = (step.get("environment") or {}).get("observation_state")
-        if isinstance(state, Mapping) and state.get("page_type") == "product_detail":
+        if isinstance(state, Mapping) and state.get("page_type") == PRODUCT_DETAIL:
             out.append(state)
     return out
 
