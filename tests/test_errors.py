@@ -131,6 +131,7 @@ EXPECTED = {
     errors.ReplayNotFoundError: (404, "replay_not_found"),
     errors.ObservationError: (400, "bad_request"),
     errors.InvalidGoalError: (400, "bad_request"),
+    errors.InvalidSelectionError: (400, "bad_request"),
     errors.ShopSimError: (400, "bad_request"),
 }
 

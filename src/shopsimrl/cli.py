@@ -37,24 +37,6 @@ def _check_data(directory: str, split: str | None = None) -> None:
     check_data_dir(directory, split)
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """Bind the address once before announcing it: a busy port is an error, not "serving on …" then a crash."""
-    import socket
-
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise ShopSimError(f"cannot resolve --host {host}: {exc}") from exc
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise ShopSimError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
-                               f"(another server running? choose another --port)") from exc
-
-
 def _progress(message: str) -> None:
     print(f"[shopsimrl] {message}", file=sys.stderr, flush=True)
 
@@ -250,7 +232,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     shopper = shopper_settings_from_args(args)  # shopper "llm" on both APIs (None: refused with a 400)
     _check_data(args.data)
-    _check_port_free(args.host, args.port)
+    from .server.ports import check_port_free
+
+    check_port_free(args.host, args.port)
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
         from .server._workers import serve_workers
 

@@ -37,8 +37,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     # mistakes are reported before the catalog is opened (seconds on the default catalog)
     declared = check_data_dir(args.data, args.split)
-    if args.persona is not None and declared is not None and args.persona != declared:
-        raise ShopSimError(f"split {args.split!r} is declared persona={declared}; --persona/--no-persona disagrees")
+    from .runner import persona_mode
+
+    persona_mode(args.split, declared, args.persona)  # --persona on a standard split: refused before the catalog opens
     if args.skills:
         SkillBank.load(args.skills)
     out = args.out or f"runs/{args.policy or args.model.replace('/', '_')}-{args.split}"
@@ -134,7 +135,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    paths = write_report(args.run, vs=args.vs, out=args.out)
+    paths = write_report(args.run, vs=args.vs, out=args.out, allow_partial=args.allow_partial)
     print(f"report: {paths['html']}  ({paths['md']})")
     return 0
 
@@ -152,6 +153,9 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
     from ..catalog.store import check_data_dir
 
     check_data_dir(args.data)
+    from ..server.ports import check_port_free
+
+    check_port_free(args.host, args.port)
     world = ShopWorld.from_data_dir(args.data)
     app = create_policy_app(world, policy=args.policy, faults=faults, model_name=args.model_name)
     print(f"[shopsimrl] policy server ({args.policy}) on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
@@ -204,7 +208,9 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--send-task-id", action="store_true",
                     help="send shopsim_task_id in each model request (for the policy server's oracle policies)")
     ev.add_argument("--persona", action=argparse.BooleanOptionalAction, default=None,
-                    help="persona mode (default: what the split declares)")
+                    help="override the split's mode: --no-persona runs a persona split's tasks with their plain "
+                         "instruction (recorded in the run plan as persona_override); --persona is refused on a "
+                         "standard split (default: the split's own mode)")
     ev.add_argument("--skills", help="skill-bank JSON appended to the system message")
     ev.add_argument("--experiment", help="experiment name (default: the --out directory name)")
     ev.add_argument("--out", help="run directory (default runs/<policy-or-model>-<split>)")
@@ -226,6 +232,8 @@ def add_commands(commands: Any) -> None:
     rep = commands.add_parser("report", help="report.md and report.html with figures for a run")
     rep.add_argument("run")
     rep.add_argument("--vs", help="a second run: add the paired differences (RUN - VS)")
+    rep.add_argument("--allow-partial", action="store_true",
+                     help="with --vs: pair only the episodes completed in both runs (else such a pair is refused)")
     rep.add_argument("--out", help="output directory (default: the run directory)")
     rep.set_defaults(func=cmd_report)
 

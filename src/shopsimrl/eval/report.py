@@ -254,8 +254,12 @@ def _html(markdown: str, figures: Mapping[str, bytes], figure_paths: Mapping[str
     return "\n".join(out)
 
 
-def write_report(run: str, *, vs: str | None = None, out: str | None = None) -> dict[str, str]:
-    """Write ``report.md``, ``report.html`` and the figures; returns their paths. ``vs``: the A run."""
+def write_report(
+    run: str, *, vs: str | None = None, out: str | None = None, allow_partial: bool = False
+) -> dict[str, str]:
+    """Write ``report.md``, ``report.html`` and the figures; returns their paths. ``vs``: the A run; a pair
+    with episodes not completed in both runs is refused (``ComparisonError``) unless ``allow_partial``, as in
+    ``compare``."""
     run_dir = RunDir(run)
     plan = run_dir.plan()
     summary = run_summary(plan, run_dir)
@@ -270,7 +274,7 @@ def write_report(run: str, *, vs: str | None = None, out: str | None = None) -> 
     if vs is not None:
         from .compare import compare_runs
 
-        comparison = compare_runs(vs, run, allow_partial=True)
+        comparison = compare_runs(vs, run, allow_partial=allow_partial)
     (target / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
     figures = _figures(summary, tables, comparison)
     paths = {name: f"{FIGURE_DIR}/{name}" for name in figures}

@@ -99,6 +99,10 @@ class EvalSettings:
                                "the service's own shopper answers (serve --shopper-base-url ...)")
         if self.shopper_llm is not None and self.ray is not None:
             raise ShopSimError("--shopper llm runs in process or against --env-url, not on Ray workers")
+        if self.policy is not None and self.policy.startswith("dialogue-") and self.shopper is None:
+            raise ShopSimError(f"--policy {self.policy} plays dialogue mode and needs a shopper to ask: add --shopper "
+                               f"rule (or --shopper llm with --shopper-base-url/--shopper-model); for single-turn "
+                               f"runs use --policy {self.policy.removeprefix('dialogue-')}")
         if self.shopper == "llm" and self.shopper_llm is None and not self.env_url:
             raise ShopSimError("--shopper llm needs --shopper-base-url URL and --shopper-model NAME")
 
@@ -115,22 +119,38 @@ class EvalResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, ids: Sequence[int]) -> dict[str, Any]:
+def _task_split(
+    catalog: Catalog, data: str, split: str, persona: bool | None, ids: Sequence[int], *, override: bool = False
+) -> dict[str, Any]:
     from ..agent.prompt import sha256_json
 
-    return {"name": split, "path": str(Path(data) / "task_splits.json"),
-            "version": catalog.task_splits.get("version"), "persona": persona, "task_count": len(ids),
-            "task_ids_sha256": sha256_json(list(ids))}
+    out = {"name": split, "path": str(Path(data) / "task_splits.json"),
+           "version": catalog.task_splits.get("version"), "persona": persona, "task_count": len(ids),
+           "task_ids_sha256": sha256_json(list(ids))}
+    if override:  # absent otherwise, so existing plan fingerprints stay as they were
+        out["persona_override"] = True
+    return out
 
 
-def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | None:
-    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode."""
+def _persona(catalog: Catalog, split: str, requested: bool | None) -> tuple[bool | None, bool]:
+    """The mode the split's tasks run in and whether ``--persona/--no-persona`` overrode the split's own.
+
+    None for a mixed split (``all``) without a request: each task then runs in its own mode. ``--no-persona``
+    runs a persona split's tasks with their plain instruction; ``--persona`` on a standard split is refused
+    (its tasks have no persona to show).
+    """
     declared = catalog.split_is_persona(split)
-    if requested is not None and declared is not None and requested != declared:
-        raise ShopSimError(f"split {split!r} is declared persona={declared}; --persona/--no-persona disagrees")
-    if requested is not None:
-        return requested
-    return None if declared is None else bool(declared)
+    return persona_mode(split, declared, requested)
+
+
+def persona_mode(split: str, declared: bool | None, requested: bool | None) -> tuple[bool | None, bool]:
+    """``_persona`` from the split's declared mode (also checked by the CLI before the catalog is opened)."""
+    if requested is None:
+        return (None if declared is None else bool(declared)), False
+    if requested and declared is False:
+        raise ShopSimError(f"split {split!r} holds standard tasks (no user persona): --persona cannot apply; "
+                           f"choose a persona split (test, val, train) or drop --persona")
+    return requested, declared is not None and requested != declared
 
 
 def environment_identity(
@@ -158,7 +178,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
     world = world or ShopWorld.shared(settings.data)
     catalog = world.catalog
     ids = catalog.split(settings.split)
-    persona = _persona(catalog, settings.split, settings.persona)
+    persona, override = _persona(catalog, settings.split, settings.persona)
     jobs = build_jobs(ids, split=settings.split, seed=settings.seed, repeats=settings.repeats,
                       limit=settings.limit, sample_size=settings.sample_size)
     model: ModelBackend
@@ -176,6 +196,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
         if settings.shopper_llm is not None:  # replies cached in the run directory: a rerun replays them
             cache = str(Path(settings.out) / CACHE_DIRNAME)
             endpoint = ShopperEndpoint(dataclasses.replace(settings.shopper_llm, cache_dir=cache))
+            endpoint.check_reachable()  # once, before the first episode
         environment = InProcessEnvironment(world, threaded=threaded, llm_shopper=endpoint)
     bank = SkillBank.load(settings.skills) if settings.skills else None
     config = RuntimeConfig(max_steps=settings.max_steps, persona=persona, prompt=SYSTEM_PROMPT,
@@ -183,7 +204,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
     experiment = settings.experiment or Path(settings.out).name
     plan = EvalPlan.create(
         experiment=experiment, model=model.identity(),
-        task_split=_task_split(catalog, settings.data, settings.split, persona, ids), jobs=jobs,
+        task_split=_task_split(catalog, settings.data, settings.split, persona, ids, override=override), jobs=jobs,
         environment=environment_identity(catalog, environment.identity(), persona, settings.shopper,
                                          settings.shopper_llm),
         runtime={**config.identity(), "concurrency": settings.concurrency},

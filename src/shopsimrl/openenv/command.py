@@ -12,8 +12,10 @@ INSTALL_HINT = "the OpenEnv server needs the openenv extra: pip install 'shopsim
 
 def cmd_serve_openenv(args: argparse.Namespace) -> int:
     from ..catalog.store import check_data_dir
+    from ..server.ports import check_port_free
 
     check_data_dir(args.data)
+    check_port_free(args.host, args.port)
     try:
         from .server import serve_openenv
     except ImportError as exc:
