@@ -132,6 +132,7 @@ EXPECTED = {
     errors.ObservationError: (400, "bad_request"),
     errors.InvalidGoalError: (400, "bad_request"),
     errors.InvalidSelectionError: (400, "bad_request"),
+    errors.SplitError: (400, "invalid_split"),
     errors.ShopSimError: (400, "bad_request"),
 }
 
