@@ -142,3 +142,39 @@ def test_no_persona_overrides_a_persona_split_and_the_plan_records_it(prepared_d
                  "--limit", "2", "--out", str(default), "--no-progress", "--no-report"]) in (0, 1)
     own = json.loads((default / "manifest.json").read_text("utf-8"))["plan"]["task_split"]
     assert own["persona"] is True and "persona_override" not in own
+
+
+@pytest.mark.parametrize("argv", [["data", "info", "{data}"], ["data", "search", "{data}", "床"]])
+def test_a_reader_that_leaves_early_is_not_an_error(prepared_dir, argv):
+    """Issue 28 item 4: `shopsimrl data info DIR | head` used to print a broken-pipe error."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "shopsimrl.cli", *[a.format(data=prepared_dir) for a in argv]]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        process.stdout.close()  # the reader is gone before the first line is written
+        err = process.stderr.read().decode()
+        code = process.wait(timeout=120)
+    assert err == "" and code == 0, (code, err)
+
+
+def test_the_documented_annotation_record_is_valid_and_every_format_error_shows_it(tmp_path):
+    """Issue 28 item 4: the record format is learnt from the first error, not one field at a time."""
+    import re
+    from pathlib import Path
+
+    from shopsimrl.budget.annotations import EXAMPLE_RECORD, load_budget_annotations
+    from shopsimrl.errors import ArchiveError
+
+    contract = (Path(__file__).resolve().parents[1] / "docs" / "contract.md").read_text("utf-8")
+    documented = re.search(r"one valid record:\n\n```json\n(.+)\n```", contract).group(1)
+    assert json.loads(documented) == json.loads(EXAMPLE_RECORD)
+    good = tmp_path / "good.json"
+    good.write_text(f"[{documented}]", "utf-8")
+    assert load_budget_annotations(good) == {0: 1100.0}
+    for bad in ([{"task_id": 0}], {"task_id": 0}, [{"task_id": 0, "kind": "hard_upper", "amount": 5}]):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(bad), "utf-8")
+        with pytest.raises(ArchiveError) as error:
+            load_budget_annotations(path)
+        assert EXAMPLE_RECORD in str(error.value)

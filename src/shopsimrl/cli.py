@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -153,33 +154,57 @@ def cmd_data_build_default(args: argparse.Namespace) -> int:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .agent.difficulty import data_statistics
+    from .agent.difficulty import STATS_FILE, cached_statistics, data_statistics
 
     _check_data(args.dir)
-    _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
-              "on the test split (cached in stats.json)")
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        transient=True, disable=args.json and not sys.stderr.isatty(),
-    ) as bar:
-        tasks: dict[str, object] = {}
-
-        def progress(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = bar.add_task(f"{label} episodes", total=total)
-            bar.update(tasks[label], completed=done)  # type: ignore[arg-type]
-
-        stats = data_statistics(
-            args.dir, oracle_sample=args.oracle_sample, workers=args.workers, use_cache=not args.no_cache,
-            progress=progress,
-        )
+    stats = None if args.no_cache else cached_statistics(args.dir, oracle_sample=args.oracle_sample)
+    if stats is not None:
+        _progress(f"statistics of {args.dir}: read from {Path(args.dir) / STATS_FILE} (cached; --no-cache recomputes)")
+    else:
+        _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
+                  f"on the test split (cached in {STATS_FILE})")
+        with _episode_progress() as progress:
+            stats = data_statistics(
+                args.dir, oracle_sample=args.oracle_sample, workers=args.workers, use_cache=False,
+                progress=progress,
+            )
     if args.json:
         print(json.dumps(stats, ensure_ascii=False, sort_keys=True))
         return 0
     _print_stats(stats)
     return 0
+
+
+@contextlib.contextmanager
+def _episode_progress(*, every: float = 5.0) -> Iterator[Callable[[str, int, int], None]]:
+    """``progress(label, done, total)``: a bar on a terminal; in a pipe or a log, one line every ``every``
+    seconds (and at each label's end), so a long run is never silent."""
+    import time
+
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      transient=True, console=Console(stderr=True)) as bar:
+            tasks: dict[str, Any] = {}
+
+            def update(label: str, done: int, total: int) -> None:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(f"{label} episodes", total=total)
+                bar.update(tasks[label], completed=done)
+
+            yield update
+        return
+    last = [0.0]
+
+    def line(label: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every or done == total:
+            last[0] = now
+            _progress(f"{label} episodes {done}/{total} ({done / max(total, 1):.0%})")
+
+    yield line
 
 
 def _print_stats(stats: dict[str, Any]) -> None:
@@ -291,7 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = data.add_parser("prepare", help="validate → clean → budgets → splits → index")
     prepare.add_argument("--archive", required=True, help="ShopSimulator archive (.json or .json.gz)")
     prepare.add_argument("--out", required=True, help="output data directory")
-    prepare.add_argument("--annotations", help="precomputed budget annotations (budget_annotations.json format)")
+    prepare.add_argument("--annotations",
+                         help="precomputed budget annotations: a JSON list of records {task_id, kind, amount, "
+                              "price_upper, evidence} (docs/contract.md#budget-annotations shows one)")
     prepare.add_argument("--test-size", type=int, default=None, help="default: 400, scaled down for small catalogs")
     prepare.add_argument("--val-size", type=int, default=None, help="default: 400, scaled down for small catalogs")
     prepare.add_argument("--seed", type=int, default=20260829, help="persona split seed")
@@ -395,6 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ShopSimError as exc:
         print(f"shopsimrl: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `shopsimrl data info DIR | head`: the reader left; stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
     except OSError as exc:  # a file the user named cannot be read or written (permissions, a directory, disk full)
         print(f"shopsimrl: error: {exc}", file=sys.stderr)
         return 2
