@@ -307,7 +307,7 @@ def _serve_guard(args: argparse.Namespace) -> Guard:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shopsimrl", description=__doc__)
+    parser = argparse.ArgumentParser(prog="shopsimrl", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
 
     data = commands.add_parser("data", help="prepare, inspect and search catalogs").add_subparsers(
@@ -326,40 +326,40 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=cmd_data_prepare)
 
     info = data.add_parser("info", help="show a prepared data directory's manifest")
-    info.add_argument("dir")
-    info.add_argument("--json", action="store_true")
+    info.add_argument("dir", help="a prepared data directory")
+    info.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     info.set_defaults(func=cmd_data_info)
 
     search = data.add_parser("search", help="ranked ASINs for a query")
-    search.add_argument("dir")
-    search.add_argument("query")
+    search.add_argument("dir", help="a prepared data directory")
+    search.add_argument("query", help="search text, as an agent would type it")
     search.add_argument("--k", type=_positive_int, default=20, help="number of results (at least 1)")
     search.add_argument("--json", action="store_true", help="print [{rank, asin, score}] (score = -bm25)")
     search.set_defaults(func=cmd_data_search)
 
     evaluate = data.add_parser("eval-search", help="gold-ASIN retrieval proxy over a split")
-    evaluate.add_argument("dir")
-    evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--top-k", type=_positive_int, default=150)
-    evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument("dir", help="a prepared data directory")
+    evaluate.add_argument("--split", default="test", help="task split whose gold ASINs are looked for")
+    evaluate.add_argument("--top-k", type=_positive_int, default=150, help="results retrieved per query")
+    evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
     evaluate.set_defaults(func=cmd_data_eval_search)
 
     generate = data.add_parser("generate", help="write the generated default catalog's raw archive (+ manifest)")
     generate.add_argument("--out", required=True, help="archive path (.json.gz: deterministic gzip; else JSON)")
-    generate.add_argument("--seed", type=int, default=20240521)
-    generate.add_argument("--products", type=_positive_int, default=23421)
+    generate.add_argument("--seed", type=int, default=20240521, help="generator seed (same seed: same bytes)")
+    generate.add_argument("--products", type=_positive_int, default=23421, help="raw products to generate")
     generate.add_argument("--two-axis-products", type=int, default=None, help="default: 695/23421 of --products")
     generate.add_argument("--persona-tasks", type=int, default=None, help="default: 4526/23421 of --products")
     generate.set_defaults(func=cmd_data_generate)
 
     build_default = data.add_parser("build-default", help="generate + prepare the default catalog (cached)")
-    build_default.add_argument("--out", default="data/default")
-    build_default.add_argument("--seed", type=int, default=20240521)
+    build_default.add_argument("--out", default="data/default", help="data directory to write (or reuse)")
+    build_default.add_argument("--seed", type=int, default=20240521, help="generator seed")
     build_default.add_argument("--force", action="store_true", help="rebuild a directory holding other data")
     build_default.set_defaults(func=cmd_data_build_default)
 
     stats = data.add_parser("stats", help="catalog statistics, oracle solvability and heuristic difficulty")
-    stats.add_argument("dir")
+    stats.add_argument("dir", help="a prepared data directory")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.add_argument("--oracle-sample", type=_positive_int, help="play the oracle on the first N tasks (default: all)")
     stats.add_argument("--workers", type=_positive_int, help="worker processes (default: CPU count)")
@@ -368,16 +368,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="HTTP service: the reference /api/shop_agent API with leased sessions")
     serve.add_argument("--data", default="data/default", help="a prepared data directory (default: the one `make run` builds)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=5700)
-    serve.add_argument("--slots", type=int, default=256)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (a non-loopback one needs --api-key-env or --insecure)")
+    serve.add_argument("--port", type=int, default=5700, help="TCP port to listen on")
+    serve.add_argument("--slots", type=int, default=256, help="environment slots (concurrent leased sessions)")
     serve.add_argument("--workers", type=int, default=1,
                        help="worker processes behind a front that routes by lease (default 1: one process)")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an unused lease is reclaimed (0: never)")
     serve.add_argument("--wait-timeout", type=float, default=None,
                        help="default seconds a reset waits for a free slot before 503 (default: wait forever)")
     serve.add_argument("--runs", default="runs", help="runs directory shown read-only by the replay UI")
-    serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
+                       help="uvicorn log level (debug also logs each request)")
     limits = serve.add_argument_group("limits and security (README: Exposing the service)")
     limits.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB; 413 beyond)")
     limits.add_argument("--max-response-chars", type=int, default=65_536,
@@ -398,8 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")
-    demo.add_argument("--archive", default="tests/data/fixture_catalog.json")
-    demo.add_argument("--out", default="data/fixture")
+    demo.add_argument("--archive", default="tests/data/fixture_catalog.json", help="archive to prepare")
+    demo.add_argument("--out", default="data/fixture", help="data directory to write")
     demo.set_defaults(func=cmd_demo)
 
     from .eval.commands import add_commands as add_eval_commands  # eval, compare, report, policy-server
@@ -411,7 +413,33 @@ def build_parser() -> argparse.ArgumentParser:
     from .openenv.command import add_command as add_openenv_command  # serve-openenv
 
     add_openenv_command(commands)
+    for each in parsers(parser):
+        each.formatter_class = DefaultsHelpFormatter
     return parser
+
+
+DESCRIPTION = "ShopSimRL: a deterministic local shop simulator for training and evaluating LLM shopping agents."
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it names the default itself or has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        shown = action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE)
+        if shown and "default" not in text and default not in (None, False, [], argparse.SUPPRESS):
+            text += " (default: %(default)s)"
+        return text
+
+
+def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every subcommand's parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from parsers(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

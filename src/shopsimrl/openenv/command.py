@@ -29,7 +29,7 @@ def cmd_serve_openenv(args: argparse.Namespace) -> int:
 def add_command(commands: Any) -> None:
     parser = commands.add_parser("serve-openenv", help="OpenEnv server (WebSocket sessions; needs the openenv extra)")
     parser.add_argument("--data", default="data/default", help="a prepared data directory")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8010)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8010, help="TCP port to listen on")
     parser.add_argument("--slots", type=int, default=8, help="concurrent sessions (OpenEnv's max_concurrent_envs)")
     parser.set_defaults(func=cmd_serve_openenv)
