@@ -159,6 +159,7 @@ BALANCE_FAMILY = [
     ("尾款800元", None),
     ("补水面膜预算100元", 100.0),  # 补 inside a product word is not a payment
     ("预算300元，补100元也行", 300.0),  # a total elsewhere still wins
+    ("要310元一把的", 310.0),  # one of the item bought: its price is the total (docs/contract.md#deviations)
 ]
 
 NOT_MONEY = [
