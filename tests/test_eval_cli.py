@@ -95,3 +95,19 @@ def test_report_vs_refuses_a_partial_pair_unless_asked_and_dialogue_policies_nee
                  "--out", str(tmp_path / "d"), "--no-progress", "--no-report"]) == 2
     err = capsys.readouterr().err
     assert "--shopper rule" in err and "--policy heuristic" in err
+
+
+def test_category_names_are_drawn_with_a_debian_cjk_font(monkeypatch):
+    """Issue 28 item 8: the category chart showed #1…#14 when matplotlib's font cache predated the font."""
+    from pathlib import Path
+
+    import pytest
+    from matplotlib import font_manager
+
+    from shopsimrl.eval.report import CJK_FONT_FILES, CJK_FONTS, _cjk_font
+
+    if not any(Path(path).is_file() for path in CJK_FONT_FILES):
+        pytest.skip("no Debian CJK font (make test installs fonts-wqy-microhei)")
+    stale = [font for font in font_manager.fontManager.ttflist if font.name not in CJK_FONTS]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)  # a cache built before the font was installed
+    assert _cjk_font() in CJK_FONTS

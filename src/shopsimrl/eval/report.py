@@ -36,11 +36,26 @@ def _pyplot() -> Any:
     return plt
 
 
+CJK_FONT_FILES = (  # Debian's fonts-wqy-microhei (installed by `make test`), fonts-wqy-zenhei, fonts-noto-cjk
+    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+    "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+)
+
+
 def _cjk_font() -> str | None:
+    """A CJK font matplotlib can draw category names with; a Debian font file installed after matplotlib built
+    its font cache is added by path (the cache alone would miss it and the chart would fall back to #1…#N)."""
     from matplotlib import font_manager
 
     names = {font.name for font in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in names), None)
+    found = next((name for name in CJK_FONTS if name in names), None)
+    if found is None:
+        for path in CJK_FONT_FILES:
+            if Path(path).is_file():
+                font_manager.fontManager.addfont(path)
+                return str(font_manager.FontProperties(fname=path).get_name())
+    return found
 
 
 def _category(record: Mapping[str, Any]) -> str:
