@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cli_data import add_data_argument, resolve_data
 from .errors import ShopSimError
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def cmd_data_info(args: argparse.Namespace) -> int:
     from .catalog.prepare import MANIFEST_FILE
     from .jsonfile import read_json_file
 
+    args.dir = resolve_data(args.dir)
     path = Path(args.dir) / MANIFEST_FILE
     if not path.exists():
         raise ShopSimError(f"{args.dir} is not a prepared data directory (no {MANIFEST_FILE})")
@@ -90,6 +92,7 @@ def cmd_data_info(args: argparse.Namespace) -> int:
 def cmd_data_search(args: argparse.Namespace) -> int:
     from .catalog.store import Catalog
 
+    args.dir = resolve_data(args.dir)
     _check_data(args.dir)
     catalog = Catalog.from_data_dir(args.dir)
     hits = catalog.search_index.search(args.query, k=args.k)
@@ -108,6 +111,7 @@ def cmd_data_search(args: argparse.Namespace) -> int:
 def cmd_data_eval_search(args: argparse.Namespace) -> int:
     from .catalog.retrieval import evaluate_split
 
+    args.dir = resolve_data(args.dir)
     _check_data(args.dir, args.split)
     report = evaluate_split(args.dir, args.split, top_k=args.top_k)
     if args.json:
@@ -156,6 +160,7 @@ def cmd_data_build_default(args: argparse.Namespace) -> int:
 def cmd_data_stats(args: argparse.Namespace) -> int:
     from .agent.difficulty import STATS_FILE, cached_statistics, data_statistics
 
+    args.dir = resolve_data(args.dir)
     _check_data(args.dir)
     stats = None if args.no_cache else cached_statistics(args.dir, oracle_sample=args.oracle_sample)
     if stats is not None:
@@ -207,6 +212,24 @@ def _episode_progress(*, every: float = 5.0) -> Iterator[Callable[[str, int, int
     yield line
 
 
+def cmd_data_tiers(args: argparse.Namespace) -> int:
+    from .agent.tiers import compute_tiers
+
+    args.dir = resolve_data(args.dir)
+    _check_data(args.dir)
+    with _episode_progress() as progress:
+        document = compute_tiers(args.dir, workers=args.workers, use_cache=not args.no_cache, progress=progress)
+    counts = document["counts"]
+    if args.json:
+        print(json.dumps(counts, sort_keys=True))
+        return 0
+    total = sum(counts.values())
+    print(f"difficulty tiers of {args.dir} ({total} tasks; tier = the first policy that solves the task):")
+    for tier, n in counts.items():
+        print(f"  {tier:<10} {n:>6}  {100 * n / total if total else 0:6.2f}%")
+    return 0
+
+
 def _print_stats(stats: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -248,7 +271,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .env.shop_env import ShopWorld
     from .server import create_app
-    from .server._protocol import http_protocol
+    from .server._protocol import KEEP_ALIVE_S, http_protocol
 
     if args.workers < 1:
         raise ShopSimError("--workers must be at least 1")
@@ -256,6 +279,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .dialogue.llm_shopper import ShopperEndpoint, shopper_settings_from_args
 
     shopper = shopper_settings_from_args(args)  # shopper "llm" on both APIs (None: refused with a 400)
+    args.data = resolve_data(args.data)
     _check_data(args.data)
     from .server.ports import check_port_free
 
@@ -280,7 +304,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _progress(f"serving {len(world.catalog.goals)} tasks on {base}/api/shop_agent ({args.slots} slots)")
     _progress(f"agent view {base}/debug-ui · experiment replay {base}/replay-ui (runs: {args.runs}) · API docs {base}/docs")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.log_level == "debug",
-                proxy_headers=False, server_header=False, date_header=False,
+                proxy_headers=False, server_header=False, date_header=False, timeout_keep_alive=KEEP_ALIVE_S,
                 http=http_protocol(args.header_timeout))
     return 0
 
@@ -326,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.set_defaults(func=cmd_data_prepare)
 
     info = data.add_parser("info", help="show a prepared data directory's manifest")
-    info.add_argument("dir", help="a prepared data directory")
+    add_data_argument(info, positional="dir")
     info.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     info.set_defaults(func=cmd_data_info)
 
@@ -338,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.set_defaults(func=cmd_data_search)
 
     evaluate = data.add_parser("eval-search", help="gold-ASIN retrieval proxy over a split")
-    evaluate.add_argument("dir", help="a prepared data directory")
+    add_data_argument(evaluate, positional="dir")
     evaluate.add_argument("--split", default="test", help="task split whose gold ASINs are looked for")
     evaluate.add_argument("--top-k", type=_positive_int, default=150, help="results retrieved per query")
     evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -359,15 +383,23 @@ def build_parser() -> argparse.ArgumentParser:
     build_default.set_defaults(func=cmd_data_build_default)
 
     stats = data.add_parser("stats", help="catalog statistics, oracle solvability and heuristic difficulty")
-    stats.add_argument("dir", help="a prepared data directory")
+    add_data_argument(stats, positional="dir")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.add_argument("--oracle-sample", type=_positive_int, help="play the oracle on the first N tasks (default: all)")
     stats.add_argument("--workers", type=_positive_int, help="worker processes (default: CPU count)")
     stats.add_argument("--no-cache", action="store_true", help="recompute even if DIR/stats.json matches")
     stats.set_defaults(func=cmd_data_stats)
 
+    tiers = data.add_parser("tiers", help="difficulty tier of every task (first / heuristic / strong / none), "
+                                          "stored in DIR/difficulty_tiers.json for --difficulty filters")
+    add_data_argument(tiers, positional="dir")
+    tiers.add_argument("--json", action="store_true", help="print the tier counts as JSON")
+    tiers.add_argument("--workers", type=_positive_int, help="worker processes (default: CPU count)")
+    tiers.add_argument("--no-cache", action="store_true", help="recompute even if the stored tiers match")
+    tiers.set_defaults(func=cmd_data_tiers)
+
     serve = commands.add_parser("serve", help="HTTP service: the reference /api/shop_agent API with leased sessions")
-    serve.add_argument("--data", default="data/default", help="a prepared data directory (default: the one `make run` builds)")
+    add_data_argument(serve)
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (a non-loopback one needs --api-key-env or --insecure)")
     serve.add_argument("--port", type=int, default=5700, help="TCP port to listen on")
