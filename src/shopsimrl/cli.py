@@ -412,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--runs", default="runs", help="runs directory shown read-only by the replay UI")
     serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                        help="uvicorn log level (debug also logs each request)")
-    limits = serve.add_argument_group("limits and security (README: Exposing the service)")
+    limits = serve.add_argument_group("limits and security (docs/service.md: Exposing the service)")
     limits.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB; 413 beyond)")
     limits.add_argument("--max-response-chars", type=int, default=65_536,
                         help="longest response/action text of one step (default 65536; 413 beyond)")
