@@ -27,9 +27,9 @@ PRODUCT = "824100258497"
 def agent_view(data: Path, target: Path) -> None:
     """The agent view on the product page of the worked example, after one search and one click."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from live_server import serve  # the tests' real uvicorn-in-a-thread helper
     from playwright.sync_api import sync_playwright
 
+    from live_server import serve  # the tests' real uvicorn-in-a-thread helper
     from shopsimrl.env import ShopWorld
     from shopsimrl.server import create_app
 
