@@ -151,6 +151,17 @@ ISSUE13_FAMILIES = [
     ("最多花个300", 300.0),  # an explicit bound word still wins
 ]
 
+# Issue 28 item 1: a balance payment (补X元, 尾款) is part of a price, not the ceiling.
+BALANCE_FAMILY = [
+    ("定金先付30元，后续补170元左右的", None),
+    ("再补差价50元", None),
+    ("补交200块", None),
+    ("尾款800元", None),
+    ("补水面膜预算100元", 100.0),  # 补 inside a product word is not a payment
+    ("预算300元，补100元也行", 300.0),  # a total elsewhere still wins
+    ("要310元一把的", 310.0),  # one of the item bought: its price is the total (docs/contract.md#deviations)
+]
+
 NOT_MONEY = [
     "想买一台1.5匹的空调，适合20平米的房间",
     "买一个500ml的保温杯",
@@ -171,7 +182,7 @@ NOT_MONEY = [
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"), SPEC_TABLE + DERIVED_TABLE + PROMPT_EXAMPLES + FAMILIES + ISSUE13_FAMILIES
+    ("text", "expected"), SPEC_TABLE + DERIVED_TABLE + PROMPT_EXAMPLES + FAMILIES + ISSUE13_FAMILIES + BALANCE_FAMILY
 )
 def test_phrase_gives_listed_ceiling(text, expected):
     assert parse_budget(text) == expected

@@ -187,3 +187,42 @@ def test_tens_and_some_keeps_its_ceiling_when_text_follows(tens, currency, rest)
 @given(st.integers(1, 10**6), st.sampled_from(["花个{n}块", "花个{n}块钱买个杯子", "预算花个{n}元"]))
 def test_spend_about_is_approximate(n, template):
     assert parse_budget(template.format(n=n)) == round(n * 1.1, 8)
+
+
+# Issue 28 item 1: the parser's time is linear in its input, on the inputs that made it cubic ("1万" * n)
+# and on random text over adversarial alphabets. 8x the input must take under 24x the time (linear: 8x;
+# the quadratic parser took ~64x, the cubic one ~500x). CPU time (not wall time), best of three runs, and
+# up to three tries of the ratio shrug off a busy machine; a superlinear parser fails every try.
+ADVERSARIAL_ALPHABETS = {
+    "digits": "0123456789,.",
+    "units": "万千百十块元",
+    "chinese": "零〇一二两三四五六七八九十百千万亿",
+    "mixed": "0123456789万千百十块元一二三几多左右以内-~kw，",
+}
+
+
+def _best_seconds(text: str) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        parse_budget_detail(text)
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def _ratio(unit: str, base_chars: int = 1500) -> float:
+    small = unit * max(1, base_chars // len(unit))
+    return min(_best_seconds(small * 8) / max(_best_seconds(small), 1e-4) for _ in range(3))
+
+
+def test_repeated_wan_is_linear():
+    assert _ratio("1万") < 24
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(data=st.data(), name=st.sampled_from(sorted(ADVERSARIAL_ALPHABETS)))
+def test_time_is_linear_over_adversarial_alphabets(data, name):
+    unit = data.draw(st.text(alphabet=ADVERSARIAL_ALPHABETS[name], min_size=1, max_size=40), label="unit")
+    assert _ratio(unit) < 24, (name, unit)

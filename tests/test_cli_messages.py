@@ -77,16 +77,26 @@ def test_search_k_below_one_is_a_usage_error(prepared_dir, capsys, k):
     assert "must be at least 1" in capsys.readouterr().err
 
 
-def test_serve_on_a_busy_port_fails_before_announcing(prepared_dir, capsys):
+@pytest.mark.parametrize("command", ["serve", "serve-openenv", "policy-server"])
+def test_every_server_on_a_busy_port_fails_with_one_line_before_any_banner(prepared_dir, command):
+    """Issue 28 item 2: the whole output is one line naming --port (no banner, no uvicorn traceback)."""
+    import subprocess
+    import sys
+
     with socket.socket() as busy:
         busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert main(["serve", "--data", str(prepared_dir), "--port", str(port)]) == 2
-    err = capsys.readouterr().err
-    assert f"cannot listen on 127.0.0.1:{port}" in err
-    assert "serving" not in err
+        done = subprocess.run(
+            [sys.executable, "-m", "shopsimrl.cli", command, "--data", str(prepared_dir), "--port", str(port)],
+            capture_output=True, text=True, timeout=120,
+        )
+    output = (done.stdout + done.stderr).strip()
+    assert done.returncode == 2, output
+    assert output.count("\n") == 0, output
+    assert f"cannot listen on 127.0.0.1:{port}" in output and "--port" in output
+    assert "serving" not in output and "Errno" not in output
 
 
 @pytest.mark.parametrize(
@@ -115,3 +125,56 @@ def test_a_dead_model_endpoint_reports_its_first_cause(prepared_dir, tmp_path, c
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.startswith("first failure:"))
     assert "ModelRequestError" in line and f"http://127.0.0.1:{port}/v1" in line and "Connect" in line
+
+
+def test_no_persona_overrides_a_persona_split_and_the_plan_records_it(prepared_dir, tmp_path):
+    """Issue 28 item 3: --no-persona is an override (the plain instruction), recorded as persona_override."""
+    out = tmp_path / "plain"
+    assert main(["eval", "--data", str(prepared_dir), "--split", "test", "--no-persona", "--policy", "heuristic",
+                 "--limit", "2", "--out", str(out), "--no-progress", "--no-report"]) in (0, 1)
+    plan = json.loads((out / "manifest.json").read_text("utf-8"))["plan"]
+    assert plan["task_split"]["persona"] is False and plan["task_split"]["persona_override"] is True
+    records = [json.loads(line) for line in (out / "traces.jsonl").read_text("utf-8").splitlines()]
+    assert records and all(r["reset"]["task_mode"] == "standard" and r["reset"]["user_persona"] == {}
+                           for r in records)
+    default = tmp_path / "own"
+    assert main(["eval", "--data", str(prepared_dir), "--split", "test", "--policy", "heuristic",
+                 "--limit", "2", "--out", str(default), "--no-progress", "--no-report"]) in (0, 1)
+    own = json.loads((default / "manifest.json").read_text("utf-8"))["plan"]["task_split"]
+    assert own["persona"] is True and "persona_override" not in own
+
+
+@pytest.mark.parametrize("argv", [["data", "info", "{data}"], ["data", "search", "{data}", "床"]])
+def test_a_reader_that_leaves_early_is_not_an_error(prepared_dir, argv):
+    """Issue 28 item 4: `shopsimrl data info DIR | head` used to print a broken-pipe error."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "shopsimrl.cli", *[a.format(data=prepared_dir) for a in argv]]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        process.stdout.close()  # the reader is gone before the first line is written
+        err = process.stderr.read().decode()
+        code = process.wait(timeout=120)
+    assert err == "" and code == 0, (code, err)
+
+
+def test_the_documented_annotation_record_is_valid_and_every_format_error_shows_it(tmp_path):
+    """Issue 28 item 4: the record format is learnt from the first error, not one field at a time."""
+    import re
+    from pathlib import Path
+
+    from shopsimrl.budget.annotations import EXAMPLE_RECORD, load_budget_annotations
+    from shopsimrl.errors import ArchiveError
+
+    contract = (Path(__file__).resolve().parents[1] / "docs" / "contract.md").read_text("utf-8")
+    documented = re.search(r"one valid record:\n\n```json\n(.+)\n```", contract).group(1)
+    assert json.loads(documented) == json.loads(EXAMPLE_RECORD)
+    good = tmp_path / "good.json"
+    good.write_text(f"[{documented}]", "utf-8")
+    assert load_budget_annotations(good) == {0: 1100.0}
+    for bad in ([{"task_id": 0}], {"task_id": 0}, [{"task_id": 0, "kind": "hard_upper", "amount": 5}]):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps(bad), "utf-8")
+        with pytest.raises(ArchiveError) as error:
+            load_budget_annotations(path)
+        assert EXAMPLE_RECORD in str(error.value)

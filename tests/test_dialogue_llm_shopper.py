@@ -358,3 +358,25 @@ def test_gymnasium_env_with_the_llm_shopper(world, shopper_server):
     assert info["shopper_opening"] == rule["shopper_opening"]
     _, _, _, _, step_info = gym_env.step("ask_user[预算多少？]")
     assert step_info["shopper_reply"]
+
+
+def test_an_unreachable_shopper_fails_the_run_once_before_the_first_episode(prepared_dir, tmp_path, capsys):
+    """Issue 28 item 3: nothing listening at --shopper-base-url is one error up front, not a failure per episode."""
+    import socket
+    import time
+
+    from shopsimrl.cli import main
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    out = tmp_path / "down"
+    started = time.monotonic()
+    code = main(["eval", "--data", str(prepared_dir), "--split", "all", "--policy", "dialogue-oracle",
+                 "--shopper", "llm", "--shopper-base-url", f"http://127.0.0.1:{port}/v1", "--shopper-model", MODEL,
+                 "--out", str(out), "--no-progress", "--no-report"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--shopper-base-url" in err and "cannot be reached" in err
+    assert not (out / "traces.jsonl").exists()
+    assert time.monotonic() - started < 60

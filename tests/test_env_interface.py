@@ -191,8 +191,11 @@ def test_shop_env_results_are_exactly_the_declared_types(prepared_dir):
     env.reset(1)
     assert _typeddict_problems(env.terminate("generation_length"), TerminateResult) == []
     # the validator can fail: a wrong value type, a missing and an unexpected key are all named
-    broken = {**steps[0], "reward": 1, "extra": 0}
+    # the reference's reward types: the int 0 after an invalid action, 0.0 after a valid one (issue 28 item 6)
+    assert steps[0]["message"] == "Invalid action" and type(steps[0]["reward"]) is int and steps[0]["reward"] == 0
+    assert steps[1]["message"] == "Continue interaction" and type(steps[1]["reward"]) is float
+    broken = {**steps[0], "reward": "1", "extra": 0}
     del broken["over"]
     assert _typeddict_problems(broken, StepResult) == ["missing over", "unexpected extra",
-                                                        "reward=1 is not <class 'float'>"]
+                                                        "reward='1' is not float | int"]
 

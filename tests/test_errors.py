@@ -131,6 +131,8 @@ EXPECTED = {
     errors.ReplayNotFoundError: (404, "replay_not_found"),
     errors.ObservationError: (400, "bad_request"),
     errors.InvalidGoalError: (400, "bad_request"),
+    errors.InvalidSelectionError: (400, "bad_request"),
+    errors.SplitError: (400, "invalid_split"),
     errors.ShopSimError: (400, "bad_request"),
 }
 

@@ -73,3 +73,41 @@ def test_compare_allow_partial_pairs_a_limited_run_with_the_full_one(prepared_di
     assert any(w.startswith("compared 3 episodes completed in both runs") for w in result["alignment"]["warnings"])
     assert main(["compare", str(short), str(full), "--allow-partial", "--resamples", "200"]) == 0
     assert "compared 3 episodes" in capsys.readouterr().out
+
+
+def test_report_vs_refuses_a_partial_pair_unless_asked_and_dialogue_policies_need_a_shopper(prepared_dir, tmp_path,
+                                                                                           capsys):
+    """Issue 28 item 3: `report --vs` pairs like `compare` (--allow-partial to pair a subset); a dialogue
+    policy without --shopper is refused with the fix instead of silently running single-turn."""
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert main(["eval", "--data", str(prepared_dir), "--split", "all", "--policy", "heuristic",
+                 "--out", str(full), "--no-progress", "--no-report"]) == 0
+    assert main(["eval", "--data", str(prepared_dir), "--split", "all", "--policy", "random", "--limit", "5",
+                 "--out", str(part), "--no-progress", "--no-report"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(full), "--vs", str(part)]) == 2
+    assert "allow-partial" in capsys.readouterr().err
+    assert not (full / "comparison.json").exists()
+    assert main(["report", str(full), "--vs", str(part), "--allow-partial"]) == 0
+    assert json.loads((full / "comparison.json").read_text())["paired_episodes"] == 5
+
+    assert main(["eval", "--data", str(prepared_dir), "--split", "all", "--policy", "dialogue-heuristic",
+                 "--out", str(tmp_path / "d"), "--no-progress", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "--shopper rule" in err and "--policy heuristic" in err
+
+
+def test_category_names_are_drawn_with_a_debian_cjk_font(monkeypatch):
+    """Issue 28 item 8: the category chart showed #1…#14 when matplotlib's font cache predated the font."""
+    from pathlib import Path
+
+    import pytest
+    from matplotlib import font_manager
+
+    from shopsimrl.eval.report import CJK_FONT_FILES, CJK_FONTS, _cjk_font
+
+    if not any(Path(path).is_file() for path in CJK_FONT_FILES):
+        pytest.skip("no Debian CJK font (make test installs fonts-wqy-microhei)")
+    stale = [font for font in font_manager.fontManager.ttflist if font.name not in CJK_FONTS]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)  # a cache built before the font was installed
+    assert _cjk_font() in CJK_FONTS

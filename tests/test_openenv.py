@@ -422,3 +422,54 @@ def test_dialogue_through_openenvs_mcp_harness_adapter(world):
     assert [t.name for t in per_page.list_tools()] == ["search", "ask_user"]
     reply = per_page.call_tool("ask_user", {"question": "你的预算是多少？"})
     assert not reply.error and "顾客回复" in reply.data and per_page.observation.shopper_reply
+
+
+TASK_ROUTES = {  # every task route of OpenEnv's app with its body, and the field each mistake goes in
+    "/shopsim/tasks": {"split": "test"},
+    "/shopsim/num_tasks": {"split": "test"},
+    "/shopsim/task": {"split": "test", "index": 0},
+    "/shopsim/task_range": {"split": "test", "start": 0, "stop": 2},
+}
+
+
+@pytest.mark.parametrize("route", sorted(TASK_ROUTES))
+@pytest.mark.parametrize("mistake", ["unknown split", "negative index", "wrong type", "not json"])
+def test_every_task_route_answers_a_mistake_with_a_typed_4xx(url, route, mistake):
+    """Issue 28 item 2: an unknown split used to be a 500 with a traceback (SplitError was not mapped)."""
+    body = dict(TASK_ROUTES[route])
+    if mistake == "unknown split":
+        body["split"] = "tst"
+    elif mistake == "negative index":
+        body.update({key: -1 for key in ("index", "start") if key in body} or {"split": -1})
+    elif mistake == "wrong type":
+        body.update({key: "zero" for key in ("index", "start") if key in body} or {"split": ["test"]})
+    with httpx.Client(base_url=url) as http:
+        if mistake == "not json":
+            answer = http.post(route, content=b"{split", headers={"Content-Type": "application/json"})
+        else:
+            answer = http.post(route, json=body)
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
+    payload = answer.json()
+    assert set(payload) == {"detail", "code"} and isinstance(payload["detail"], str), payload
+    if mistake == "unknown split":
+        assert "unknown task split 'tst'" in payload["detail"] and payload["code"] == "invalid_split"
+    if mistake == "negative index" and "index" in body:
+        assert "-1" in payload["detail"]
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    ({"split": "tst", "index": 0}, "invalid_split"),
+    ({"split": "test", "index": -1}, "invalid_request"),
+    ({"split": "test", "index": "zero"}, "invalid_request"),
+    ({"task_id": "zero"}, "invalid_task_id"),
+])
+def test_http_reset_mistakes_share_the_shape(url, body, code):
+    with httpx.Client(base_url=url) as http:
+        answer = http.post("/reset", json=body)
+    assert answer.status_code == 400 and answer.json()["code"] == code and set(answer.json()) == {"detail", "code"}
+
+
+def test_routing_errors_share_the_shape(url):
+    with httpx.Client(base_url=url) as http:
+        for answer in (http.get("/nowhere"), http.get("/shopsim/task"), http.get("/other/splits")):
+            assert answer.status_code in (404, 405) and set(answer.json()) == {"detail", "code"}, answer.text

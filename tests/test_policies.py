@@ -210,9 +210,17 @@ def test_data_stats_json_keys(small_dir: Path) -> None:
     assert stats["oracle_success"] == 1.0 and stats["oracle"]["tasks"] == 40
     assert 0.0 <= stats["public_success"] <= 1.0
     assert sum(stats["budget_kinds"].values()) == stats["products"]
-    # the second call is answered from DIR/stats.json
+    # in a pipe the progress is lines (issue 28 item 4): each policy's episodes, at least at their end
+    assert "oracle episodes 40/40" in completed.stderr and "heuristic episodes" in completed.stderr
+    # the second call is answered from DIR/stats.json, without opening the catalog, and says so
     again = data_statistics(small_dir, oracle_sample=40, workers=1)
     assert again == stats
+    cached = subprocess.run(
+        [sys.executable, "-m", "shopsimrl.cli", "data", "stats", str(small_dir), "--json", "--oracle-sample", "40"],
+        check=True, capture_output=True, text=True,
+    )
+    assert json.loads(cached.stdout) == stats and "(cached; --no-cache recomputes)" in cached.stderr
+    assert "episodes" not in cached.stderr
 
 
 def test_in_process_env_from_data_dir(small_dir: Path) -> None:

@@ -176,3 +176,18 @@ def test_public_api_is_re_exported():
 
     assert shopsimrl.parse_budget("预算4千4百元以内") == 4400.0
     assert callable(shopsimrl.score_purchase) and hasattr(shopsimrl.ShopEnv, "from_data_dir")
+
+
+def test_persona_split_metadata_follows_the_reference_builder(prepared_dir):
+    """Issue 28 item 6: roles are the split names (val, not validation); source names the inputs with their SHA-256."""
+    import json as json_
+
+    splits = json_.loads((prepared_dir / "persona_splits.json").read_text("utf-8"))
+    assert {name: entry["role"] for name, entry in splits["splits"].items()} == {
+        "test": "test", "val": "val", "train": "train"}
+    source = splits["source"]
+    assert len(source) == 8 and source["cleaned_archive"] == "products.json.gz"
+    manifest = json_.loads((prepared_dir / "manifest.json").read_text("utf-8"))
+    assert source["source_archive_sha256"] == manifest["source_archive_sha256"]
+    assert source["cleaned_archive_sha256"] == manifest["output_archive_sha256"]
+    assert source["cleaned_archive_data_sha256"] == manifest["output_data_sha256"]

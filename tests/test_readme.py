@@ -1,7 +1,10 @@
-"""The README cannot drift: its Python snippets run, and its shell examples run or at least parse.
+"""The README and the docs pages cannot drift: their Python snippets run, their shell examples run or at least
+parse, and no relative link is dead.
 
-* Every ```python block runs, in order and in one namespace, on a small generated catalog built like the
-  default one (``data/default`` is replaced by its directory).
+* The pages are README.md and every ``docs/*.md``.
+* Every ```python block of a page runs, in order and in one namespace per page, on a small generated catalog
+  built like the default one (``data/default`` is replaced by its directory); a page whose snippets cannot run
+  here is listed in ``PYTHON_NOT_RUN`` with the reason.
 * Every ``shopsimrl …`` line of a ```bash block is checked against the real argument parser: the
   subcommand exists and each ``--flag`` it shows is an option of that subcommand.
 * The lines that need no server, no model and no full-scale catalog also run: placeholders (``DIR``,
@@ -23,7 +26,12 @@ from shopsimrl.cli import build_parser, main
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+PYTHON_NOT_RUN = {
+    "docs/training.md": "downloads a 4B model and needs TRL's vLLM server (tests/test_train_trl.py runs the same calls)",
+}
 
 # line prefix → why the test does not run it (it is still checked against the parser)
 NOT_RUN = {
@@ -38,6 +46,13 @@ NOT_RUN = {
     "shopsimrl eval --data data/default --shopper llm": "needs a shopper model endpoint",
     "shopsimrl eval --data data/default --shopper rule --base-url": "needs the policy server above",
     "shopsimrl serve-openenv": "a server, in .venv-openenv (tests/test_openenv.py runs it)",
+    "shopsimrl eval --policy heuristic --split test --scenarios": "no --data: the cached full default catalog "
+                                                                 "(tests/test_eval_scenarios.py runs scenarios)",
+    "shopsimrl eval --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-8B --scenarios": "needs a model endpoint",
+    "shopsimrl eval --data data/default --split train --policy oracle --ray": "starts Ray (tests/test_eval_ray.py)",
+    "shopsimrl eval --data /shared/data/default": "a Ray cluster and a model endpoint",
+    "shopsimrl eval --data data/default --split train --base-url": "needs a model endpoint",
+    "shopsimrl export-sft runs/strong-train": "needs the model run above (tests/test_train_sft.py exports)",
 }
 
 
@@ -50,8 +65,14 @@ def small_default(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _blocks(language: str) -> list[str]:
-    return re.findall(rf"^```{language}\n(.*?)^```", README.read_text("utf-8"), flags=re.M | re.S)
+def _name(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def _blocks(language: str, page: Path | None = None) -> list[str]:
+    pages = [page] if page is not None else PAGES
+    return [block for each in pages
+            for block in re.findall(rf"^```{language}\n(.*?)^```", each.read_text("utf-8"), flags=re.M | re.S)]
 
 
 def _shell_lines() -> list[str]:
@@ -75,7 +96,7 @@ def _subparser(parser: argparse.ArgumentParser, words: list[str]) -> tuple[argpa
 
 
 def test_readme_has_examples():
-    assert len(_blocks("python")) >= 2 and len(_shell_lines()) >= 10
+    assert len(_blocks("python", README)) >= 1 and len(_blocks("python")) >= 3 and len(_shell_lines()) >= 10
 
 
 @pytest.mark.parametrize("line", _shell_lines())
@@ -130,8 +151,69 @@ def test_python_snippets_run_on_a_generated_catalog(small_default, capsys):
 
     # as in the full default catalog, task 0 is a standard task: an example must not reset it in persona mode
     assert not ShopEnv.from_data_dir(small_default).world.catalog.goal(0).get("user_persona")
-    namespace: dict = {"__name__": "readme"}
-    for block in _blocks("python"):
-        exec(compile(block.replace('"data/default"', repr(str(small_default))), str(README), "exec"), namespace)
-    assert namespace["reset"]["task_mode"] == "persona" and namespace["env"].done
-    assert "observation" in namespace and capsys.readouterr().out
+    ran = {}
+    for page in PAGES:
+        blocks = _blocks("python", page)
+        if not blocks or _name(page) in PYTHON_NOT_RUN:
+            continue
+        namespace: dict = {"__name__": "readme"}
+        for block in blocks:
+            exec(compile(block.replace('"data/default"', repr(str(small_default))), str(page), "exec"), namespace)
+        ran[_name(page)] = namespace
+    assert ran["README.md"]["reset"]["task_mode"] == "persona" and ran["README.md"]["env"].done
+    assert {"README.md", "docs/python.md", "docs/dialogue.md"} <= set(ran)
+    assert all(any(_name(page) == name for page in PAGES) for name in PYTHON_NOT_RUN), "PYTHON_NOT_RUN names no page"
+    assert capsys.readouterr().out
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text("utf-8"), flags=re.M | re.S)
+    found = {_slug(m.group(1)) for m in re.finditer(r"^#{1,6} (.+)$", text, flags=re.M)}
+    return found | set(re.findall(r'<a id="([^"]+)"', text))
+
+
+def _links(page: Path) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text("utf-8"), flags=re.M | re.S)
+    text = re.sub(r"`[^`\n]*`", "", text)  # code spans are not links
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_no_relative_link_is_dead(page):
+    """Every relative link (and image) of the README and the docs pages names a file that exists and, for a
+    Markdown page with a #fragment, a heading or anchor that page has."""
+    dead = []
+    for link in _links(page):
+        if re.match(r"^[a-z]+:", link):  # http:, https:, mailto:
+            continue
+        path, _, fragment = link.partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            dead.append(f"{link} (no such file)")
+        elif fragment and target.suffix == ".md" and fragment not in _anchors(target):
+            dead.append(f"{link} (no such anchor in {_name(target)})")
+    assert not dead, f"{_name(page)}: {dead}"
+
+
+def test_the_link_check_can_fail(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n\n[gone](missing.md) [here](#title) [nowhere](#no-such)\n", "utf-8")
+    assert _links(page) == ["missing.md", "#title", "#no-such"] and "title" in _anchors(page)
+    assert not (tmp_path / "missing.md").exists() and "no-such" not in _anchors(page)
+
+
+def test_the_readme_is_one_screen_and_links_every_docs_page():
+    text = README.read_text("utf-8")
+    assert len(text.splitlines()) <= 160
+    linked = {link.partition("#")[0] for link in _links(README)}
+    for page in PAGES[1:]:
+        if page.name != "index.md":
+            assert f"docs/{page.name}" in linked, f"README does not link docs/{page.name}"
+    for image in ("docs/images/agent-view.png", "docs/images/report-categories.png"):
+        assert image in linked and (ROOT / image).stat().st_size > 1000

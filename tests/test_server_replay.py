@@ -53,7 +53,13 @@ def test_fixture_run_follows_runtime_spec():
 def test_ui_pages_and_assets_are_served_uncached(http):
     agent = http.get("/debug-ui")
     assert agent.status_code == 200 and agent.headers["content-type"].startswith("text/html")
-    assert "ShopSimulator · Agent View" in agent.text and "Experiment Replay" in agent.text
+    assert "ShopSimRL · Agent View" in agent.text and "Experiment Replay" in agent.text
+    # one product name in every page title (issue 28 item 8)
+    import re
+
+    for page in (agent.text, http.get("/replay-ui").text):
+        title = re.search(r"<title>(.*?)</title>", page).group(1)
+        assert title.startswith("ShopSimRL · ") and "ShopSimulator" not in page
     assert agent.headers["cache-control"].startswith("no-store")
     assert http.get("/debug-ui/").text == agent.text
     script = http.get("/debug-ui/app.js")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,24 +26,6 @@ def _check_data(directory: str, split: str | None = None) -> None:
     from .catalog.store import check_data_dir
 
     check_data_dir(directory, split)
-
-
-def _check_port_free(host: str, port: int) -> None:
-    """Bind the address once before announcing it: a busy port is an error, not "serving on …" then a crash."""
-    import socket
-
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise ShopSimError(f"cannot resolve --host {host}: {exc}") from exc
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise ShopSimError(f"cannot listen on {host}:{port}: {exc.strerror or exc} "
-                               f"(another server running? choose another --port)") from exc
 
 
 def _progress(message: str) -> None:
@@ -165,17 +147,21 @@ def cmd_data_build_default(args: argparse.Namespace) -> int:
 
 
 def cmd_data_stats(args: argparse.Namespace) -> int:
-    from .agent.difficulty import data_statistics
+    from .agent.difficulty import STATS_FILE, cached_statistics, data_statistics
 
     args.dir = resolve_data(args.dir)
     _check_data(args.dir)
-    _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
-              "on the test split (cached in stats.json)")
-    with episode_bars(args.json) as progress:
-        stats = data_statistics(
-            args.dir, oracle_sample=args.oracle_sample, workers=args.workers, use_cache=not args.no_cache,
-            progress=progress,
-        )
+    stats = None if args.no_cache else cached_statistics(args.dir, oracle_sample=args.oracle_sample)
+    if stats is not None:
+        _progress(f"statistics of {args.dir}: read from {Path(args.dir) / STATS_FILE} (cached; --no-cache recomputes)")
+    else:
+        _progress(f"statistics of {args.dir}: opening the catalog, then the oracle on every task and the heuristic "
+                  f"on the test split (cached in {STATS_FILE})")
+        with episode_bars(args.json) as progress:
+            stats = data_statistics(
+                args.dir, oracle_sample=args.oracle_sample, workers=args.workers, use_cache=False,
+                progress=progress,
+            )
     if args.json:
         print(json.dumps(stats, ensure_ascii=False, sort_keys=True))
         return 0
@@ -252,7 +238,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shopper = shopper_settings_from_args(args)  # shopper "llm" on both APIs (None: refused with a 400)
     args.data = resolve_data(args.data)
     _check_data(args.data)
-    _check_port_free(args.host, args.port)
+    from .server.ports import check_port_free
+
+    check_port_free(args.host, args.port)
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
         from .server._workers import serve_workers
 
@@ -300,7 +288,7 @@ def _serve_guard(args: argparse.Namespace) -> Guard:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="shopsimrl", description=__doc__)
+    parser = argparse.ArgumentParser(prog="shopsimrl", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
 
     data = commands.add_parser("data", help="prepare, inspect and search catalogs").add_subparsers(
@@ -309,7 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     prepare = data.add_parser("prepare", help="validate → clean → budgets → splits → index")
     prepare.add_argument("--archive", required=True, help="ShopSimulator archive (.json or .json.gz)")
     prepare.add_argument("--out", required=True, help="output data directory")
-    prepare.add_argument("--annotations", help="precomputed budget annotations (budget_annotations.json format)")
+    prepare.add_argument("--annotations",
+                         help="precomputed budget annotations: a JSON list of records {task_id, kind, amount, "
+                              "price_upper, evidence} (docs/contract.md#budget-annotations shows one)")
     prepare.add_argument("--test-size", type=int, default=None, help="default: 400, scaled down for small catalogs")
     prepare.add_argument("--val-size", type=int, default=None, help="default: 400, scaled down for small catalogs")
     prepare.add_argument("--seed", type=int, default=20260829, help="persona split seed")
@@ -318,34 +308,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = data.add_parser("info", help="show a prepared data directory's manifest")
     add_data_argument(info, positional="dir")
-    info.add_argument("--json", action="store_true")
+    info.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     info.set_defaults(func=cmd_data_info)
 
     search = data.add_parser("search", help="ranked ASINs for a query")
     search.add_argument("dir", help="a prepared data directory")
-    search.add_argument("query")
+    search.add_argument("query", help="search text, as an agent would type it")
     search.add_argument("--k", type=positive_int, default=20, help="number of results (at least 1)")
     search.add_argument("--json", action="store_true", help="print [{rank, asin, score}] (score = -bm25)")
     search.set_defaults(func=cmd_data_search)
 
     evaluate = data.add_parser("eval-search", help="gold-ASIN retrieval proxy over a split")
     add_data_argument(evaluate, positional="dir")
-    evaluate.add_argument("--split", default="test")
-    evaluate.add_argument("--top-k", type=positive_int, default=150)
-    evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument("--split", default="test", help="task split whose gold ASINs are looked for")
+    evaluate.add_argument("--top-k", type=positive_int, default=150, help="results retrieved per query")
+    evaluate.add_argument("--json", action="store_true", help="print the report as JSON")
     evaluate.set_defaults(func=cmd_data_eval_search)
 
     generate = data.add_parser("generate", help="write the generated default catalog's raw archive (+ manifest)")
     generate.add_argument("--out", required=True, help="archive path (.json.gz: deterministic gzip; else JSON)")
-    generate.add_argument("--seed", type=int, default=20240521)
-    generate.add_argument("--products", type=positive_int, default=23421)
+    generate.add_argument("--seed", type=int, default=20240521, help="generator seed (same seed: same bytes)")
+    generate.add_argument("--products", type=positive_int, default=23421, help="raw products to generate")
     generate.add_argument("--two-axis-products", type=int, default=None, help="default: 695/23421 of --products")
     generate.add_argument("--persona-tasks", type=int, default=None, help="default: 4526/23421 of --products")
     generate.set_defaults(func=cmd_data_generate)
 
     build_default = data.add_parser("build-default", help="generate + prepare the default catalog (cached)")
-    build_default.add_argument("--out", default="data/default")
-    build_default.add_argument("--seed", type=int, default=20240521)
+    build_default.add_argument("--out", default="data/default", help="data directory to write (or reuse)")
+    build_default.add_argument("--seed", type=int, default=20240521, help="generator seed")
     build_default.add_argument("--force", action="store_true", help="rebuild a directory holding other data")
     build_default.set_defaults(func=cmd_data_build_default)
 
@@ -367,17 +357,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="HTTP service: the reference /api/shop_agent API with leased sessions")
     add_data_argument(serve)
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=5700)
-    serve.add_argument("--slots", type=int, default=256)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (a non-loopback one needs --api-key-env or --insecure)")
+    serve.add_argument("--port", type=int, default=5700, help="TCP port to listen on")
+    serve.add_argument("--slots", type=int, default=256, help="environment slots (concurrent leased sessions)")
     serve.add_argument("--workers", type=int, default=1,
                        help="worker processes behind a front that routes by lease (default 1: one process)")
     serve.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an unused lease is reclaimed (0: never)")
     serve.add_argument("--wait-timeout", type=float, default=None,
                        help="default seconds a reset waits for a free slot before 503 (default: wait forever)")
     serve.add_argument("--runs", default="runs", help="runs directory shown read-only by the replay UI")
-    serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
-    limits = serve.add_argument_group("limits and security (README: Exposing the service)")
+    serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
+                       help="uvicorn log level (debug also logs each request)")
+    limits = serve.add_argument_group("limits and security (docs/service.md: Exposing the service)")
     limits.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB; 413 beyond)")
     limits.add_argument("--max-response-chars", type=int, default=65_536,
                         help="longest response/action text of one step (default 65536; 413 beyond)")
@@ -397,8 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")
-    demo.add_argument("--archive", default="tests/data/fixture_catalog.json")
-    demo.add_argument("--out", default="data/fixture")
+    demo.add_argument("--archive", default="tests/data/fixture_catalog.json", help="archive to prepare")
+    demo.add_argument("--out", default="data/fixture", help="data directory to write")
     demo.set_defaults(func=cmd_demo)
 
     from .eval.commands import add_commands as add_eval_commands  # eval, compare, report, policy-server
@@ -410,7 +402,33 @@ def build_parser() -> argparse.ArgumentParser:
     from .openenv.command import add_command as add_openenv_command  # serve-openenv
 
     add_openenv_command(commands)
+    for each in parsers(parser):
+        each.formatter_class = DefaultsHelpFormatter
     return parser
+
+
+DESCRIPTION = "ShopSimRL: a deterministic local shop simulator for training and evaluating LLM shopping agents."
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it names the default itself or has none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        shown = action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE)
+        if shown and "default" not in text and default not in (None, False, [], argparse.SUPPRESS):
+            text += " (default: %(default)s)"
+        return text
+
+
+def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and every subcommand's parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from parsers(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -421,6 +439,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ShopSimError as exc:
         print(f"shopsimrl: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `shopsimrl data info DIR | head`: the reader left; stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return 0
     except OSError as exc:  # a file the user named cannot be read or written (permissions, a directory, disk full)
         print(f"shopsimrl: error: {exc}", file=sys.stderr)
         return 2

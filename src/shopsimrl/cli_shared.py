@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,19 +23,32 @@ def positive_int(text: str) -> int:
 
 
 @contextmanager
-def episode_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A ``progress(label, done, total)`` drawing one bar per label on stderr (``quiet``: off unless a tty)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def episode_bars(quiet: bool, *, every: float = 5.0) -> Iterator[Callable[[str, int, int], None]]:
+    """``progress(label, done, total)``: one bar per label on a terminal; in a pipe or a log, one line every
+    ``every`` seconds (and at each label's end) on stderr, so a long run is never silent (``quiet`` only keeps
+    the bars off a terminal's stdout-bound JSON runs: lines still go to stderr)."""
+    if sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        transient=True, disable=quiet and not sys.stderr.isatty(),
-    ) as bar:
-        tasks: dict[str, Any] = {}
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      transient=True, console=Console(stderr=True)) as bar:
+            tasks: dict[str, Any] = {}
 
-        def progress(label: str, done: int, total: int) -> None:
-            if label not in tasks:
-                tasks[label] = bar.add_task(f"{label} episodes", total=total)
-            bar.update(tasks[label], completed=done)
+            def update(label: str, done: int, total: int) -> None:
+                if label not in tasks:
+                    tasks[label] = bar.add_task(f"{label} episodes", total=total)
+                bar.update(tasks[label], completed=done)
 
-        yield progress
+            yield update
+        return
+    last = [0.0]
+
+    def line(label: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every or done == total:
+            last[0] = now
+            print(f"[shopsimrl] {label} episodes {done}/{total} ({done / max(total, 1):.0%})", file=sys.stderr,
+                  flush=True)
+
+    yield line

@@ -48,6 +48,11 @@ class InvalidGoalError(ShopSimError, ValueError):
     """A goal that cannot be scored (missing or mistyped fields): it must never silently score partially."""
 
 
+class InvalidSelectionError(ShopSimError, ValueError):
+    """An option selection that is not ``{axis: value}`` strings (e.g. the goal's option list): it must never
+    score r_option 0 silently."""
+
+
 class EpisodeTerminatedError(ShopSimError, RuntimeError):
     """A step or terminate call on an episode that has already ended."""
 

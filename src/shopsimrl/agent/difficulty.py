@@ -20,7 +20,7 @@ from typing import Any
 from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.retrieval import evaluate_split
 from ..catalog.statistics import catalog_shape
-from ..catalog.store import Catalog
+from ..catalog.store import Catalog, read_manifest
 from ..contract import PURCHASE
 from ..env.shop_env import ShopWorld
 from .play import play_episode
@@ -115,6 +115,28 @@ STATS_FILE = "stats.json"
 STATS_VERSION = "shopsimrl-catalog-stats-v1"
 
 
+def _cache_key(data_sha256: str, oracle_tasks: int) -> dict[str, Any]:
+    return {"stats_version": STATS_VERSION, "data_sha256": data_sha256, "oracle_tasks": oracle_tasks}
+
+
+def cached_statistics(root: str | os.PathLike[str], *, oracle_sample: int | None = None) -> dict[str, Any] | None:
+    """The statistics ``stats.json`` holds for this data directory and settings, or None; reads only
+    ``manifest.json`` and ``stats.json`` (the catalog is not opened: a cached answer takes milliseconds)."""
+    root = Path(root)
+    try:
+        manifest = read_manifest(root)
+        cached = json.loads((root / STATS_FILE).read_text("utf-8"))
+        active = int(manifest["stats"]["active_task_count"])
+        data_sha256 = str(manifest["output_data_sha256"])
+    except (OSError, ValueError, KeyError, TypeError):  # DataDirectoryError and DataFileError are ValueErrors
+        return None
+    tasks = min(oracle_sample, active) if oracle_sample else active
+    if not isinstance(cached, dict) or cached.get("cache_key") != _cache_key(data_sha256, tasks):
+        return None
+    stats = cached.get("stats")
+    return stats if isinstance(stats, dict) else None
+
+
 def data_statistics(
     root: str | os.PathLike[str],
     *,
@@ -130,24 +152,16 @@ def data_statistics(
     ``progress(label, done, total)`` reports episodes as they finish.
     """
     root = Path(root)
+    if use_cache:
+        cached = cached_statistics(root, oracle_sample=oracle_sample)
+        if cached is not None:
+            return cached
     catalog = Catalog.from_data_dir(root)
     shape = catalog_shape(root, catalog)
     all_ids = sorted(catalog.goals)
     oracle_ids = all_ids[:oracle_sample] if oracle_sample else all_ids
-    key = {
-        "stats_version": STATS_VERSION,
-        "data_sha256": shape["data_sha256"],
-        "oracle_tasks": len(oracle_ids),
-    }
+    key = _cache_key(shape["data_sha256"], len(oracle_ids))
     cache = root / STATS_FILE
-    if use_cache and cache.is_file():
-        try:
-            cached = json.loads(cache.read_text("utf-8"))
-        except ValueError:
-            cached = {}
-        if cached.get("cache_key") == key:
-            stats: dict[str, Any] = cached["stats"]
-            return stats
 
     def reporter(label: str, total: int) -> Callable[[int], None]:
         done = [0]

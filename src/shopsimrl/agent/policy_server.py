@@ -174,6 +174,27 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> JS
     return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
 
+def _install_error_answers(app: FastAPI) -> None:
+    """Routing and validation errors in the OpenAI error shape too (FastAPI's default is ``{"detail": ...}``)."""
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return _error(exc.status_code, str(exc.detail), kind)
+
+    async def invalid(_: Request, exc: Exception) -> JSONResponse:
+        return _error(400, f"invalid request: {exc}")
+
+    async def library_error(_: Request, exc: Exception) -> JSONResponse:
+        return _error(400, str(exc))
+
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(ShopSimError, library_error)
+
+
 def create_policy_app(
     world: ShopWorld, *, policy: str = "heuristic", faults: FaultConfig | None = None, model_name: str | None = None,
 ) -> FastAPI:
@@ -183,6 +204,7 @@ def create_policy_app(
     name = model_name or f"shopsim-{policy}"
     config = faults or FaultConfig()
     app = FastAPI(title="ShopSimRL policy server", version="1")
+    _install_error_answers(app)
     once_lock = threading.Lock()
     once_seen: set[tuple[str, str]] = set()
     app.state.requests = 0
@@ -252,7 +274,10 @@ def create_policy_app(
             return text_completion(text, messages, model=name)
         assert chosen is not None
         task_id = body.get("shopsim_task_id")
-        task_id = task_id if isinstance(task_id, int) and not isinstance(task_id, bool) else None
+        if task_id is not None and (not isinstance(task_id, int) or isinstance(task_id, bool)):
+            return _error(400, f"shopsim_task_id must be an integer task id, not {task_id!r}")
+        if task_id is not None and task_id not in world.catalog.goals:
+            return _error(404, f"shopsim_task_id {task_id} is not a task of this catalog", "not_found_error")
         try:
             tools = page_tools(messages, tools)  # a static click(value) without enum: the page's own tools
             action = policy_action(chosen, messages, tools, seed=seed, task_id=task_id)

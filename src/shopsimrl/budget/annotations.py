@@ -33,6 +33,17 @@ ANNOTATION_KINDS = frozenset(
     }
 )
 SOURCE_FIELDS = frozenset({"instruction_simple", "instruction"})
+EXAMPLE_RECORD = (
+    '{"task_id": 0, "kind": "approximate_upper", "amount": 1000, "price_upper": 1100.0, '
+    '"evidence": "价格在1000元左右", "source_field": "instruction_simple", "asin": "B0001", "task_uid": null}'
+)
+FORMAT_HINT = (
+    f"the file is a JSON list of records like {EXAMPLE_RECORD}: hard_upper has price_upper = amount, "
+    f"approximate_upper round(amount * 1.1, 8), both with non-empty evidence; the other kinds "
+    f"({', '.join(sorted(ANNOTATION_KINDS - UPPER_KINDS))}) have null amount and price_upper (no_budget: empty "
+    f"evidence); source_field, asin and task_uid are optional"
+)
+"""Shown with every format error, so the whole record format is learnt from the first one (docs/contract.md#budget-annotations)."""
 
 
 def _number(value: object) -> float | None:
@@ -145,14 +156,14 @@ def _load(path: str | Path) -> dict[int, tuple[float | None, AnnotationIdentity]
     except RecursionError:
         raise ArchiveError(f"cannot read budget annotations {source}: nested too deeply") from None
     if not isinstance(data, list):
-        raise ArchiveError(f"budget annotations {source}: top level must be a list of records")
+        raise ArchiveError(f"budget annotations {source}: top level must be a list of records; {FORMAT_HINT}")
     annotations: dict[int, tuple[float | None, AnnotationIdentity]] = {}
     for index, record in enumerate(data):
         try:
             task_id, price_upper = _validate(record)
             identity = AnnotationIdentity(_optional_text(record, "asin"), _optional_text(record, "task_uid"))
         except ValueError as exc:
-            raise ArchiveError(f"budget annotations {source}: record {index}: {exc}") from None
+            raise ArchiveError(f"budget annotations {source}: record {index}: {exc}; {FORMAT_HINT}") from None
         if task_id in annotations:
             raise ArchiveError(f"budget annotations {source}: record {index}: duplicate task_id {task_id}")
         annotations[task_id] = (price_upper, identity)

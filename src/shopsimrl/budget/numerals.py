@@ -52,15 +52,30 @@ def split_digit_pair(token: str) -> tuple[str, bool]:
     return token, False
 
 
+MAX_NUMERAL_ATOMS = 24
+"""A token of more atoms is not an amount (a serial number or noise); capping it keeps the scan linear."""
+
+
 def longest_numeral(token: str) -> tuple[float, str] | None:
-    """The longest leading part of ``token`` that is a numeral, with its value (``950一`` → 950)."""
-    atoms = _atoms(token) or []
-    for size in range(len(atoms), 0, -1):
-        head = "".join(atoms[:size])
-        value = numeral_value(head)
+    """The longest leading part of ``token`` that is a numeral, with its value (``950一`` → 950).
+
+    One pass over the atoms: each prefix's value comes from the running state of the previous one, so a
+    token costs time linear in its length. A token of more than ``MAX_NUMERAL_ATOMS`` atoms gives None.
+    """
+    atoms = _atoms(token)
+    if atoms is None or len(atoms) > MAX_NUMERAL_ATOMS:
+        return None
+    reader = _Reader()
+    best: tuple[float, str] | None = None
+    for size, atom in enumerate(atoms, start=1):
+        if not reader.feed(atom):
+            break
+        value = reader.value()
         if value is not None:
-            return value, head
-    return None
+            best = value, "".join(atoms[:size])
+        elif reader.overflowed():
+            break  # an infinite total never becomes finite again
+    return best
 
 
 def _atoms(token: str) -> list[str] | None:
@@ -80,49 +95,76 @@ def numeral_value(token: str) -> float | None:
     them that is smaller, and a single trailing digit right after a unit is that unit's shorthand
     (``一千八`` → 1800, ``1万2`` → 12000) unless a ``零`` came before it (``一万零五`` → 10005).
     """
-    if not token:
-        return None
-    atoms = _atoms(token)
+    atoms = _atoms(token) if token else None
     if atoms is None:
         return None
-    if len(atoms) > 1 and all(atom in CHINESE_DIGITS for atom in atoms):
-        return float("".join(str(CHINESE_DIGITS[atom]) for atom in atoms))
-    total = 0.0
-    section = 0.0
-    pending: float | None = None
-    pending_atom = ""
-    last_unit: float | None = None
-    largest_unit = 0.0
-    zero_gap = False
+    reader = _Reader()
     for atom in atoms:
+        if not reader.feed(atom):
+            return None
+    return reader.value()
+
+
+class _Reader:
+    """The running state of ``numeral_value`` over a numeral's atoms, readable after every atom."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.section = 0.0
+        self.pending: float | None = None
+        self.pending_atom = ""
+        self.last_unit: float | None = None
+        self.largest_unit = 0.0
+        self.zero_gap = False
+        self.count = 0
+        self.digit_run: str | None = ""  # the Chinese digits so far while every atom is one, else None
+
+    def feed(self, atom: str) -> bool:
+        """Take one more atom; False when the atoms so far can no longer be a numeral (``2三``)."""
+        self.count += 1
+        if self.digit_run is not None:
+            self.digit_run = self.digit_run + str(CHINESE_DIGITS[atom]) if atom in CHINESE_DIGITS else None
         if atom in SMALL_UNITS or atom in LARGE_UNITS:
-            unit = SMALL_UNITS.get(atom) or LARGE_UNITS[atom]
-            if atom in SMALL_UNITS:
-                section += (1.0 if pending is None else pending) * unit
-            else:
-                section += 0.0 if pending is None else pending
-                if section == 0.0 and total == 0.0:
-                    section = 1.0
-                if unit < largest_unit:
-                    total += section * unit
-                else:
-                    total = (total + section) * unit
-                    largest_unit = unit
-                section = 0.0
-            pending = None
-            last_unit = unit
-            zero_gap = False
-            continue
+            self._unit(atom)
+            return True
         if atom in ("零", "〇"):
-            zero_gap = True
-            continue
+            self.zero_gap = True
+            return True
+        if self.pending is not None:
+            self.pending = float("nan")  # two numbers in a row: only a run of Chinese digits survives
+            return self.digit_run is not None
+        self.pending = float(CHINESE_DIGITS[atom]) if atom in CHINESE_DIGITS else float(atom.replace(",", ""))
+        self.pending_atom = atom
+        return True
+
+    def _unit(self, atom: str) -> None:
+        unit = SMALL_UNITS.get(atom) or LARGE_UNITS[atom]
+        if atom in SMALL_UNITS:
+            self.section += (1.0 if self.pending is None else self.pending) * unit
+        else:
+            self.section += 0.0 if self.pending is None else self.pending
+            if self.section == 0.0 and self.total == 0.0:
+                self.section = 1.0
+            if unit < self.largest_unit:
+                self.total += self.section * unit
+            else:
+                self.total = (self.total + self.section) * unit
+                self.largest_unit = unit
+            self.section = 0.0
+        self.pending = None
+        self.last_unit = unit
+        self.zero_gap = False
+
+    def overflowed(self) -> bool:
+        return not math.isfinite(self.total + self.section)
+
+    def value(self) -> float | None:
+        """The value of the atoms fed so far, or None when they are not a finite numeral."""
+        if self.count > 1 and self.digit_run is not None:
+            return float(self.digit_run)
+        result = self.total + self.section
+        pending = self.pending
         if pending is not None:
-            return None  # two numbers in a row ("2三"): not a numeral
-        value = float(CHINESE_DIGITS[atom]) if atom in CHINESE_DIGITS else float(atom.replace(",", ""))
-        pending = value
-        pending_atom = atom
-    result = total + section
-    if pending is not None:
-        shorthand = last_unit is not None and not zero_gap and _is_single_digit(pending_atom)
-        result += pending * (last_unit / 10.0) if shorthand and last_unit is not None else pending
-    return result if math.isfinite(result) else None
+            shorthand = self.last_unit is not None and not self.zero_gap and _is_single_digit(self.pending_atom)
+            result += pending * (self.last_unit / 10.0) if shorthand and self.last_unit is not None else pending
+        return result if math.isfinite(result) else None

@@ -7,8 +7,8 @@ words around it, and then picks one:
 * a mention is an amount token (``numerals``) with an optional approximate suffix (``多``/``来``/``几``/
   ``余``), currency (``元``/``块``/``块钱``/``¥``…), a range end, and trailing qualifiers (``以内``,
   ``左右``, ``以上``, ``的预算``…); the *lead* is the text of the same clause just before it;
-* its kind, in priority order: a per-unit or deposit price (``每平米``, ``单价``, ``定金``) is
-  ``non_total_price``; a range gives its upper end (``hard_upper``, no tolerance, even with ``左右``);
+* its kind, in priority order: a per-unit or deposit price (``每平米``, ``单价``, ``定金``) or a balance
+  payment (``补170元``, ``尾款800元``) is ``non_total_price``; a range gives its upper end (``hard_upper``, no tolerance, even with ``左右``);
   a lower bound (``以上``, ``至少``, ``超过``/``高于`` not negated, ``4k+``) is ``lower_only``; an upper-bound
   word right before the amount (``不超过``, ``别超``, ``最多``, ``低于``…) is ``hard_upper``; an approximate
   word anywhere in the mention (``左右``, ``上下``, ``大约``, ``大概``, ``约``, ``差不多``, ``出头``,
@@ -107,6 +107,8 @@ _NON_TOTAL_BEFORE: Final = re.compile(
     r"|定金|订金|押金|首付|尾款|余款|月供|运费|邮费|月租|日租|周租|年租|年费|月费"
     r"|(?<![0-9零〇一二两三四五六七八九十百千万])一?(?:平方米|平方|平米|㎡)"
 )
+_BALANCE_BEFORE: Final = re.compile(r"(?<![弥填])(?:补|补交|补缴|补付|补齐|补足|补上|补差价|补差额|补款)(?:了|个)?\s*$")
+"""A balance payment right before the amount (``后续补170元``, ``再补差价50元``): part of a price, not a total."""
 _ALTERNATIVE_BETWEEN: Final = re.compile(r"或|要么|还是")
 _VAGUE_AMOUNT: Final = re.compile(r"几(?:十|百|千|万)*\s*(?:块钱|块|元)")
 _DIGIT_COUNT_PRICE: Final = re.compile(r"(?P<digits>个|两|三)位数(?:的)?(?:价格|价位|价钱|以内|元|块)")
@@ -376,7 +378,7 @@ def _read_mention(norm: str, match: re.Match[str], previous_end: int) -> tuple[_
     evidence_start = min([start, *anchors])
     if start > 0 and norm[start - 1] in "¥$" and evidence_start == start:
         evidence_start = start - 1
-    non_total = _NON_TOTAL_BEFORE.search(lead)
+    non_total = _NON_TOTAL_BEFORE.search(lead) or _BALANCE_BEFORE.search(lead)
     if non_total is not None:
         evidence_start = min(evidence_start, lead_start + non_total.start())
 

@@ -264,6 +264,24 @@ def _add_cleaned(texts: list[str], totals: _Totals, records: RecordsWriter) -> N
             totals.persona_tasks.append(_LinkedTask(task_id, task.asin, "", "", {}, task.group_values()))
 
 
+def _split_sources(
+    archive_path: Path, source_sha: str, archive_sha: str, data_sha: str, options: PrepareOptions
+) -> dict[str, Any]:
+    """The names and SHA-256 of the inputs the persona splits are built from (the reference builder's
+    ``source`` block: its eight keys name its own input files; these name ours)."""
+    annotations = Path(options.annotations) if options.annotations else None
+    return {
+        "source_archive": archive_path.name,
+        "source_archive_sha256": source_sha,
+        "cleaned_archive": PRODUCTS_FILE,
+        "cleaned_archive_sha256": archive_sha,
+        "cleaned_archive_data_sha256": data_sha,
+        "budget_annotations": annotations.name if annotations else None,
+        "budget_annotations_sha256": file_sha256(annotations) if annotations else None,
+        "source_splits_version": versions.SOURCE_SPLITS_VERSION,
+    }
+
+
 def _build(
     archive_path: Path,
     work: Path,
@@ -288,7 +306,7 @@ def _build(
         seed=options.seed,
         test_size=options.test_size,
         val_size=options.val_size,
-        source={"cleaned_archive": PRODUCTS_FILE, "cleaned_archive_data_sha256": data_sha},
+        source=_split_sources(archive_path, source_sha, archive_sha, data_sha, options),
     )
     totals.persona_tasks = []
     totals.budget_rows.sort()

@@ -237,7 +237,7 @@ def build_persona_splits(
 
     splits = {
         "test": _split_entry("test", test, source_counts(test)),
-        "val": _split_entry("validation", val, source_counts(val)),
+        "val": _split_entry("val", val, source_counts(val)),  # the reference builder's role names
         "train": _split_entry("train", train, source_counts(train)),
     }
     all_ids = [task.task_id for task in task_list]

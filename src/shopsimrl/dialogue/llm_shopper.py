@@ -106,6 +106,24 @@ class ShopperEndpoint:
                                       max_retries=s.max_retries)
             return self._client
 
+    def check_reachable(self) -> None:
+        """One ``GET /models`` before the first episode: an endpoint that is down or refuses the key fails the run
+        once, up front (``DialogueError`` naming ``--shopper-base-url``), not in every episode. Any other answer
+        (even a 404 from a server without ``/models``) counts as reachable."""
+        import openai
+
+        s = self.settings
+        try:
+            self._openai().with_options(max_retries=0, timeout=min(s.timeout, 15.0)).models.list()
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise DialogueError(f"the LLM shopper's endpoint --shopper-base-url {s.base_url} refused the key "
+                                    f"(HTTP {exc.status_code}; --shopper-api-key-env)") from exc
+        except openai.APIError as exc:
+            cause = exc.__cause__ or exc.__context__
+            raise DialogueError(f"the LLM shopper's endpoint --shopper-base-url {s.base_url} cannot be reached "
+                                f"({cause or exc}); start it or fix the URL") from exc
+
     def complete(self, messages: list[dict[str, str]], *, seed: int, question_index: int) -> tuple[str, bool]:
         """The reply to ``messages`` and whether it came from the cache; :class:`ShopperCallError` on failure."""
         request = {**self.settings.sampling(), "seed": seed, "messages": messages}

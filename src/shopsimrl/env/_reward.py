@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..contract import PURCHASE
-from ..errors import InvalidGoalError
+from ..errors import InvalidGoalError, InvalidSelectionError
 from ..search.text import LATIN_TOKEN  # the docs/contract.md#search-tokeniser Latin/number token shape
 from ..versions import REWARD_VERSION
 from ._variant_price import PASS, resolve_variant_price
@@ -163,6 +163,18 @@ def check_goal(goal: object) -> None:
             raise InvalidGoalError(f"goal field {key!r} has type {type(value).__name__}")
 
 
+def check_selection(selected: object) -> None:
+    """Refuse a selection that is not ``{axis: value}`` strings (a list of values used to score r_option 0)."""
+    if not isinstance(selected, Mapping):
+        raise InvalidSelectionError(
+            f"selected_options must be a mapping {{axis: value}} of the chosen option per axis, not "
+            f"{type(selected).__name__} ({selected!r:.80}); e.g. {{'颜色分类': '白色'}}"
+        )
+    bad = [(axis, value) for axis, value in selected.items() if not isinstance(axis, str) or not isinstance(value, str)]
+    if bad:
+        raise InvalidSelectionError(f"selected_options maps option axes to chosen values, all strings; got {bad[:3]!r}")
+
+
 def score_purchase(
     product: Mapping[str, Any],
     goal: Mapping[str, Any],
@@ -174,6 +186,7 @@ def score_purchase(
     Without ``price_resolution`` the price is resolved from the product and the selection (docs/contract.md#variant-price).
     """
     check_goal(goal)
+    check_selection(selected_options)
     if price_resolution is None:
         resolution = resolve_variant_price(product, selected_options)
     else:
@@ -185,7 +198,7 @@ def score_purchase(
     goal_attributes = _texts(goal.get("attributes"))
     r_att, attr_matches = attribute_reward(product, goal_attributes)
     goal_options = goal.get("goal_options")
-    selected_values = list(selected_options.values()) if isinstance(selected_options, Mapping) else []
+    selected_values = list(selected_options.values())
     r_option, option_matches = option_reward(selected_values, goal_options)
     price_upper = goal.get("price_upper")
     r_price = price_reward(price_upper, resolution)

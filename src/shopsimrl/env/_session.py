@@ -246,7 +246,8 @@ class ShopSession:
         valid = feedback is None or bool(feedback.get("valid"))
         result: dict[str, Any] = {
             "done": self.done,
-            "reward": self.reward if self.done else 0.0,
+            # the reference sends the JSON int 0 after an invalid action and 0.0 after a valid one (contract notes)
+            "reward": self.reward if self.done else (0.0 if valid else 0),
             "observation": observation,
             "observation_state": state,
             "action_feedback": copy.copy(feedback) if feedback is not None else None,

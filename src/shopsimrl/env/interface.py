@@ -80,7 +80,7 @@ class ResetResult(_ResetRequired, total=False):
 
 class _EpisodeRequired(TypedDict):
     done: bool
-    reward: float
+    reward: float | int  # the int 0 after an invalid action, as the reference sends it (docs/contract.md notes)
     observation: str
     observation_state: JsonObject
     message: str

@@ -96,7 +96,6 @@ def _difficulty(args: argparse.Namespace) -> tuple[str, ...] | None:
     wanted = parse_difficulty(args.difficulty)
     if wanted is not None and stored_tiers(args.data) is None:
         from ..agent.tiers import compute_tiers
-
         print(f"[shopsimrl] {args.data} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
               file=sys.stderr, flush=True)
         with episode_bars(False) as progress:
@@ -196,7 +195,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    paths = write_report(args.run, vs=args.vs, out=args.out)
+    paths = write_report(args.run, vs=args.vs, out=args.out, allow_partial=args.allow_partial)
     print(f"report: {paths['html']}  ({paths['md']})")
     return 0
 
@@ -215,6 +214,9 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
 
     args.data = resolve_data(args.data)
     check_data_dir(args.data)
+    from ..server.ports import check_port_free
+
+    check_port_free(args.host, args.port)
     world = ShopWorld.from_data_dir(args.data)
     app = create_policy_app(world, policy=args.policy, faults=faults, model_name=args.model_name)
     print(f"[shopsimrl] policy server ({args.policy}) on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
@@ -226,23 +228,23 @@ def add_commands(commands: Any) -> None:
     """Register the evaluation subcommands on the top-level subparsers object."""
     ev = commands.add_parser("eval", help="evaluate a built-in policy or a served model on a task split")
     add_data_argument(ev)
-    ev.add_argument("--split", default="test")
+    ev.add_argument("--split", default="test", help="task split to evaluate (train, val, test, standard, all)")
     who = ev.add_mutually_exclusive_group()
     who.add_argument("--policy", choices=POLICY_NAMES, metavar="NAME",
                      help=f"built-in policy ({policy_help()})")
     who.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     ev.add_argument("--model", help="model name at --base-url")
     ev.add_argument("--api-key-env", help="environment variable holding the API key (none: no key)")
-    ev.add_argument("--temperature", type=float, default=0.6)
-    ev.add_argument("--top-p", type=float, default=1.0)
-    ev.add_argument("--max-tokens", type=int, default=4096)
+    ev.add_argument("--temperature", type=float, default=0.6, help="sampling temperature sent to the model")
+    ev.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling top_p sent to the model")
+    ev.add_argument("--max-tokens", type=int, default=4096, help="completion token limit per model turn")
     ev.add_argument("--extra-body", help='JSON merged into the request body, e.g. \'{"enable_thinking": true}\'')
     ev.add_argument("--timeout", type=float, default=180.0, help="seconds per model request")
     ev.add_argument("--max-retries", type=int, default=3, help="retries on 408/409/429/5xx and connection errors")
     ev.add_argument("--send-seed", action="store_true", help="send the per-turn seed to the model")
     ev.add_argument("--checkpoint-id", help="recorded in the manifest, never sent")
     ev.add_argument("--env-url", help="use a `shopsimrl serve` service instead of the in-process environment")
-    ev.add_argument("--concurrency", type=positive_int, default=32)
+    ev.add_argument("--concurrency", type=positive_int, default=32, help="episodes run at the same time")
     ev.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                     help="run episodes on Ray workers (no ADDRESS: start a local instance; 'auto' or "
                          "ray://HOST:10001: connect); needs the `ray` extra")
@@ -260,7 +262,7 @@ def add_commands(commands: Any) -> None:
                          "(the first public-information policy that solves the task; `shopsimrl data tiers`)")
     ev.add_argument("--limit", type=positive_int, help="only the first N tasks of the split")
     ev.add_argument("--sample-size", type=positive_int, help="a seeded random sample of N tasks")
-    ev.add_argument("--seed", type=int, default=20260830)
+    ev.add_argument("--seed", type=int, default=20260830, help="run seed (per-turn seeds, --sample-size draw)")
     ev.add_argument("--max-steps", type=int, default=None,
                     help=f"turn limit (default {EPISODE_LIMITS[SINGLE_TURN]}; {EPISODE_LIMITS[MULTI_TURN]} with --shopper)")
     ev.add_argument("--shopper", choices=SHOPPER_NAMES, default=None,
@@ -270,28 +272,32 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--send-task-id", action="store_true",
                     help="send shopsim_task_id in each model request (for the policy server's oracle policies)")
     ev.add_argument("--persona", action=argparse.BooleanOptionalAction, default=None,
-                    help="persona mode (default: what the split declares)")
+                    help="override the split's mode: --no-persona runs a persona split's tasks with their plain "
+                         "instruction (recorded in the run plan as persona_override); --persona is refused on a "
+                         "standard split (default: the split's own mode)")
     ev.add_argument("--skills", help="skill-bank JSON appended to the system message")
     ev.add_argument("--experiment", help="experiment name (default: the --out directory name)")
     ev.add_argument("--out", help="run directory (default runs/<policy-or-model>-<split>)")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-progress", action="store_true", help="no live progress bar")
     ev.add_argument("--no-report", action="store_true", help="skip report.md/report.html")
     ev.add_argument("--force", action="store_true",
                     help="start over: remove this run directory's manifest, traces, summary and report first")
     ev.set_defaults(func=cmd_eval)
 
     cmp_ = commands.add_parser("compare", help="paired bootstrap comparison of two runs over the same tasks")
-    cmp_.add_argument("run_a")
-    cmp_.add_argument("run_b")
-    cmp_.add_argument("--resamples", type=int, default=10_000)
+    cmp_.add_argument("run_a", help="run directory A (the baseline)")
+    cmp_.add_argument("run_b", help="run directory B (differences are B - A)")
+    cmp_.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples")
     cmp_.add_argument("--allow-partial", action="store_true", help="compare the tasks completed in both runs")
     cmp_.add_argument("--out", help="also write the comparison as JSON to this file")
-    cmp_.add_argument("--json", action="store_true")
+    cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.set_defaults(func=cmd_compare)
 
     rep = commands.add_parser("report", help="report.md and report.html with figures for a run")
-    rep.add_argument("run")
+    rep.add_argument("run", help="run directory (written by eval)")
     rep.add_argument("--vs", help="a second run: add the paired differences (RUN - VS)")
+    rep.add_argument("--allow-partial", action="store_true",
+                     help="with --vs: pair only the episodes completed in both runs (else such a pair is refused)")
     rep.add_argument("--out", help="output directory (default: the run directory)")
     rep.set_defaults(func=cmd_report)
 
@@ -302,11 +308,11 @@ def add_commands(commands: Any) -> None:
                     help=f"a built-in policy ({', '.join(POLICY_NAMES)}; dialogue-heuristic / dialogue-oracle: for "
                          f"`eval --shopper rule`, dialogue-oracle needs eval --send-task-id) or {SHOPPER_POLICY}: a "
                          "scripted shopper for `eval --shopper llm`")
-    ps.add_argument("--host", default="127.0.0.1")
-    ps.add_argument("--port", type=int, default=8100)
+    ps.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    ps.add_argument("--port", type=int, default=8100, help="TCP port to listen on")
     ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")
     ps.add_argument("--fault-rate", type=float, default=0.0, help="share of requests answered with a protocol error")
     ps.add_argument("--faults", help="comma-separated fault kinds to draw from (default: all protocol errors)")
-    ps.add_argument("--fault-seed", type=int, default=0)
+    ps.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draw")
     ps.add_argument("--length-rate", type=float, default=0.0, help="share of requests cut off (finish_reason length)")
     ps.set_defaults(func=cmd_policy_server)

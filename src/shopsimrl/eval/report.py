@@ -37,11 +37,26 @@ def _pyplot() -> Any:
     return plt
 
 
+CJK_FONT_FILES = (  # Debian's fonts-wqy-microhei (installed by `make test`), fonts-wqy-zenhei, fonts-noto-cjk
+    "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+    "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
+    "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+)
+
+
 def _cjk_font() -> str | None:
+    """A CJK font matplotlib can draw category names with; a Debian font file installed after matplotlib built
+    its font cache is added by path (the cache alone would miss it and the chart would fall back to #1…#N)."""
     from matplotlib import font_manager
 
     names = {font.name for font in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in names), None)
+    found = next((name for name in CJK_FONTS if name in names), None)
+    if found is None:
+        for path in CJK_FONT_FILES:
+            if Path(path).is_file():
+                font_manager.fontManager.addfont(path)
+                return str(font_manager.FontProperties(fname=path).get_name())
+    return found
 
 
 def _category(record: Mapping[str, Any]) -> str:
@@ -338,8 +353,12 @@ def html_page(markdown: str) -> str:
     return _html(markdown, {}, {})
 
 
-def write_report(run: str, *, vs: str | None = None, out: str | None = None) -> dict[str, str]:
-    """Write ``report.md``, ``report.html`` and the figures; returns their paths. ``vs``: the A run."""
+def write_report(
+    run: str, *, vs: str | None = None, out: str | None = None, allow_partial: bool = False
+) -> dict[str, str]:
+    """Write ``report.md``, ``report.html`` and the figures; returns their paths. ``vs``: the A run; a pair
+    with episodes not completed in both runs is refused (``ComparisonError``) unless ``allow_partial``, as in
+    ``compare``."""
     run_dir = RunDir(run)
     plan = run_dir.plan()
     summary = run_summary(plan, run_dir)
@@ -354,7 +373,7 @@ def write_report(run: str, *, vs: str | None = None, out: str | None = None) -> 
     if vs is not None:
         from .compare import compare_runs
 
-        comparison = compare_runs(vs, run, allow_partial=True)
+        comparison = compare_runs(vs, run, allow_partial=allow_partial)
     (target / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
     figures = _figures(summary, tables, comparison)
     paths = {name: f"{FIGURE_DIR}/{name}" for name in figures}

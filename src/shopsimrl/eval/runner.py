@@ -101,6 +101,10 @@ class EvalSettings:
                                "the service's own shopper answers (serve --shopper-base-url ...)")
         if self.shopper_llm is not None and self.ray is not None:
             raise ShopSimError("--shopper llm runs in process or against --env-url, not on Ray workers")
+        if self.policy is not None and self.policy.startswith("dialogue-") and self.shopper is None:
+            raise ShopSimError(f"--policy {self.policy} plays dialogue mode and needs a shopper to ask: add --shopper "
+                               f"rule (or --shopper llm with --shopper-base-url/--shopper-model); for single-turn "
+                               f"runs use --policy {self.policy.removeprefix('dialogue-')}")
         if self.shopper == "llm" and self.shopper_llm is None and not self.env_url:
             raise ShopSimError("--shopper llm needs --shopper-base-url URL and --shopper-model NAME")
 
@@ -118,7 +122,7 @@ class EvalResult:
 
 
 def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, ids: Sequence[int],
-                difficulty: Sequence[str] | None = None) -> dict[str, Any]:
+                difficulty: Sequence[str] | None = None, *, override: bool = False) -> dict[str, Any]:
     from ..agent.prompt import sha256_json
 
     out = {"name": split, "path": str(Path(data) / "task_splits.json"),
@@ -126,18 +130,21 @@ def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, i
            "task_ids_sha256": sha256_json(list(ids))}
     if difficulty is not None:  # absent otherwise: plans made before tiers existed keep their fingerprints
         out["difficulty"] = list(difficulty)
+    if override:  # --persona/--no-persona changed the split's own mode; absent otherwise (fingerprints unchanged)
+        out["persona_override"] = True
     return out
 
 
-def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | None:
-    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode. Standard mode
-    on a persona split is allowed (every task has its full instruction: the scenarios' single-turn standard);
-    persona mode on a standard split is not (its tasks have no persona)."""
+def _persona(catalog: Catalog, split: str, requested: bool | None) -> tuple[bool | None, bool]:
+    """The split's mode and whether ``--persona/--no-persona`` overrode it; None for a mixed split (``all``):
+    each task then runs in its own mode. Standard mode on a persona split is allowed (every task has its full
+    instruction: the scenarios' single-turn standard); persona mode on a standard split is not (its tasks have no
+    persona)."""
     declared = catalog.split_is_persona(split)
     check_persona_request(split, declared, requested)
     if requested is not None:
-        return requested
-    return None if declared is None else bool(declared)
+        return requested, declared is not None and requested != declared
+    return (None if declared is None else bool(declared)), False
 
 
 def check_persona_request(split: str, declared: bool | None, requested: bool | None) -> None:
@@ -175,7 +182,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
         if not ids:
             raise ShopSimError(f"no task of split {settings.split!r} is in difficulty tiers "
                                f"{', '.join(settings.difficulty)}")
-    persona = _persona(catalog, settings.split, settings.persona)
+    persona, override = _persona(catalog, settings.split, settings.persona)
     jobs = build_jobs(ids, split=settings.split, seed=settings.seed, repeats=settings.repeats,
                       limit=settings.limit, sample_size=settings.sample_size)
     model: ModelBackend
@@ -193,6 +200,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
         if settings.shopper_llm is not None:  # replies cached in the run directory: a rerun replays them
             cache = str(Path(settings.out) / CACHE_DIRNAME)
             endpoint = ShopperEndpoint(dataclasses.replace(settings.shopper_llm, cache_dir=cache))
+            endpoint.check_reachable()  # once, before the first episode
         environment = InProcessEnvironment(world, threaded=threaded, llm_shopper=endpoint)
     bank = SkillBank.load(settings.skills) if settings.skills else None
     config = RuntimeConfig(max_steps=settings.max_steps, persona=persona, prompt=SYSTEM_PROMPT,
@@ -200,7 +208,8 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
     experiment = settings.experiment or Path(settings.out).name
     plan = EvalPlan.create(
         experiment=experiment, model=model.identity(),
-        task_split=_task_split(catalog, settings.data, settings.split, persona, ids, settings.difficulty), jobs=jobs,
+        task_split=_task_split(catalog, settings.data, settings.split, persona, ids, settings.difficulty,
+                               override=override), jobs=jobs,
         environment=environment_identity(catalog, environment.identity(), persona, settings.shopper,
                                          settings.shopper_llm),
         runtime={**config.identity(), "concurrency": settings.concurrency},

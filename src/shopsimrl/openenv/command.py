@@ -13,9 +13,11 @@ INSTALL_HINT = "the OpenEnv server needs the openenv extra: pip install 'shopsim
 
 def cmd_serve_openenv(args: argparse.Namespace) -> int:
     from ..catalog.store import check_data_dir
+    from ..server.ports import check_port_free
 
     args.data = resolve_data(args.data)
     check_data_dir(args.data)
+    check_port_free(args.host, args.port)
     try:
         from .server import serve_openenv
     except ImportError as exc:
@@ -29,7 +31,7 @@ def cmd_serve_openenv(args: argparse.Namespace) -> int:
 def add_command(commands: Any) -> None:
     parser = commands.add_parser("serve-openenv", help="OpenEnv server (WebSocket sessions; needs the openenv extra)")
     add_data_argument(parser)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8010)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--port", type=int, default=8010, help="TCP port to listen on")
     parser.add_argument("--slots", type=int, default=8, help="concurrent sessions (OpenEnv's max_concurrent_envs)")
     parser.set_defaults(func=cmd_serve_openenv)

@@ -39,8 +39,8 @@ class OpenEnvUsageError(InvalidRequestError):
     ``NoActiveEpisodeError``, ``InvalidRequestError``, ...) pass through unchanged."""
 
 
-class TaskIndexError(OpenEnvUsageError, IndexError):
-    """A task index outside its split; an ``IndexError`` too, which OpenEnv's task route answers with 400."""
+class TaskIndexError(OpenEnvUsageError):
+    """A task index outside its split (400 ``invalid_request`` on the task routes, with this message)."""
 
 
 def public_components(detail: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,6 +162,9 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
 
     def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
         ids = self.world.catalog.split(split)
+        for name, bound in (("start", start), ("stop", stop)):
+            if bound is not None and bound < 0:
+                raise TaskIndexError(f"task range {name} {bound!r} is negative (indexes run 0..{len(ids) - 1})")
         begin = 0 if start is None else start
         return [{"id": task_id, "index": begin + i} for i, task_id in enumerate(ids[start:stop])]
 

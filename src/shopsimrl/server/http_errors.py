@@ -30,6 +30,7 @@ from ..errors import (
     SessionNotFound,
     ShopperCallError,
     ShopSimError,
+    SplitError,
     UnknownTaskError,
     WorkerUnavailableError,
 )
@@ -63,7 +64,8 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(InvalidTaskIdError, 400, "invalid_task_id"),
     ErrorRow(InvalidActionError, 400, "invalid_action"),
     ErrorRow(ResponseTooLong, 413, "response_too_long"),
-    ErrorRow(ShopperCallError, 502, "shopper_call_failed"),  # the LLM shopper's endpoint (message: shopper_step_k)
+    ErrorRow(ShopperCallError, 502, "shopper_call_failed"),
+    ErrorRow(SplitError, 400, "invalid_split"),  # an unknown split name (OpenEnv's task routes, reset by split)  # the LLM shopper's endpoint (message: shopper_step_k)
     # leased slots
     ErrorRow(LeaseError, 409, "stale_lease"),
     ErrorRow(SessionNotFound, 404, "session_not_found"),

@@ -86,7 +86,7 @@ class SessionCreated(BaseModel):
 
 class StepResult(BaseModel):
     done: bool
-    reward: float
+    reward: float | int  # the int 0 after an invalid action, as the reference
     observation: str
     observation_state: dict[str, Any]
     action_feedback: dict[str, Any] | None = Field(None, description="absent after terminate (no action was taken)")

@@ -50,7 +50,11 @@ class OraclePolicy:
         user = str(context.persona.get("用户ID", "")) if context.persona else ""
         matches = self._index().get((context.instruction, user)) or self._index().get((context.instruction, ""))
         if not matches:
-            raise PolicyError("the oracle cannot find a task with this instruction in its catalog")
+            raise PolicyError(
+                "the oracle cannot find a task with this instruction in its catalog; over the policy server it needs "
+                "the task id: run `eval --send-task-id` (each request then carries shopsim_task_id; in dialogue mode "
+                "the instruction is withheld, so this is the only way)"
+            )
         return matches[0]
 
     def _winning_selection(self, task_id: int) -> tuple[tuple[str, str], ...]:
