@@ -38,6 +38,8 @@ NOT_RUN = {
     "shopsimrl eval --data data/default --shopper llm": "needs a shopper model endpoint",
     "shopsimrl eval --data data/default --shopper rule --base-url": "needs the policy server above",
     "shopsimrl serve-openenv": "a server, in .venv-openenv (tests/test_openenv.py runs it)",
+    "shopsimrl eval --policy heuristic --split test": "builds the full default catalog in the user cache on first "
+                                                      "use; tests/test_wheel_first_use.py runs it from a wheel",
 }
 
 
