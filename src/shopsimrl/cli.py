@@ -272,7 +272,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .env.shop_env import ShopWorld
     from .server import create_app
-    from .server._protocol import http_protocol
+    from .server._protocol import KEEP_ALIVE_S, http_protocol
 
     if args.workers < 1:
         raise ShopSimError("--workers must be at least 1")
@@ -303,7 +303,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _progress(f"serving {len(world.catalog.goals)} tasks on {base}/api/shop_agent ({args.slots} slots)")
     _progress(f"agent view {base}/debug-ui · experiment replay {base}/replay-ui (runs: {args.runs}) · API docs {base}/docs")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.log_level == "debug",
-                proxy_headers=False, server_header=False, date_header=False,
+                proxy_headers=False, server_header=False, date_header=False, timeout_keep_alive=KEEP_ALIVE_S,
                 http=http_protocol(args.header_timeout))
     return 0
 

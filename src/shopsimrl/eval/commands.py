@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..agent.policies import POLICY_NAMES
+from ..agent.policies import POLICY_NAMES, policy_help, policy_spec
+from ..agent.shopper_backend import SHOPPER_POLICY
 from ..cli_data import add_data_argument, resolve_data
 from ..contract import MULTI_TURN, SHOPPER_NAMES, SINGLE_TURN
 from ..dialogue.llm_shopper import add_shopper_arguments, shopper_settings_from_args
@@ -77,8 +78,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     first = _first_failure(result.run_dir.traces_path) if result.summary["counts"]["failed"] else None
     if first:
         print(f"first failure: {first}")
-    if args.policy == "oracle":
-        print("note: the oracle reads the private goal — this is a solvability check, not a baseline")
+    if args.policy and policy_spec(args.policy).private_goal:
+        print(f"note: {args.policy} reads the private goal — this is a solvability check, not a baseline")
     if result.extra.get("ray_workers"):
         print(f"ray:     {result.extra['ray_workers']} workers")
     print(f"traces:  {result.run_dir.traces_path}")
@@ -238,8 +239,8 @@ def add_commands(commands: Any) -> None:
     add_data_argument(ev)
     ev.add_argument("--split", default="test")
     who = ev.add_mutually_exclusive_group()
-    who.add_argument("--policy", choices=POLICY_NAMES,
-                     help="built-in policy (oracle = solvability check: it reads the private goal)")
+    who.add_argument("--policy", choices=POLICY_NAMES, metavar="NAME",
+                     help=f"built-in policy ({policy_help()})")
     who.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     ev.add_argument("--model", help="model name at --base-url")
     ev.add_argument("--api-key-env", help="environment variable holding the API key (none: no key)")
@@ -308,9 +309,10 @@ def add_commands(commands: Any) -> None:
     ps = commands.add_parser("policy-server", help="an OpenAI-compatible chat server driven by a built-in policy")
     add_data_argument(ps)
     ps.add_argument("--policy", default="heuristic",
-                    choices=("heuristic", "oracle", "random", "dialogue-heuristic", "dialogue-oracle", "rule-shopper"),
-                    help="dialogue-heuristic / dialogue-oracle: for `eval --shopper rule` (dialogue-oracle needs "
-                         "eval --send-task-id); rule-shopper: a scripted shopper for `eval --shopper llm`")
+                    choices=(*POLICY_NAMES, SHOPPER_POLICY), metavar="NAME",
+                    help=f"a built-in policy ({', '.join(POLICY_NAMES)}; dialogue-heuristic / dialogue-oracle: for "
+                         f"`eval --shopper rule`, dialogue-oracle needs eval --send-task-id) or {SHOPPER_POLICY}: a "
+                         "scripted shopper for `eval --shopper llm`")
     ps.add_argument("--host", default="127.0.0.1")
     ps.add_argument("--port", type=int, default=8100)
     ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")
