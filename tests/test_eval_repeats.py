@@ -73,5 +73,14 @@ def test_builtin_policy_repeats_are_byte_identical_and_the_report_says_so(small_
     assert len(seeds) == 18  # distinct sampling seeds per repeat
     repeats = json.loads((out / "summary.json").read_text())["repeats"]
     assert repeats["identical"] is True and repeats["flip_rate"] == 0 and repeats["success_rate_std"] == 0
+    assert repeats["noise_source"] == "none"
     assert repeats["pass_hat_k"]["3"] == repeats["pass_at_k"]["3"] == repeats["success_rate_mean"]
     assert "byte-identical" in (out / "report.md").read_text()
+
+
+def test_the_noise_source_separates_the_llm_shoppers_noise():
+    from shopsimrl.eval.repeats import noise_source
+
+    assert noise_source(True, None) == noise_source(True, "rule") == "none"
+    assert noise_source(True, "llm") == "shopper"  # same agent, different shopper seeds
+    assert noise_source(False, "rule") == "agent" and noise_source(False, "llm") == "agent+shopper"

@@ -77,6 +77,12 @@ def test_scenarios_refuse_a_mode_or_turn_limit_of_their_own(small_data, tmp_path
         assert "--scenarios sets the mode" in capsys.readouterr().err
 
 
+def test_persona_scenarios_on_standard_tasks_are_refused_before_anything_runs(small_data, tmp_path, capsys):
+    assert main(["eval", "--data", str(small_data), "--policy", "heuristic", "--scenarios", "all", "--split",
+                 "standard", "--out", str(tmp_path / "s")]) == 2
+    assert "no persona" in capsys.readouterr().err and not (tmp_path / "s").exists()
+
+
 def test_standard_mode_on_a_persona_split_but_not_persona_on_standard_tasks(small_data, tmp_path, capsys):
     assert main(["eval", "--data", str(small_data), "--policy", "heuristic", "--split", "test", "--no-persona",
                  "--limit", "2", "--out", str(tmp_path / "std"), "--no-progress", "--no-report"]) == 0

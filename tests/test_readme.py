@@ -53,6 +53,8 @@ NOT_RUN = {
     "shopsimrl eval --data /shared/data/default": "a Ray cluster and a model endpoint",
     "shopsimrl eval --data data/default --split train --base-url": "needs a model endpoint",
     "shopsimrl export-sft runs/strong-train": "needs the model run above (tests/test_train_sft.py exports)",
+    "shopsimrl eval --policy heuristic --split test": "builds the full default catalog in the user cache on first "
+                                                      "use; tests/test_wheel_first_use.py runs it from a wheel",
 }
 
 

@@ -51,7 +51,7 @@ def test_eval_is_a_working_first_command_after_a_wheel_install(tmp_path):
     outputs = [run.communicate(timeout=1200)[0] for run in runs]
     elapsed = time.monotonic() - start
     assert [run.returncode for run in runs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
-    built = [o for o in outputs if "first use: building the default catalog" in o]
+    built = [o for o in outputs if "[shopsimrl] first use: building the default catalog" in o]
     assert len(built) >= 1 and sum("generating" in o for o in outputs) == 1, outputs
     cache = home / ".cache" / "shopsimrl" / "catalogs"
     (catalog,) = [path for path in cache.iterdir() if path.is_dir()]

@@ -39,8 +39,8 @@ def resolve_data(value: str | None) -> str:
     if is_complete(directory):
         return str(directory)
     console = Console(file=sys.stderr)
-    console.print(f"[shopsimrl] first use: building the default catalog in {directory} (once per generator "
-                  "version; --data DIR uses another catalog)")
+    _say(f"first use: building the default catalog in {directory} (once per generator version; --data DIR uses "
+         "another catalog)")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False,
                   disable=not console.is_terminal) as bar:
@@ -49,16 +49,21 @@ def resolve_data(value: str | None) -> str:
 
         def on_stage(message: str) -> None:
             if not console.is_terminal:
-                print(f"[shopsimrl] {message.strip()}", file=sys.stderr, flush=True)
+                _say(message.strip())
             if not message.startswith("generating "):
                 bar.update(products, completed=GeneratorConfig().products)
                 bar.update(stage, description=f"preparing: {message.strip()}")
 
         events = BuildEvents(
             stage=on_stage, generated=lambda n: bar.advance(products, n),
-            waiting=lambda: console.print("[shopsimrl] another process is building it; waiting for it to finish"),
+            waiting=lambda: _say("another process is building it; waiting for it to finish"),
         )
         path = ensure_default_catalog(events=events)
         bar.update(stage, description="prepared", total=1, completed=1)
-    console.print(f"[shopsimrl] default catalog ready: {path}")
+    _say(f"default catalog ready: {path}")
     return str(path)
+
+
+def _say(message: str) -> None:
+    """A plain stderr line (not through rich: ``[shopsimrl]`` is no markup, and paths are never wrapped)."""
+    print(f"[shopsimrl] {message}", file=sys.stderr, flush=True)

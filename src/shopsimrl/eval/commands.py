@@ -43,6 +43,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     args.data = resolve_data(args.data)
     declared = check_data_dir(args.data, args.split)
     check_persona_request(args.split, declared, args.persona)
+    if args.scenarios:  # every scenario's mode, before the first one runs
+        from .scenarios import parse_scenarios
+
+        for scenario in parse_scenarios(args.scenarios):
+            check_persona_request(args.split, declared, scenario.persona)
     if args.skills:
         SkillBank.load(args.skills)
     difficulty = _difficulty(args)

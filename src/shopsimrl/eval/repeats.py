@@ -53,6 +53,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
+def noise_source(builtin_agent: bool, shopper: str | None) -> str:
+    """What can make repeats differ: ``none``; ``shopper`` (a built-in policy is deterministic, so the spread
+    is the LLM shopper's own noise: different shopper seeds, the same agent); ``agent``; ``agent+shopper``."""
+    llm_shopper = shopper == "llm"
+    if builtin_agent:
+        return "shopper" if llm_shopper else "none"
+    return "agent+shopper" if llm_shopper else "agent"
+
+
 def repeat_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The repeat figures of completed episodes (None when no task has two repeats).
 

@@ -251,6 +251,13 @@ def _repeats_markdown(repeats: Mapping[str, Any] | None) -> list[str]:
              f"{k} repeats of each of {repeats['tasks']} tasks (distinct sampling seeds)"
              + (f"; {repeats['tasks_left_out']} tasks without {k} completed repeats left out" if repeats[
                  "tasks_left_out"] else "") + ".", ""]
+    source = repeats.get("noise_source")
+    if source == "shopper":
+        lines += ["> The agent is a built-in (deterministic) policy: this spread is the LLM shopper's own noise "
+                  "(the same agent, a different shopper seed per repeat).", ""]
+    elif source == "agent+shopper":
+        lines += ["> Both the model and the LLM shopper sample: this spread mixes their noise; run a built-in "
+                  "dialogue policy against the same shopper to see the shopper's share.", ""]
     if repeats["identical"]:
         lines += ["> note: the repeats are byte-identical episodes (this policy and shopper ignore the sampling "
                   "seed): a spread of zero and a flip rate of zero are by construction, not a measured noise floor.",

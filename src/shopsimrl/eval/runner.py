@@ -46,6 +46,7 @@ from ..versions import (
 )
 from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
 from .ray_runner import RayEpisodePool, import_ray
+from .repeats import noise_source
 from .rundir import RunDir, describe_unparseable, is_completed, write_json_atomic
 from .summary import summarize, tier_summary
 
@@ -277,6 +278,9 @@ def run_summary(
         wanted = set(ids)
         latest = run_dir.records() if records is None else records
         summary["by_difficulty"] = tier_summary([r for eid, r in latest.items() if eid in wanted], tiers)
+    if "repeats" in summary:
+        summary["repeats"]["noise_source"] = noise_source(model.get("provider") == "builtin",
+                                                           plan.plan["environment"].get("shopper"))
     return summary
 
 
