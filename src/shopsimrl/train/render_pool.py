@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from .chat_template import encode, render_text
 
 T = TypeVar("T")
-POOL_THREADS = max(2, min(8, os.cpu_count() or 2))
+POOL_THREADS = max(2, min(4, os.cpu_count() or 2))  # Jinja holds the GIL: more threads only crowd the loop
 POOL = ThreadPoolExecutor(max_workers=POOL_THREADS, thread_name_prefix="shopsim-render")
 WINDOW_HEAD = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
 
