@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from shopsimrl.agent import AgentRuntime, EpisodeJob, EpisodeStats, InProcessEnvironment, RuntimeConfig, as_async_env
+from shopsimrl.agent import (
+    AgentRuntime,
+    EpisodeJob,
+    EpisodeStats,
+    InProcessEnvironment,
+    RuntimeConfig,
+    as_async_env,
+)
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel
 from shopsimrl.agent.episode import EpisodeRequest, run_sync
 from shopsimrl.agent.play import play_episode

@@ -54,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shopper", choices=SHOPPER_NAMES, default=None,
                         help="dialogue mode: every task plays against this shopper (ask_user; instruction withheld)")
     parser.add_argument("--limit", type=int, help="use only the first N tasks of the split")
+    parser.add_argument("--difficulty", help="only tasks of these tiers: first, heuristic, strong, none "
+                                             "(comma-separated; `shopsimrl data tiers`): a curriculum stage")
     parser.add_argument("--cpu-check", action="store_true", help="one step with a tiny model and scripted generate")
     return parser.parse_args(argv)
 
@@ -63,12 +65,14 @@ def build(args: argparse.Namespace) -> Any:
     from trl import GRPOConfig, GRPOTrainer
 
     from shopsimrl.agent import InProcessEnvironment, ServiceEnvironment
+    from shopsimrl.catalog.tiers import read_tiers, split_task_ids
     from shopsimrl.env import ShopWorld
     from shopsimrl.train.trl import make_rollout_func, server_generate, shop_reward, task_prompts
 
     world = ShopWorld.from_data_dir(args.data)
-    ids = world.catalog.split(args.split)[: args.limit]
-    dataset = datasets.Dataset.from_dict(task_prompts(ids, shopper=args.shopper))  # "17" or "17@rule"
+    ids = split_task_ids(args.data, args.split, difficulty=args.difficulty, limit=args.limit)
+    tiers = read_tiers(args.data) if args.difficulty else None
+    dataset = datasets.Dataset.from_dict(task_prompts(ids, shopper=args.shopper, tiers=tiers))  # "17" or "17@rule"
     environment = ServiceEnvironment(args.env_url) if args.env_url else InProcessEnvironment(world)
     config = grpo_config(args)
     generate_factory = None

@@ -8,7 +8,6 @@ loop (:func:`~shopsimrl.agent.episode.run_sync`).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, Union
@@ -53,6 +52,8 @@ class _Adapter:
         if self.is_async:
             return await method(*args, **kwargs)
         if self.threaded:
+            import asyncio  # here: the CLI reads the policy registry (under agent/) without paying for asyncio
+
             return await asyncio.to_thread(method, *args, **kwargs)
         return method(*args, **kwargs)
 
@@ -68,11 +69,10 @@ class _Adapter:
         return result
 
     async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
-        """The shopper's private transcript (matched slots, noise) where the env exposes it (in-process)."""
-        method = getattr(self.env, "dialogue_transcript", None)
-        if method is None or self.is_async:
+        """The shopper's private transcript (matched slots, noise), read after the episode on every path."""
+        if getattr(self.env, "dialogue_transcript", None) is None:
             return None
-        transcript: list[dict[str, Any]] | None = method()
+        transcript: list[dict[str, Any]] | None = await self._call("dialogue_transcript")
         return transcript
 
     async def step(self, action: str) -> dict[str, Any]:

@@ -199,8 +199,8 @@ class AgentRuntime:
 async def _dialogue_record(env: AsyncEnv, reset: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The trace's ``dialogue`` block: the shopper, each question and reply, and (in-process) the matched slots.
 
-    The transcript names private slots, so it is written after the episode ends and never shown to the agent;
-    over HTTP it is not exposed and the questions and replies come from the step results.
+    The transcript names private slots, so it is read after the episode ends (the environment's own rule, on
+    every path) and never shown to the agent.
     """
     transcript = None
     getter = getattr(env, "dialogue_transcript", None)

@@ -28,12 +28,12 @@ from ..contract import (
     SEARCH_RESULTS,
     SINGLE_TURN,
     TERMINAL,
-    TERMINATION_REASONS,
     extract_action,
     require_action_text,
     terminated_message,
 )
-from ..errors import EpisodeTerminatedError, InvalidRequestError
+from ..contract import TERMINATION_REASONS as TERMINATION_REASONS  # re-exported (old import path)
+from ..errors import DialogueError, EpisodeTerminatedError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import _actions as act
@@ -41,6 +41,7 @@ from ._observation import home_state, product_state, render_observation, results
 from ._product_view import ProductView
 from ._reward import empty_reward_detail, score_purchase
 from ._variant_price import resolve_variant_price
+from .requests import check_interaction_mode, check_termination_reason
 from .tools import tool_named
 
 SearchFn = Callable[[str], tuple[str, ...]]
@@ -97,10 +98,7 @@ class ShopSession:
         interaction_mode: str = SINGLE_TURN,
         session_id: str | None = None,
     ) -> None:
-        if interaction_mode not in EPISODE_LIMITS:
-            raise InvalidRequestError(
-                f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}"
-            )
+        check_interaction_mode(interaction_mode)
         self._search = search
         self._view = view
         self.goal = goal
@@ -223,8 +221,7 @@ class ShopSession:
         return self._result(feedback)
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
-        if reason not in TERMINATION_REASONS:
-            raise InvalidRequestError(f"unsupported termination reason: {reason}")
+        check_termination_reason(reason)
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated")
         self._end(reason)
@@ -279,7 +276,8 @@ class ShopSession:
         return 0
 
     def ask(self, question: str) -> str:
-        raise NotImplementedError("only a dialogue session has a shopper to ask")
+        """Never called: ``ask_user`` applies to dialogue sessions only (``Tool.applies_to``)."""
+        raise DialogueError("only a dialogue episode has a shopper to ask")
 
     def run_search(self, query: str) -> None:
         keywords = query.split(" ")

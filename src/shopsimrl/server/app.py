@@ -68,6 +68,7 @@ REFERENCE_BODY = {
         _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
                  termination_reason={"type": "string", "enum": list(TERMINATION_REASONS)}),
         _variant("release_one", ["env_idx", "lease_id"], **_LEASE),
+        _variant("dialogue_transcript", ["env_idx", "lease_id"], **_LEASE),
         _variant("release_all", []),
     ]}}},
 }
@@ -229,6 +230,9 @@ def create_app(
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
+    async def _transcript(body: dict[str, Any]) -> dict[str, Any]:
+        return service.dialogue_transcript(_lease(body, "dialogue_transcript"))
+
     async def _release_one(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "release_one")
         service.release(lease)
@@ -240,7 +244,7 @@ def create_app(
 
     handlers = {
         "reset": _reset, "interact": _interact, "terminate": _terminate,
-        "release_one": _release_one, "release_all": _release_all,
+        "release_one": _release_one, "release_all": _release_all, "dialogue_transcript": _transcript,
     }
 
     app.include_router(v1_router(service))

@@ -234,6 +234,12 @@ class ShopClient(_Base):
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(self._post(body))
 
+    def dialogue_transcript(self) -> list[dict[str, Any]] | None:
+        """The shopper's transcript, as ``ShopEnv.dialogue_transcript`` (after the episode, or a private reset)."""
+        transcript: list[dict[str, Any]] | None = self._post(
+            {"action": "dialogue_transcript", **self._require_lease()})["transcript"]
+        return transcript
+
     def release(self) -> None:
         """Give the slot back to the service's pool (a no-op without a lease, or when it was already reclaimed)."""
         lease, self._lease = self._lease, None
@@ -334,6 +340,12 @@ class AsyncShopClient(_Base):
         """
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(await self._post(body))
+
+    async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
+        """The shopper's transcript, as ``ShopEnv.dialogue_transcript`` (after the episode, or a private reset)."""
+        answer = await self._post({"action": "dialogue_transcript", **self._require_lease()})
+        transcript: list[dict[str, Any]] | None = answer["transcript"]
+        return transcript
 
     async def release(self) -> None:
         """Give the slot back to the service's pool (a no-op without a lease, or when it was already reclaimed)."""

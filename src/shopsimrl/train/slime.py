@@ -441,12 +441,13 @@ __all__ = [
 ]
 
 
-def task_lines(task_ids: Sequence[int], split: str = "train", *, shopper: str | None = None
-               ) -> list[dict[str, Any]]:
+def task_lines(task_ids: Sequence[int], split: str = "train", *, shopper: str | None = None,
+               tiers: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
     """slime task data (JSONL lines): the prompt is the task id; the real prompt comes from the reset.
-    ``shopper`` adds ``metadata.shopper``: dialogue episodes."""
+    ``shopper`` adds ``metadata.shopper``: dialogue episodes; ``tiers`` (``catalog.tiers.read_tiers``) adds
+    ``metadata.difficulty``. Choose the ids with ``catalog.tiers.split_task_ids`` (its ``difficulty`` filter)."""
     shopper = parse_shopper(shopper)
     extra = {"shopper": shopper} if shopper else {}
     return [{"prompt": str(t), "metadata": {"schema_version": TASKS_SCHEMA, "task_id": int(t), "split": split,
-                                            **extra}}
+                                            **extra, **({"difficulty": tiers[int(t)]} if tiers else {})}}
             for t in task_ids]

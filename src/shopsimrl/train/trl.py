@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..agent.environment import EnvironmentFactory
@@ -103,13 +103,19 @@ def model_generate(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, tem
 SHOPPER_SEPARATOR = "@"
 
 
-def task_prompts(task_ids: Sequence[int], shopper: str | None = None) -> dict[str, list[Any]]:
+def task_prompts(task_ids: Sequence[int], shopper: str | None = None, *,
+                 tiers: Mapping[int, str] | None = None) -> dict[str, list[Any]]:
     """Dataset columns for :func:`make_rollout_func`: ``prompt`` (``"17"``, or ``"17@rule"`` with a shopper),
-    plus ``task_id`` and ``shopper`` for readers of the dataset."""
+    plus ``task_id`` and ``shopper`` for readers of the dataset; with ``tiers`` (``catalog.tiers.read_tiers``)
+    a ``difficulty`` column for a curriculum sampler. Choose the ids with ``catalog.tiers.split_task_ids``."""
     shopper = parse_shopper(shopper)
     suffix = f"{SHOPPER_SEPARATOR}{shopper}" if shopper else ""
-    return {"prompt": [f"{int(t)}{suffix}" for t in task_ids], "task_id": [int(t) for t in task_ids],
-            "shopper": [shopper or "" for _ in task_ids]}
+    columns: dict[str, list[Any]] = {"prompt": [f"{int(t)}{suffix}" for t in task_ids],
+                                     "task_id": [int(t) for t in task_ids],
+                                     "shopper": [shopper or "" for _ in task_ids]}
+    if tiers is not None:
+        columns["difficulty"] = [tiers[int(t)] for t in task_ids]
+    return columns
 
 
 def _context(prompt: Any) -> RolloutContext:

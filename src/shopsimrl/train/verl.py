@@ -341,17 +341,22 @@ DATA_SOURCE = "shopsimrl"
 
 
 def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int | None = None, *,
-              shopper: str | None = None) -> list[dict[str, Any]]:
+              shopper: str | None = None, difficulty: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
     """verl dataset rows, one per task of ``split``: ``agent_name``, a ``prompt`` (the task instruction, for
     verl's dataset and logs; the model's real prompt comes from the environment's reset) and
     ``extra_info.task_id``. With ``shopper`` every row is a dialogue row (``extra_info.shopper``) and its
-    ``prompt`` names the task only: the agent never sees the instruction, so the row does not carry it."""
+    ``prompt`` names the task only: the agent never sees the instruction, so the row does not carry it.
+    ``difficulty`` keeps tasks of those tiers (``catalog/tiers.py``); when the catalog has tiers, every row
+    carries its own in ``extra_info.difficulty``."""
     from ..catalog.store import Catalog
+    from ..catalog.tiers import split_task_ids, stored_tiers
 
     shopper = parse_shopper(shopper)
+    ids = split_task_ids(data_dir, split, difficulty=difficulty, limit=limit)
+    document = stored_tiers(data_dir)
+    tiers = {int(t): tier for tier, tasks in document["tiers"].items() for t in tasks} if document else {}
     catalog = Catalog.from_data_dir(data_dir)
     try:
-        ids = catalog.split(split)[: limit if limit is not None else None]
         rows = []
         for t in ids:
             text = (f"shopsim dialogue task {int(t)} ({shopper} shopper)" if shopper
@@ -359,6 +364,8 @@ def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int
             extra: dict[str, Any] = {"task_id": int(t), "split": split, "index": int(t)}
             if shopper:
                 extra["shopper"] = shopper
+            if tiers:
+                extra["difficulty"] = tiers[int(t)]
             rows.append({
                 "data_source": DATA_SOURCE, "agent_name": AGENT_NAME, "prompt": [{"role": "user", "content": text}],
                 "ability": "shopping", "reward_model": {"style": "environment", "ground_truth": str(t)},

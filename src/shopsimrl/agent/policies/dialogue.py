@@ -3,7 +3,8 @@
 ``DialogueOraclePolicy`` asks about every private slot by name (it reads the goal) and then plays the oracle:
 the solvability check of dialogue mode (every slot revealed, then r_success = 1). ``DialogueHeuristicPolicy``
 uses public information only: it asks a fixed script of general questions until the shopper says it has
-nothing more, then runs the heuristic on the opening plus the replies. Both are stateless (the questions
+nothing more, then runs the heuristic (``dialogue-strong``: the strong rule policy) on the opening plus the
+replies. Both are stateless (the questions
 asked so far are read from the history).
 """
 
@@ -15,7 +16,7 @@ from ...dialogue.replies import ALL_SAID, LEADS
 from ...dialogue.slots import ATTRIBUTE, BUDGET, OPTION, build_slots
 from ...env._observation import read_observation
 from ...env.shop_env import ShopWorld
-from ..policy import PolicyAction, PolicyContext
+from ..policy import Policy, PolicyAction, PolicyContext
 from .heuristic import HeuristicPolicy
 from .oracle import OraclePolicy
 
@@ -79,9 +80,11 @@ class DialogueHeuristicPolicy:
 
     name = "dialogue-heuristic"
 
-    def __init__(self, max_follow_ups: int = 4) -> None:
-        self.heuristic = HeuristicPolicy()
+    def __init__(self, max_follow_ups: int = 4, *, inner: Policy | None = None, name: str | None = None) -> None:
+        self.heuristic: Policy = inner or HeuristicPolicy()  # ``dialogue-strong``: the strong rule policy
         self.max_follow_ups = max_follow_ups
+        if name is not None:
+            self.name = name
 
     def act(self, context: PolicyContext) -> PolicyAction:
         said = replies(context)
@@ -113,3 +116,14 @@ def strip_lead(text: str) -> str:
         if text.startswith(lead):
             return text[len(lead) :]
     return text
+
+
+class DialogueStrongPolicy(DialogueHeuristicPolicy):
+    """The same question script, then the strong rule policy on the opening plus the replies."""
+
+    name = "dialogue-strong"
+
+    def __init__(self, max_follow_ups: int = 4) -> None:
+        from .strong_rule import StrongRulePolicy
+
+        super().__init__(max_follow_ups, inner=StrongRulePolicy())

@@ -9,6 +9,7 @@ the session only owns the page state those checks read and the transitions they 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
@@ -47,7 +48,7 @@ def _function(name: str, description: str, key: str, value: dict[str, Any]) -> d
     }
 
 
-class Tool:
+class Tool(ABC):
     """One tool of the environment. Subclasses set the class attributes and implement :meth:`offered` and
     :meth:`apply`; the schemas and docstrings below are derived, so every path describes the tool alike."""
 
@@ -64,9 +65,9 @@ class Tool:
     feedback_codes: ClassVar[tuple[str, ...]] = ()  # the ``reason`` codes :meth:`apply` may return
 
     # ----------------------------------------------------------------- when it is offered
+    @abstractmethod
     def offered(self, state: Mapping[str, Any]) -> bool:
         """Whether the page (an ``observation_state``) offers this tool."""
-        raise NotImplementedError
 
     def applies_to(self, session: ToolSession) -> bool:
         """Whether the session understands this tool at all (otherwise its action is an unknown name)."""
@@ -114,9 +115,9 @@ class Tool:
         """The canonical action string of a call with argument ``value``."""
         return format_action(self.name, value)
 
+    @abstractmethod
     def apply(self, session: ToolSession, argument: str | None, shown: str) -> dict[str, Any]:
         """Check ``argument`` on the session's page, change the session when valid; returns the feedback.
 
         ``shown`` is the action as the feedback repeats it; ``argument`` is verbatim (None for a bare name).
         """
-        raise NotImplementedError
