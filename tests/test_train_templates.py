@@ -181,3 +181,61 @@ def test_without_trl_qwen3s_original_is_swapped_for_the_shipped_training_templat
     traj = _run(world, tokenizer, generate, mode)
     assert traj.status == COMPLETED and traj.reward == 1.0, traj.error
     assert "shipped training template" in traj.metadata["chat_template"] and len(traj.segments) == 1
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_incremental_resegment_equals_the_full_render(world: ShopWorld, corpus: list[str], family: str) -> None:
+    """Re-segment mode renders and tokenizes only the new messages each turn (prefix-preserving templates);
+    the segments are token for token those of re-rendering the whole conversation."""
+    results = {}
+    for incremental in (True, False):
+        tokenizer = _tokenizer(corpus, family)
+        generate = TemplatePolicyGenerate(tokenizer, make_policy("oracle", world), text_turns=_repair_once)
+        results[incremental] = _run(world, tokenizer, generate, "resegment", incremental=incremental)
+    fast, full = results[True], results[False]
+    assert fast.status == full.status == COMPLETED
+    assert [s.tokens for s in fast.segments] == [s.tokens for s in full.segments]
+    assert [s.loss_mask for s in fast.segments] == [s.loss_mask for s in full.segments]
+
+
+def _back_and_forth(generate: TemplatePolicyGenerate) -> Any:
+    """Turn texts that search on the home page and go back from the results, so an episode runs all 30 turns."""
+    def text(index: int) -> str:
+        call = ({"name": "search", "arguments": {"query": "可移动小吃车"}} if index % 2 == 0
+                else {"name": "click", "arguments": {"value": "back to search"}})
+        return generate.turn_text({"role": "assistant", "content": None,
+                                   "tool_calls": [{"id": "c", "type": "function", "function": call}]})
+    return text
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_thirty_turn_episodes_fit_the_context_budget(world: ShopWorld, corpus: list[str], family: str,
+                                                     mode: str) -> None:
+    """The context policy: every prompt sent to the model leaves the reserve of the budget free; an episode that
+    would pass it ends with generation_length and is scored (never dropped), and its metadata says so."""
+    tokenizer = _tokenizer(corpus, family)
+    generate = TemplatePolicyGenerate(tokenizer, make_policy("oracle", world))
+    generate.text_turns = _back_and_forth(generate)
+    sent: list[int] = []
+
+    def recording(ids: list[int]) -> Any:
+        sent.append(len(ids))
+        return generate(ids)
+
+    budget = 6000
+    cfg = RolloutConfig(mode=mode, max_context_len=budget)
+    traj = asyncio.run(run_rollout(RolloutContext(0), tokenizer, recording, InProcessEnvironment(world), config=cfg))
+    assert traj.status in (COMPLETED, "truncated") and traj.error is None, traj.error
+    assert sent and all(n + cfg.context_reserve <= budget for n in sent)
+    assert traj.metadata["context_policy"] == "end_scored_generation_length"
+    assert traj.metadata["context_budget"] == budget
+    if traj.metadata["context_ended"]:
+        assert traj.status == "truncated" and traj.metadata["termination_reason"] == "generation_length"
+        assert "context_overflow" in traj.steps[-1] and traj.steps[-1]["context_overflow"] + 256 > budget
+    else:
+        assert len(traj.steps) == 30
+    full = asyncio.run(run_rollout(RolloutContext(0), tokenizer, recording, InProcessEnvironment(world),
+                                   config=RolloutConfig(mode=mode)))  # the default budget: 24,576
+    assert full.metadata["context_budget"] == 24576 and full.status in (COMPLETED, "truncated")
+    assert all(n + 256 <= 24576 for n in sent)

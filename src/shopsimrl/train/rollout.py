@@ -42,12 +42,23 @@ from .chat_template import (
     turn_suffix,
 )
 from .chat_template import stop_texts as template_stops
+from .render_pool import off_loop, resegment_tail
 from .step_keys import state_key
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
 COMPLETED, TRUNCATED, ABORTED = "completed", "truncated", "aborted"
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
+
+
+# The context policy (docs/training.md, "Context policy"; the same in every adapter): an episode has a context
+# budget (default the reference run's 24,576 tokens: prompt plus everything generated). When the next prompt
+# would leave fewer than ``context_reserve`` tokens of it for the answer, the episode is not sent to the model:
+# it ends with terminate("generation_length") and is scored (status ``truncated``), never dropped; the step
+# records ``context_overflow`` (the prompt's length) and the metadata ``context_policy`` and ``context_ended``.
+DEFAULT_CONTEXT_BUDGET = 24576
+DEFAULT_CONTEXT_RESERVE = 256
+CONTEXT_POLICY = "end_scored_generation_length"
 
 
 # The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick
@@ -122,7 +133,9 @@ def parse_shopper(raw: Any) -> str | None:
 @dataclass(frozen=True)
 class RolloutConfig:
     max_steps: int | None = None  # None: the episode's own turn limit (30; 40 in dialogue mode)
-    max_context_len: int | None = None  # a prompt longer than this ends the episode as generation_length
+    # the episode's context budget (the context policy below); None: no budget
+    max_context_len: int | None = DEFAULT_CONTEXT_BUDGET
+    context_reserve: int = DEFAULT_CONTEXT_RESERVE  # tokens of the budget a prompt must leave for the answer
     keep_reasoning: bool = False  # echo parsed reasoning into the assistant history ("wire message")
     stop_texts: tuple[str, ...] | None = None  # stripped from the decoded text end; None: the tokenizer's eos
     # "resegment": re-render every turn, fork a segment when the prompt is not an extension (slime, docs/contract.md#grpo);
@@ -133,6 +146,8 @@ class RolloutConfig:
     # False: render each page's own tools (the prefix then changes whenever the tools block does)
     episode_tools: bool = True
     training_template: str = "auto"  # "auto": swap a non-prefix-preserving template for TRL's training one
+    # re-segment mode, prefix-preserving template: render and tokenize only the new messages each turn
+    incremental: bool = True
 
     def __post_init__(self) -> None:
         if self.mode not in ("resegment", "append"):
@@ -421,6 +436,8 @@ class TokenTurns:
         self.detail: dict[str, Any] | None = None
         self.termination: str | None = None
         self.state: Mapping[str, Any] = {}  # the page the next turn acts on (its key goes into the step)
+        self.canonical: list[int] | None = None  # re-segment mode: the last prompt's canonical ids
+        self.context_ended = False
 
     def start(self, episode: Episode, reset: dict[str, Any]) -> None:
         self.state = reset["observation_state"]
@@ -438,12 +455,33 @@ class TokenTurns:
             return self.ledger.segments[-1].tokens + render_delta(
                 self.tokenizer, messages, self.turn_start, shown_tools, self.last_stop,
                 window=template.prefix_preserving, suffixes=template.suffixes if template.prefix_preserving else None)
-        return _first_or_render(self.tokenizer, template, messages, shown_tools, len(messages) == 2)
+        if (self.config.incremental and template.prefix_preserving and self.canonical is not None
+                and self.turn_start is not None):
+            tail = resegment_tail(self.tokenizer, messages, self.turn_start, shown_tools, template.suffixes)
+            if tail is not None:
+                self.canonical = self.canonical + tail
+                return list(self.canonical)
+        ids = _first_or_render(self.tokenizer, template, messages, shown_tools, len(messages) == 2)
+        self.canonical = list(ids)
+        return ids
+
+    def _read(self, ids: list[int], tail_ids: list[int], finish_reason: str, tools: list[dict[str, Any]]
+              ) -> tuple[str, str, ModelOutput]:
+        raw = self.tokenizer.decode(ids, skip_special_tokens=False)
+        text = _strip_stops(raw, self.stops)
+
+        def prompt_tail() -> str:
+            return str(self.tokenizer.decode(tail_ids, skip_special_tokens=False))
+
+        return raw, text, parse_turn(self.tokenizer, raw, text, prompt_tail, finish_reason, tools)
 
     async def turn(self, episode: Episode, index: int, tools: list[dict[str, Any]]) -> TurnDecision:
-        prompt_ids = self._prompt(tools)
+        # rendering, tokenizing, decoding and parsing run in the render pool: the event loop stays free
+        prompt_ids = await off_loop(self._prompt, tools)
         self.turn_start = len(self.messages)
-        if self.config.max_context_len is not None and len(prompt_ids) >= self.config.max_context_len:
+        budget = self.config.max_context_len
+        if budget is not None and len(prompt_ids) + min(self.config.context_reserve, budget // 2) > budget:
+            self.context_ended = True
             self.steps.append({"step_index": index, "action": None, "context_overflow": len(prompt_ids),
                                "state_key": state_key(self.state)})
             return TurnDecision(TERMINATE, termination=GENERATION_LENGTH)
@@ -456,15 +494,9 @@ class TokenTurns:
             TURN_MESSAGES.reset(token_m)
         _check_generation(gen)
         self.ledger.sample(gen.token_ids, gen.log_probs)
-        raw = self.tokenizer.decode(list(gen.token_ids), skip_special_tokens=False)
-        text = _strip_stops(raw, self.stops)
+        raw, text, out = await off_loop(self._read, list(gen.token_ids), list(prompt_ids[-PROMPT_TAIL_TOKENS:]),
+                                        gen.finish_reason, tools)
         self.last_stop = next((s for s in self.stops if raw.rstrip().endswith(s)), None)
-        tail_ids = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
-
-        def prompt_tail() -> str:
-            return str(self.tokenizer.decode(tail_ids, skip_special_tokens=False))
-
-        out = parse_turn(self.tokenizer, raw, text, prompt_tail, gen.finish_reason, tools)
         step: dict[str, Any] = {"step_index": index, "action": None, "sampled_tokens": len(gen.token_ids),
                                 "finish_reason": gen.finish_reason, "raw_output": text,
                                 "state_key": state_key(self.state)}
@@ -513,7 +545,8 @@ async def run_rollout(
     ledger = hooks.ledger
     meta = {"schema_version": ROLLOUT_SCHEMA, "termination_reason": hooks.termination,
             "steps": len(hooks.steps), "segments": len(ledger.trainable()),
-            "chat_template": hooks.template.note or "as shipped", **(metadata or {})}
+            "chat_template": hooks.template.note or "as shipped", "context_budget": cfg.max_context_len,
+            "context_policy": CONTEXT_POLICY, "context_ended": hooks.context_ended, **(metadata or {})}
     return Trajectory(task_id=context.task_id, status=status, segments=ledger.trainable(), reward=reward,
                       reward_detail=detail, generated_tokens=ledger.generated, messages=hooks.messages,
                       steps=hooks.steps, metadata=meta, error=episode.error)

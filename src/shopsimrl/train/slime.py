@@ -57,6 +57,7 @@ from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision, segme
 from .health import batch_health, turn_counts
 from .rollout import (
     ABORTED,
+    DEFAULT_CONTEXT_BUDGET,
     TRUNCATED,
     Generation,
     RolloutConfig,
@@ -344,7 +345,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 
     max_steps = getattr(args, "shopsim_max_steps", None)  # None: the episode's own limit (40 in dialogue)
     config = RolloutConfig(max_steps=None if max_steps is None else int(max_steps),
-                           max_context_len=getattr(args, "rollout_max_context_len", None))
+                           max_context_len=getattr(args, "rollout_max_context_len", None) or DEFAULT_CONTEXT_BUDGET)
     meta = {"group_index": sample.group_index, "rollout_id": rollout_id_of(sample)}
     gate = _gate(args)
     await gate.enter(sample.group_index)

@@ -36,13 +36,21 @@ def probe_turn(tokenizer: Any) -> tuple[str, str]:
     asked = render_text(tokenizer, _HEAD, tools, add_generation_prompt=True)
     head = render_text(tokenizer, [*_HEAD, {"role": "assistant", "content": None, "tool_calls": [_CALL]}], tools,
                        add_generation_prompt=False)
+    return asked[-200:], assistant_turn(asked, head, render_text(tokenizer, _HEAD, tools, add_generation_prompt=False))
+
+
+def assistant_turn(asked: str, head: str, plain: str) -> str:
+    """The assistant turn in ``head`` (the conversation with it) given ``asked`` (the generation prompt) and
+    ``plain`` (the conversation without either): after the prompt when it is a prefix; else after the last
+    occurrence of the generation prompt's own text (a template that re-renders an earlier block); else after
+    the part both share (a generation prompt that opens a think block the history does not show)."""
     if head.startswith(asked):
-        turn = head[len(asked):]
-    else:  # the generation prompt opens differently from the rendered turn: take what follows the shared part
-        shared = next((i for i, (a, b) in enumerate(zip(asked, head, strict=False)) if a != b),
-                      min(len(asked), len(head)))
-        turn = head[shared:]
-    return asked[-200:], turn
+        return head[len(asked):]
+    opener = asked[len(plain):] if asked.startswith(plain) else ""
+    if opener and opener in head:
+        return head[head.rindex(opener) + len(opener):]
+    shared = next((i for i, (a, b) in enumerate(zip(asked, head, strict=False)) if a != b), min(len(asked), len(head)))
+    return head[shared:]
 
 
 def check_template(tokenizer: Any, *, training_template: str = "auto") -> None:

@@ -34,6 +34,7 @@ from .groups import drop_unscored_groups
 from .health import batch_health, turn_counts
 from .rollout import (
     ABORTED,
+    DEFAULT_CONTEXT_BUDGET,
     FINISH_LENGTH,
     FINISH_STOP,
     Generation,
@@ -145,7 +146,7 @@ async def run_episodes(prompts: Sequence[Any], tokenizer: Any, generate: Callabl
     return list(await asyncio.gather(*(one(c) for c in contexts)))
 
 
-DEFAULT_MAX_CONTEXT = 24576  # the reference run's context (docs/training.md, GRPO settings)
+DEFAULT_MAX_CONTEXT = DEFAULT_CONTEXT_BUDGET  # the reference run's context (docs/training.md, context policy)
 
 
 def sibling_groups(prompts: Sequence[Any], num_generations: int | None) -> list[int]:
