@@ -274,10 +274,12 @@ def test_budget_matters(medium: GeneratedCatalog) -> None:
         by_leaf.setdefault(record["product_category"], []).append(min(record["pricing"]))
     bounded = [a for a in medium.audits if a.ceiling is not None and not a.two_axis]
     priced_out = [a for a in bounded if any(p > a.ceiling for p in by_leaf[a.leaf])]
-    assert len(priced_out) / len(bounded) > 0.9
+    assert len(priced_out) / len(bounded) > 0.5  # v6.1: > 0.9 (v7 ceilings sit higher above the gold)
+    # v7: the ceiling is the shopper's, not "just above the gold": it no longer always shuts out the product's next
+    # dearer SKU (v6.1: > 80%), which made "the dearest SKU that fits" a shortcut to the gold
     with_dearer = [a for a in bounded if a.dearer_price is not None]
     excluded = [a for a in with_dearer if a.dearer_price > a.ceiling]
-    assert len(excluded) / len(with_dearer) > 0.8
+    assert 0.1 < len(excluded) / len(with_dearer) < 0.8
 
 
 def test_budget_kinds_follow_the_real_proportions(full: GeneratedCatalog) -> None:
