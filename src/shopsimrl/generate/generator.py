@@ -29,11 +29,12 @@ from ..catalog.splits import normalize_text
 from ..errors import GeneratorConfigError
 from .confusers import Confuser, add_confusers
 from .instructions import Requirements, choose_requirements, full_instruction
-from .personas import PersonaTask, User, make_user, persona_task
+from .personas import PersonaTask, persona_task
 from .phrasing import predicted_held_out_users
 from .products import ProductDraft, make_brands, make_product
 from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
+from .users import User, make_user
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
 GENERATOR_VERSION = "shopsimrl-catalog-generator-v7"
