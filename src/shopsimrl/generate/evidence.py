@@ -25,6 +25,10 @@ them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase 
 MULTI_VALUE_SHARE = 0.75
 """v5.1: share of option preferences that list one or two more values of the same axis next to the gold one
 (颜色偏好 黑色、白色, as real personas do); v7: only values the gold product does not offer."""
+DISTRACTOR_SHARE = 0.75
+"""v7: share of personas with 1–3 attribute preferences this task does not need, from slots the gold does not use
+(v6.1: 1–2 in 60%, possibly a rival of a gold attribute; the gold's own qualities are never listed, which would
+point at the gold listing)."""
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
 
@@ -135,14 +139,10 @@ def build_persona(
     own = set(draft.record["attribute"])
     free_slots = [slot for slot in leaf.slots if not own & set(slot.values)]
     others = [value for slot in free_slots for value in slot.values]
-    if others and rng.random() < 0.6:  # preferences this task does not need, never a rival of a gold attribute
-        for distractor in pick_many(rng, others, min(len(others), rng.randint(1, 2))):
+    if others and rng.random() < DISTRACTOR_SHARE:  # preferences this task does not need, never a gold rival
+        for distractor in pick_many(rng, others, min(len(others), rng.randint(1, 3))):
             add_pref(leaf.facet_of(distractor), distractor)
             noise.append(f"“{distractor}”是无关偏好")
-    named = [a for a in draft.record["attribute"] if a not in {value for _, value in omitted}]
-    if named and rng.random() < 0.5:  # v7: the shopper's usual tastes include some of this product's qualities
-        for liked in pick_many(rng, named, min(len(named), rng.randint(1, 2))):
-            add_pref(leaf.facet_of(liked), liked)
     if rng.random() < 0.5:
         searches.append(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use))
     for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(1, 2))):

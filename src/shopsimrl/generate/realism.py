@@ -219,6 +219,9 @@ def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, fl
       train persona; ``held_out_form_unseen_share``: their form uses that no train persona makes.
     - ``size_axis_priced_share``: size axes (尺码/鞋码/参考身高) with more than one price.
     - ``numbered_axis_misordered_share``: priced axes whose numbered values do not get dearer with the number.
+    - ``mean_preference_items``: mean length of a persona's attribute preference lists (功能, 材质 …; the seed: 2–4).
+    - ``material_preference_share``: personas with a 材质 preference (v6.1: 2.3%).
+    - ``search_names_product_share``: recent searches naming the product (noun or synonym) or its use.
     """
     persona = [(r, a) for r, a in zip(records, audits, strict=True) if a.persona and r.get("user_persona")]
     by_leaf: dict[str, list[float]] = {}
@@ -277,7 +280,27 @@ def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, fl
                 numbered += 1
                 misordered += any(b[1] < a[1] for a, b in pairwise(known))
     count = max(1, len(persona))
+    lists = [
+        value
+        for record, _ in persona
+        for key, value in record["user_persona"].get("兴趣偏好", {}).get("商品属性偏好", {}).items()
+        if key not in ("价格区间", "尺码", "鞋码", "尺寸", "颜色") and isinstance(value, list) and value
+    ]
+    material = sum("材质" in r["user_persona"].get("兴趣偏好", {}).get("商品属性偏好", {}) for r, _ in persona)
+    from .vocabulary import load_vocabulary
+
+    leaves = {leaf.name: leaf for leaf in load_vocabulary().leaves}
+    naming = searched = 0
+    for record, _ in persona:
+        leaf = leaves.get(record["product_category"])
+        words = (leaf.noun, *leaf.synonyms, *leaf.uses) if leaf else ()
+        for search in record["user_persona"].get("行为特征", {}).get("最近14天搜索关键词", []):
+            searched += 1
+            naming += any(word in search for word in words)
     return {
+        "mean_preference_items": statistics.fmean(len(v) for v in lists) if lists else 0.0,
+        "material_preference_share": material / count,
+        "search_names_product_share": naming / max(1, searched),
         "decidable_share": sum(not a.problems for _, a in persona) / count,
         "gold_dearest_in_budget_share": dearest / max(1, bounded),
         "gold_dearest_chance": chance / max(1, bounded),
