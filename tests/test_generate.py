@@ -274,10 +274,12 @@ def test_budget_matters(medium: GeneratedCatalog) -> None:
         by_leaf.setdefault(record["product_category"], []).append(min(record["pricing"]))
     bounded = [a for a in medium.audits if a.ceiling is not None and not a.two_axis]
     priced_out = [a for a in bounded if any(p > a.ceiling for p in by_leaf[a.leaf])]
-    assert len(priced_out) / len(bounded) > 0.9
+    assert len(priced_out) / len(bounded) > 0.5  # v6.1: > 0.9 (v7 ceilings sit higher above the gold)
+    # v7: the ceiling is the shopper's, not "just above the gold": it no longer always shuts out the product's next
+    # dearer SKU (v6.1: > 80%), which made "the dearest SKU that fits" a shortcut to the gold
     with_dearer = [a for a in bounded if a.dearer_price is not None]
     excluded = [a for a in with_dearer if a.dearer_price > a.ceiling]
-    assert len(excluded) / len(with_dearer) > 0.8
+    assert 0.1 < len(excluded) / len(with_dearer) < 0.8
 
 
 def test_budget_kinds_follow_the_real_proportions(full: GeneratedCatalog) -> None:
@@ -350,6 +352,10 @@ def _evidence(value: str, record: dict, text: str) -> bool:
     return value in text or any(phrase in text for phrase in PHRASES.get(value, ())) or _cued(value, text)
 
 
+def audit_unit(record: dict) -> str:
+    return next(leaf.unit for leaf in load_vocabulary().leaves if leaf.name == record["product_category"])
+
+
 def test_omitted_requirements_have_persona_evidence(medium: GeneratedCatalog) -> None:
     persona_audits = [(r, a) for r, a in zip(medium.records, medium.audits, strict=True) if a.persona]
     for record, audit in persona_audits:
@@ -359,8 +365,12 @@ def test_omitted_requirements_have_persona_evidence(medium: GeneratedCatalog) ->
         simple = _instruction(record)["instruction_simple"]
         for value in audit.omitted:  # verbatim, (v4.1) a paraphrase, or (v5) a situation implying the attribute
             assert _evidence(value, record, text), (value, text)
-        # "40" (a shoe size) inside "440元" is not the value: compare whole numbers only
-        assert any(not re.search(rf"(?<!\d){re.escape(value)}(?!\d)", simple) for value in audit.omitted)
+        # "40" (a shoe size) inside "440元" is not the value: compare whole numbers only; an option 一对 is also
+        # what a request frame's classifier says (查一对哑铃), which is not naming the option
+        assert any(
+            not re.search(rf"(?<!\d){re.escape(value)}(?!\d)", simple) or value == "一" + audit_unit(record)
+            for value in audit.omitted
+        )
 
 
 def test_persona_noise(medium: GeneratedCatalog) -> None:

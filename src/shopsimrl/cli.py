@@ -210,6 +210,9 @@ def _print_stats(stats: dict[str, Any]) -> None:
         ("heuristic success (public info, test)", f"{stats['public_success']:.2%} of {stats['public']['tasks']}"),
         ("Recall@20 simple / full (test)",
          f"{stats['recall_at_20_simple']:.2%} / {stats['recall_at_20_full']:.2%}"),
+        ("persona tasks decidable from public info",
+         "n/a" if stats.get("decidable_share") is None
+         else f"{stats['decidable_share']:.2%} of {stats['decidable_checked_tasks']}"),
     ]
     for name, value in rows:
         table.add_row(name, str(value))

@@ -112,7 +112,7 @@ def measure_policy(
 
 
 STATS_FILE = "stats.json"
-STATS_VERSION = "shopsimrl-catalog-stats-v1"
+STATS_VERSION = "shopsimrl-catalog-stats-v2"
 
 
 def _cache_key(data_sha256: str, oracle_tasks: int) -> dict[str, Any]:
@@ -179,8 +179,11 @@ def data_statistics(
     oracle = measure_policy(root, "oracle", oracle_ids, workers=workers, progress=reporter("oracle", len(oracle_ids)))
     public = measure_policy(root, "heuristic", test_ids, workers=workers, progress=reporter("heuristic", len(test_ids)))
     retrieval = evaluate_split(root, "test", top_k=150)["metrics"]
+    from ..generate.decidable import catalog_decidability  # generator vocabulary: loaded only for statistics
+
     stats = {
         **shape,
+        **catalog_decidability(catalog.goals, catalog.product_record),
         "oracle_success": oracle.success_rate,
         "oracle": oracle.as_dict(),
         "public_success": public.success_rate,

@@ -3,8 +3,13 @@
 The kind proportions and phrase shapes come from ``vocab/budgets.json`` (taken from the real annotation
 evidence). The ceiling a phrase implies is the one the budget parser computes: an approximate amount A
 gives ``round(A * 1.1, 8)``, a hard bound or a range gives its upper end, and per-unit, lower-only and
-missing budgets give no ceiling. Amounts are "round" numbers near the gold price, chosen so the gold SKU
-fits and, where the product has a dearer SKU, that SKU does not.
+missing budgets give no ceiling. Amounts are "round" numbers that admit the gold SKU.
+
+v7: the ceiling belongs to the shopper, not to the gold SKU. In v6.1 it sat just above the gold (and below the
+product's next dearer SKU), so "the dearest listing that still fits" was the gold in 28.6% of tasks (chance
+about 8.5%). Now the ceiling is drawn so that the gold's log-price is uniformly placed between the leaf's
+cheapest level and the ceiling (:func:`chance_ceiling`): the gold's rank among the in-budget listings of its
+leaf is close to chance (measured by ``realism.gold_budget_position``).
 """
 
 from __future__ import annotations
@@ -106,38 +111,37 @@ def _weighted_template(rng: random.Random, rows: Sequence[Sequence[Any]]) -> str
     return str(weighted_choice(rng, [(float(weight), template) for weight, template in rows]))
 
 
-def _upper_amount(kind: str, gold: float, step: float, rng: random.Random) -> float:
-    if kind == "approximate_upper":
-        amount = max(step, round(gold / step) * step)
-        while approximate_ceiling(amount) < gold:
-            amount += step
-        return amount
-    amount = max(step, math.ceil(gold / step - 1e-9) * step)
-    if rng.random() < 0.2:
-        amount += step
-    return amount
-
-
 def _ceiling_of(kind: str, amount: float) -> float:
     return approximate_ceiling(amount) if kind == "approximate_upper" else float(amount)
 
 
-def _fitting_amount(kind: str, gold: float, dearer: float | None, rng: random.Random) -> float:
-    """A round amount whose ceiling admits ``gold`` and, if possible, excludes the next dearer SKU."""
-    base = price_step(gold)
-    coarse = base * (5 if rng.random() < 0.15 else 2 if rng.random() < 0.3 else 1)
-    candidates = [coarse, base, base / 2, base / 5, 1.0]
-    first: float | None = None
-    for step in candidates:
-        if step < 1.0:
-            continue
-        amount = _upper_amount(kind, gold, step, rng)
-        if first is None:
-            first = amount
-        if dearer is None or _ceiling_of(kind, amount) < dearer:
-            return amount
-    assert first is not None
-    return first
+CHANCE_POSITION = (0.15, 1.0)
+"""v7: the gold's position u (0 = the leaf's cheapest level, 1 = the ceiling, on a log scale) is drawn from this
+range; below 0.15 a ceiling would be many times the gold price, which no shopper writes."""
+MAX_CEILING_RATIO = 5.0
+
+
+def chance_ceiling(gold: float, price_range: tuple[float, float] | None, rng: random.Random) -> float:
+    """A target ceiling that puts ``gold`` at a random log-position between the leaf's low level and it."""
+    if price_range is None:
+        return gold * math.exp(rng.uniform(0.02, 0.5))
+    low = min(price_range[0], gold) * 0.9
+    position = rng.uniform(*CHANCE_POSITION)
+    target = math.exp(math.log(low) + math.log(gold / low) / position)
+    return min(max(target, gold * 1.02), gold * MAX_CEILING_RATIO)
+
+
+def _fitting_amount(kind: str, gold: float, target: float, rng: random.Random) -> float:
+    """A round amount near ``target`` whose ceiling admits ``gold``."""
+    base = price_step(target)
+    step = base * (5 if rng.random() < 0.15 else 2 if rng.random() < 0.3 else 1)
+    if kind == "approximate_upper":
+        amount = max(step, round(target / APPROXIMATE_MULTIPLIER / step) * step)
+    else:
+        amount = max(step, round(target / step) * step)
+    while _ceiling_of(kind, amount) < gold:
+        amount += step
+    return float(amount)
 
 
 PER_UNIT_WORDS = "个只支件瓶块包盒片张条根双套台份杯袋罐颗粒本把"
@@ -148,11 +152,14 @@ def make_budget(
     rng: random.Random,
     table: Mapping[str, Any],
     gold_price: float,
-    dearer_price: float | None,
     unit: str,
     kind: str | None = None,
+    price_range: tuple[float, float] | None = None,
 ) -> Budget:
-    """Draw a budget kind (unless given) and write its clause for a gold SKU costing ``gold_price``."""
+    """Draw a budget kind (unless given) and write its clause for a gold SKU costing ``gold_price``.
+
+    ``price_range`` is the leaf's price level (low, high), which places the ceiling (:func:`chance_ceiling`).
+    """
     if kind is None:
         kind = weighted_choice(rng, [(w, k) for k, w in table["kind_weights"].items()])
     share = float(table["chinese_numeral_share"])
@@ -160,8 +167,9 @@ def make_budget(
     if kind == "no_budget":
         return Budget(kind, "", None, None)
     if kind in UPPER_KINDS:
+        target = chance_ceiling(gold_price, price_range, rng)
         if kind == "hard_upper" and rng.random() < float(table["hard_range_share"]):
-            high = _fitting_amount(kind, gold_price, dearer_price, rng)
+            high = _fitting_amount(kind, gold_price, target, rng)
             step = price_step(gold_price)
             low = high - step * rng.randint(1, 3)
             low = min(low, math.floor(gold_price / step) * step)
@@ -169,7 +177,7 @@ def make_budget(
                 template = _weighted_template(rng, table["hard_range"])
                 phrase = template.format(lo=_format_amount(low), hi=_format_amount(high))
                 return Budget(kind, phrase, float(high), float(high))
-        amount = _fitting_amount(kind, gold_price, dearer_price, rng)
+        amount = _fitting_amount(kind, gold_price, target, rng)
         ceiling = _ceiling_of(kind, amount)
         for _ in range(PARSE_RETRIES):
             template = _weighted_template(rng, table[kind])

@@ -35,6 +35,13 @@ TITLE_SYNONYMS = 1
 SOURCE_TRIES = 4
 """Partner products tried per target before giving up (a product whose own title shares too many words fails)."""
 FIT_ATTRIBUTES = 2
+PHRASE_AT_END_SHARE = 0.4
+"""v7: share of confusers whose seller phrase ends the title instead of opening it (v6: always first)."""
+BARE_SHARE = 0.15
+"""v7: share of confusers with no seller phrase in the title at all (only the compatibility bullet)."""
+GENUINE_PHRASE_SHARE = 0.15
+"""v7: share of a paired leaf's other listings that carry a seller phrase of their own (适用夜市摆摊, 家用专用), so
+a phrase is no perfect marker of a confuser."""
 """At most this many requested attributes are named in the compatibility line and added to the attributes."""
 
 
@@ -145,8 +152,11 @@ def _make(
         head = template.format(noun="".join(named[:k]) + noun)
         phrases += [f"{head} {synonyms}", head] if synonyms else [head]
     phrases.sort(key=lambda p: -len(p))
+    if rng.random() < BARE_SHARE:
+        phrases.insert(0, "")
+    at_end = rng.random() < PHRASE_AT_END_SHARE
     for phrase in dict.fromkeys(phrases):
-        title = f"{phrase} {record['title']}"
+        title = record["title"] if not phrase else f"{record['title']} {phrase}" if at_end else f"{phrase} {record['title']}"
         r_type = r_type_for(dict(record, title=title), target.record)
         if r_type < 1.0:
             break
@@ -217,4 +227,31 @@ def add_confusers(
                 store.put(source, (draft, own_req, text))
                 confusers.append(Confuser(source, target, r_type))
                 break
+    _genuine_phrases(leaves, by_leaf, store, {c.position for c in confusers} | targets, rng)
     return confusers
+
+
+def _genuine_phrases(
+    leaves: list[Leaf], by_leaf: dict[int, list[int]], store: _Store, skip: set[int], rng: random.Random
+) -> None:
+    """v7: some genuine listings of every paired leaf carry a seller phrase: a use (适用夜市摆摊, 家用专用) or what
+    comes with them (配数据线, 搭配收纳袋: a partner leaf's noun), at the start or the end of the title.
+
+    Confusers and their targets are skipped: a target's title is its goal's name, which the confuser's r_type
+    was checked against."""
+    table = confuser_table()["title"]
+    for target_leaf, sources in partner_pairs(leaves):
+        leaf = leaves[target_leaf]
+        for position in by_leaf.get(target_leaf, []):
+            if position in skip or rng.random() >= GENUINE_PHRASE_SHARE:
+                continue
+            draft, req, text = store.get(position)
+            if rng.random() < 0.5:
+                phrase = pick(rng, table["acc"]).format(noun=pick(rng, leaf.uses))
+            else:
+                partner = leaves[pick(rng, sources)[0]]
+                phrase = pick(rng, table["mate"]).format(noun=partner.noun)
+            title = draft.record["title"]
+            title = f"{title} {phrase}" if rng.random() < PHRASE_AT_END_SHARE else f"{phrase} {title}"
+            draft.record["title"] = draft.record["full_description"] = title
+            store.put(position, (draft, req, text))

@@ -29,13 +29,15 @@ from ..catalog.splits import normalize_text
 from ..errors import GeneratorConfigError
 from .confusers import Confuser, add_confusers
 from .instructions import Requirements, choose_requirements, full_instruction
-from .personas import PersonaTask, User, make_user, persona_task
+from .personas import PersonaTask, persona_task
+from .phrasing import predicted_held_out_users
 from .products import ProductDraft, make_brands, make_product
 from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
+from .users import User, make_user
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v6.1"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v7"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -119,6 +121,12 @@ class TaskAudit:
     gold_options: dict[str, str]
     user_id: str | None
     omitted: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+    """v7: what the decidability check found for a persona task (empty: decidable from public information)."""
+    held_out: bool = False
+    """v7: the task's user is predicted to fall into the val/test persona split."""
+    forms: tuple[str, ...] = ()
+    """v7: the table forms (cues, paraphrases, templates) the persona task was written with."""
 
 
 @dataclass
@@ -318,6 +326,7 @@ class CatalogStream:
             noise_brands = [b.name for domain in vocab.domains for b in brands[domain][:6]]
             user_ids = [str(n) for n in prng.sample(range(10**7, 10**8), max(1, len(set(owners))))]
             owner_of = dict(zip(self.persona_positions, owners, strict=True))
+            held_out = self._held_out_owners(owners, user_ids)
             remaining = Counter(owners)
             del owners
             users: dict[int, User] = {}
@@ -329,12 +338,15 @@ class CatalogStream:
                 owner = owner_of.get(position)
                 task: PersonaTask | None = None
                 user_id: str | None = None
+                task_held = False
                 if owner is not None:
                     if owner not in users:
                         users[owner] = make_user(f"U{user_ids[owner]}", vocab, noise_brands, prng)
+                        users[owner].held_out = owner in held_out
                         self.user_task_counts[users[owner].user_id] = 0
                     user = users[owner]
                     user_id = user.user_id
+                    task_held = user.held_out
                     text = _unique_full(draft, req, text, taken_full, vocab, prng)
                     same_leaf = by_leaf[leaf_of[position]]
                     neighbours = pick_many(prng, same_leaf, min(6, len(same_leaf)))
@@ -345,13 +357,27 @@ class CatalogStream:
                     if not remaining[owner]:
                         self.user_task_counts[user.user_id] = user.task_count
                         del users[owner], remaining[owner]
-                yield _finish(position, draft, req, text, task, user_id)
+                yield _finish(position, draft, req, text, task, user_id, task_held)
         finally:
             store.close()
 
+    def _held_out_owners(self, owners: list[int], user_ids: list[str]) -> set[int]:
+        """The users (indices) whose tasks prepare's default persona split will put into val or test.
+
+        A prepared task id is the product's archive position (every product carries one instruction with
+        attributes; cleaning drops two-axis products but not their ids); a generated user's tasks share nothing
+        else, so its split group is the user (``phrasing.predicted_held_out_users``, checked against prepare by
+        a test).
+        """
+        task_ids = list(self.persona_positions)
+        names = [f"U{user_ids[owner]}" for owner in owners]
+        held = predicted_held_out_users(task_ids, [normalize_text(name) for name in names])
+        return {owner for owner, name in zip(owners, names, strict=True) if normalize_text(name) in held}
+
 
 def _finish(
-    position: int, draft: ProductDraft, req: Requirements, text: str, task: PersonaTask | None, user_id: str | None
+    position: int, draft: ProductDraft, req: Requirements, text: str, task: PersonaTask | None, user_id: str | None,
+    held_out: bool = False,
 ) -> tuple[dict[str, Any], TaskAudit]:
     """The archive record of one product (a copy: the stored draft stays as it was made) and its audit."""
     record = dict(draft.record)
@@ -381,6 +407,9 @@ def _finish(
         gold_options=dict(draft.gold),
         user_id=user_id,
         omitted=tuple(value for _, value in task.omitted) if task else (),
+        problems=tuple(task.problems) if task else (),
+        held_out=held_out,
+        forms=tuple(task.phrasing.used) if task and task.phrasing else (),
     )
     return record, audit
 
@@ -436,6 +465,7 @@ class _Counts:
         self.raw = self.two_axis = self.persona = self.standard = 0
         self.budget_kinds: Counter[str] = Counter()
         self.persona_budget_kinds: Counter[str] = Counter()
+        self.undecidable = 0
 
     def add(self, audit: TaskAudit) -> None:
         self.raw += 1
@@ -446,6 +476,7 @@ class _Counts:
             self.budget_kinds[audit.budget_kind] += 1
         if audit.persona:
             self.persona_budget_kinds[audit.budget_kind] += 1
+            self.undecidable += bool(audit.problems)
 
     def statistics(self, leaves: list[Leaf], leaf_sizes: dict[str, int], user_task_counts: dict[str, int]) -> dict[str, Any]:
         sizes = list(leaf_sizes.values())
@@ -465,6 +496,7 @@ class _Counts:
             "persona_users": len(group_sizes),
             "multi_task_users": sum(1 for size in group_sizes if size > 1),
             "largest_user_tasks": group_sizes[0] if group_sizes else 0,
+            "undecidable_persona_tasks": self.undecidable,
         }
 
 

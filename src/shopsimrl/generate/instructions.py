@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .budgets import Budget, make_budget, weighted_choice
+from .phrasing import Phrasing, pick_form
 from .products import ProductDraft, plain_value
 from .rng import pick, pick_many
 from .vocabulary import Vocabulary
@@ -46,24 +47,28 @@ class Requirements:
 
 def tidy(text: str) -> str:
     """Drop the separators that empty slots leave behind (``，，`` → ``，``, ``，。`` → ``。``)."""
-    text = text.replace("的的", "的")
+    text = text.replace("的的", "的").replace("用用", "用")
     text = _EMPTY_CLAUSES.sub("", text)
     text = _AFTER_STOP.sub(lambda match: match.group(1), text)
     text = _LEADING.sub("", text)
     return text.strip()
 
 
-def describe_attribute(attribute: str, vocab: Vocabulary, rng: random.Random) -> str:
+def describe_attribute(
+    attribute: str, vocab: Vocabulary, rng: random.Random, phrasing: Phrasing | None = None
+) -> str:
     """The attribute as a shopper writes it: often a paraphrase instead of the listing keyword."""
     table = vocab.paraphrases
     phrases = table["phrases"].get(attribute)
     if phrases and rng.random() < float(table["share"]):
-        return str(pick(rng, phrases))
+        return pick_form(rng, phrases, phrasing) or attribute
     return attribute
 
 
-def join_attributes(attributes: tuple[str, ...] | list[str], vocab: Vocabulary, rng: random.Random) -> str:
-    items = [describe_attribute(attribute, vocab, rng) for attribute in attributes]
+def join_attributes(
+    attributes: tuple[str, ...] | list[str], vocab: Vocabulary, rng: random.Random, phrasing: Phrasing | None = None
+) -> str:
+    items = [describe_attribute(attribute, vocab, rng, phrasing) for attribute in attributes]
     if not items:
         return ""
     if len(items) == 1:
@@ -113,7 +118,7 @@ def choose_requirements(draft: ProductDraft, vocab: Vocabulary, rng: random.Rand
         if rng.random() < (0.45 if draft.price_axes else 0.6):
             required.append(axis)
     options = tuple((axis, draft.gold[axis]) for axis in axes if axis in required)
-    budget = make_budget(rng, vocab.budgets, draft.gold_price, draft.dearer_price, draft.leaf.unit)
+    budget = make_budget(rng, vocab.budgets, draft.gold_price, draft.leaf.unit, price_range=draft.leaf.price_range)
     leaf = draft.leaf
     roll = rng.random()
     neutral = leaf.neutral_synonyms()

@@ -33,6 +33,8 @@ NEAR_MISS_SHARE = 0.25
 """v5.1: share of products listed as a near miss of the leaf's previous product: the same selling points except
 one that the previous product's task requires (成犬 for 幼犬, or a missing 静音), so titles tie and only the
 product page tells them apart (as a shop's own variants and its competitors' copies do on Taobao)."""
+SIZE_PRICED_SHARE = 0.1
+"""v7: a size axis (尺码, 鞋码, 参考身高) carries different prices this rarely (v6.1: 94% of shoe-size products)."""
 LONG_OPTION_SHARE = 0.5
 """v6: of the seller-style axes, the share whose values are long seller strings (a spec and a gift per value)."""
 SELLER_FUZZY_LIMIT = 80
@@ -45,6 +47,20 @@ def _is_quantity(values: list[str] | tuple[str, ...]) -> bool:
     return all(a is not None and a > 0 for a in amounts) and all(
         b > a for a, b in pairwise(amounts)  # type: ignore[operator]
     )
+
+
+def _amounts_rise(values: list[str] | tuple[str, ...]) -> bool:
+    """v7: values whose numbers rise along the list (无卡, 加64G卡, 加128G卡) are priced in that order too."""
+    amounts = [a for a in (amount_of(v) for v in values) if a is not None]
+    return len(amounts) >= 2 and all(b > a for a, b in pairwise(amounts))
+
+
+_REPEAT = re.compile(r"([\u4e00-\u9fff]{2,4})\1")
+
+
+def no_repeats(text: str) -> str:
+    """v7: a title never says a word twice in a row (新款新款, 军训军训), which patterns could produce."""
+    return _REPEAT.sub(r"\1", text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +281,7 @@ def _title(
         "code": (" " + code) if code else "",
         "use": pick(rng, leaf.uses),
     }
-    title = pattern.format(**slots)
+    title = no_repeats(pattern.format(**slots))
     syn = slots["syn"] if "{syn}" in pattern else ""
     use = slots["use"] if "{use}" in pattern else pick(rng, leaf.uses)
     return " ".join(title.split()), use, syn
@@ -327,13 +343,16 @@ def make_product(
         count = _axis_count(leaf, rng)
         axes = [leaf.axes[i] for i in sorted(pick_many(rng, range(len(leaf.axes)), count))]
         price_axes = []
-        quantity = [axis for axis in axes if _is_quantity(axis.values)]
+        quantity = [axis for axis in axes if _is_quantity(axis.values) and axis.name not in _WINDOW_AXES]
         if quantity:  # v4: an amount axis is always priced (one price for 1 kg and 20 kg is no listing)
             price_axes = [quantity[0].name]
         elif axes and rng.random() < 0.82:
-            ordered = [axis for axis in axes if axis.ordered]
-            chosen = ordered[0] if ordered else axes[0]
-            if chosen.ordered or chosen.name != "颜色分类" or rng.random() < COLOUR_PRICED_SHARE:
+            # v7: a size axis is priced rarely (real sizes are nearly always one price): prefer another axis
+            ordered = [axis for axis in axes if axis.ordered and axis.name not in _WINDOW_AXES]
+            chosen = ordered[0] if ordered else next((a for a in axes if a.name not in _WINDOW_AXES), axes[0])
+            if chosen.name in _WINDOW_AXES and rng.random() >= SIZE_PRICED_SHARE:
+                pass
+            elif chosen.ordered or chosen.name != "颜色分类" or rng.random() < COLOUR_PRICED_SHARE:
                 price_axes = [chosen.name]
 
     options: dict[str, list[dict[str, Any]]] = {}
@@ -354,7 +373,7 @@ def make_product(
             if _is_quantity(values):
                 prices = _quantity_prices([amount_of(v) or 1.0 for v in values], scale, rng)
             else:
-                prices = _axis_prices(len(values), scale, axis.ordered, rng)
+                prices = _axis_prices(len(values), scale, axis.ordered or _amounts_rise(values), rng)
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
+SIZE_AXES = ("尺码", "鞋码", "参考身高")
 QUANTITY_AXES = ("规格", "容量", "重量", "净含量", "数量", "包装规格", "尺寸", "长度", "功率")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _AMOUNT = re.compile(r"[0-9零一二两三四五六七八九十百千万wWkK.]+")
@@ -74,7 +75,22 @@ def rule_violations(demographics: dict[str, Any], tags: Iterable[str] = ()) -> l
     if job == "学生" and age in ("45-54", "55+"):
         problems.append("student aged 45+")
     problems.extend(f"tag {tag} for {gender}" for tag in tag_clashes(gender, tags))
+    for tag in tags:  # v7: tags against age and occupation too
+        if tag in _STUDENT_TAGS and age in ("45-54", "55+"):
+            problems.append(f"tag {tag} aged {age}")
+        if tag == "教师" and job != "教师":
+            problems.append(f"tag 教师 for a {job}")
+        if any(mark in tag for mark in ("妈", "爸", "孕", "育儿")) and age == "55+":
+            problems.append(f"tag {tag} aged 55+")
+        if tag == "中老年" and age in ("18-24", "25-34", "35-44"):
+            problems.append(f"tag 中老年 aged {age}")
+        if tag in _WORK_TAGS and job in ("学生", "退休人员"):
+            problems.append(f"tag {tag} for a {job}")
     return problems
+
+
+_STUDENT_TAGS = ("学生党", "考研党")
+_WORK_TAGS = ("上班族", "办公室白领", "职场通勤", "长途通勤")
 
 
 def budget_shape(phrase: str) -> str:
@@ -108,6 +124,8 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
                 colour_priced += 1
                 colour_varying += len(set(prices)) > 1
             amounts = [amount_of(entry["value"]) for entry in entries]
+            if axis in SIZE_AXES:  # v7: a size is no amount (real sizes are one price; v6.1 counted 鞋码 here)
+                continue
             if axis in QUANTITY_AXES or all(a is not None for a in amounts):
                 known = [a for a in amounts if a is not None]
                 if len(known) != len(amounts):
@@ -152,6 +170,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
             hidden += sum(value not in text for value in audit.omitted)
     shapes = {budget_shape(a.budget_phrase) for a in audits if not a.two_axis and a.budget_phrase}
     count = max(1, len(persona_records))
+    v7 = v7_figures(records, audits)
     return {
         "colour_axis_price_varying_share": colour_varying / max(1, colour_priced),
         "quantity_axis_flat_share": quantity_flat / max(1, quantity_priced),
@@ -169,6 +188,132 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "gold_brand_in_preference_share": brand_hits / count,
         "mean_recent_search_chars": statistics.fmean(search_lengths) if search_lengths else 0.0,
         "omitted_without_verbatim_evidence_share": hidden / max(1, omitted),
+        **v7,
+    }
+
+
+def _log_correlation(pairs: list[tuple[float, float]]) -> float:
+    points = [(math.log(a), math.log(b)) for a, b in pairs if a > 0 and b > 0]
+    if len(points) < 3:
+        return float("nan")
+    xs, ys = zip(*points, strict=True)
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:
+        return float("nan")
+
+
+def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, float]:
+    """v7 figures: decidability, tells of the gold price, held-out phrasing, user-level fields, option prices.
+
+    - ``decidable_share``: persona tasks whose generation-time check (``generate.decidable``) found nothing.
+    - ``gold_dearest_in_budget_share`` / ``gold_dearest_chance``: persona tasks with a ceiling whose gold listing
+      (lowest price) is the dearest of its leaf's listings within the ceiling, and the mean of 1 / (listings in
+      budget), what a random choice would give.
+    - ``gold_budget_rank``: the gold's mean rank among those listings (0 cheapest, 1 dearest; chance 0.5).
+    - ``gold_to_ceiling_median`` / ``others_to_ceiling_median``: the lowest price over the ceiling, gold / the rest.
+    - ``avg_order_gold_log_correlation``: log 平均客单价 against log gold price (v6.1: 0.947).
+    - ``price_range_contains_gold_share``: personas whose 价格区间 holds the gold price (v6.1: 100%).
+    - ``user_fields_fixed_share``: multi-task users whose tags, demographics and 平均客单价 never change.
+    - ``held_out_unseen_form_share``: val/test persona tasks (predicted) with at least one form never used by a
+      train persona; ``held_out_form_unseen_share``: their form uses that no train persona makes.
+    - ``size_axis_priced_share``: size axes (尺码/鞋码/参考身高) with more than one price.
+    - ``numbered_axis_misordered_share``: priced axes whose numbered values do not get dearer with the number.
+    - ``mean_preference_items``: mean length of a persona's attribute preference lists (功能, 材质 …; the seed: 2–4).
+    - ``material_preference_share``: personas with a 材质 preference (v6.1: 2.3%).
+    - ``search_names_product_share``: recent searches naming the product (noun or synonym) or its use.
+    """
+    persona = [(r, a) for r, a in zip(records, audits, strict=True) if a.persona and r.get("user_persona")]
+    by_leaf: dict[str, list[float]] = {}
+    for record in records:
+        by_leaf.setdefault(record["product_category"], []).append(min(record["pricing"]))
+    dearest = chance = rank_sum = 0.0
+    bounded = 0
+    gold_ratio: list[float] = []
+    other_ratio: list[float] = []
+    corr: list[tuple[float, float]] = []
+    contains = 0
+    for record, audit in persona:
+        low = min(record["pricing"])
+        fields = record["user_persona"]
+        spend = fields.get("交易特征", {}).get("平均客单价")
+        if isinstance(spend, (int, float)):
+            corr.append((float(spend), audit.gold_price))
+        price_range = fields.get("兴趣偏好", {}).get("商品属性偏好", {}).get("价格区间") or {}
+        contains += price_range.get("最小值", 0) <= audit.gold_price <= price_range.get("最大值", 0)
+        if audit.ceiling is None:
+            continue
+        fitting = [p for p in by_leaf[record["product_category"]] if p <= audit.ceiling]
+        if not fitting:
+            continue
+        bounded += 1
+        dearest += low >= max(fitting)
+        chance += 1 / len(fitting)
+        below = sum(p < low for p in fitting)
+        rank_sum += below / max(1, len(fitting) - 1)
+        gold_ratio.append(low / audit.ceiling)
+        other_ratio.extend(p / audit.ceiling for p in fitting if p != low)
+    users: dict[str, set[str]] = {}
+    for record, audit in persona:
+        fields = record["user_persona"]
+        key = json.dumps([fields.get("用户标签"), fields.get("人口属性"), fields.get("交易特征", {}).get("平均客单价")],
+                         ensure_ascii=False, sort_keys=True)
+        users.setdefault(str(audit.user_id), set()).add(key)
+    multi = [keys for user, keys in users.items() if sum(1 for _, a in persona if str(a.user_id) == user) > 1]
+    train_forms = {form for _, a in persona if not a.held_out for form in a.forms}
+    held = [a for _, a in persona if a.held_out]
+    form_uses = [form for a in held for form in a.forms]
+    size_priced = size_axes = misordered = numbered = 0
+    for record, audit in zip(records, audits, strict=True):
+        if audit.two_axis:  # raw-only products that cleaning drops
+            continue
+        for axis, entries in record["customization_options"].items():
+            prices = [entry.get("price") for entry in entries]
+            if any(price is None for price in prices):
+                continue
+            if axis in SIZE_AXES:
+                size_axes += 1
+                size_priced += len(set(prices)) > 1
+            amounts = [(amount_of(entry["value"]), entry["price"]) for entry in entries]
+            known = sorted((a, p) for a, p in amounts if a is not None)
+            if len(known) >= 2 and len({p for _, p in known}) > 1:
+                numbered += 1
+                misordered += any(b[1] < a[1] for a, b in pairwise(known))
+    count = max(1, len(persona))
+    lists = [
+        value
+        for record, _ in persona
+        for key, value in record["user_persona"].get("兴趣偏好", {}).get("商品属性偏好", {}).items()
+        if key not in ("价格区间", "尺码", "鞋码", "尺寸", "颜色") and isinstance(value, list) and value
+    ]
+    material = sum("材质" in r["user_persona"].get("兴趣偏好", {}).get("商品属性偏好", {}) for r, _ in persona)
+    from .vocabulary import load_vocabulary
+
+    leaves = {leaf.name: leaf for leaf in load_vocabulary().leaves}
+    naming = searched = 0
+    for record, _ in persona:
+        leaf = leaves.get(record["product_category"])
+        words = (leaf.noun, *leaf.synonyms, *leaf.uses) if leaf else ()
+        for search in record["user_persona"].get("行为特征", {}).get("最近14天搜索关键词", []):
+            searched += 1
+            naming += any(word in search for word in words)
+    return {
+        "mean_preference_items": statistics.fmean(len(v) for v in lists) if lists else 0.0,
+        "material_preference_share": material / count,
+        "search_names_product_share": naming / max(1, searched),
+        "decidable_share": sum(not a.problems for _, a in persona) / count,
+        "gold_dearest_in_budget_share": dearest / max(1, bounded),
+        "gold_dearest_chance": chance / max(1, bounded),
+        "gold_budget_rank": rank_sum / max(1, bounded),
+        "gold_to_ceiling_median": statistics.median(gold_ratio) if gold_ratio else float("nan"),
+        "others_to_ceiling_median": statistics.median(other_ratio) if other_ratio else float("nan"),
+        "avg_order_gold_log_correlation": _log_correlation(corr),
+        "price_range_contains_gold_share": contains / count,
+        "user_fields_fixed_share": sum(len(keys) == 1 for keys in multi) / max(1, len(multi)),
+        "held_out_unseen_form_share": sum(any(f not in train_forms for f in a.forms) for a in held) / max(1, len(held)),
+        "held_out_form_unseen_share": sum(f not in train_forms for f in form_uses) / max(1, len(form_uses)),
+        "size_axis_priced_share": size_priced / max(1, size_axes),
+        "numbered_axis_misordered_share": misordered / max(1, numbered),
     }
 
 

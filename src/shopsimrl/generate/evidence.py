@@ -1,0 +1,190 @@
+"""Persona evidence for the requirements a short request leaves out, and the persona dict around it.
+
+Each omitted requirement gets one decisive piece of public evidence (an attribute preference, a recent search,
+a paraphrase or an implied situation), next to realistic noise: unrelated brands, empty size fields, unrelated
+searches, preferences this task does not need. v7: nothing competes with the evidence (see ``build_persona``).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from .instructions import Requirements
+from .phrasing import Phrasing
+from .products import ProductDraft, plain_value
+from .rng import pick, pick_many
+from .users import User, user_price_range
+from .vocabulary import Vocabulary
+
+PARAPHRASE_EVIDENCE_SHARE = 0.5
+"""v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
+IMPLIED_EVIDENCE_SHARE = 0.8
+"""v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
+them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
+MULTI_VALUE_SHARE = 0.75
+"""v5.1: share of option preferences that list one or two more values of the same axis next to the gold one
+(颜色偏好 黑色、白色, as real personas do); v7: only values the gold product does not offer."""
+DISTRACTOR_SHARE = 0.75
+"""v7: share of personas with 1–3 attribute preferences this task does not need, from slots the gold does not use
+(v6.1: 1–2 in 60%, possibly a rival of a gold attribute; the gold's own qualities are never listed, which would
+point at the gold listing)."""
+_OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
+
+
+def _rivals(draft: ProductDraft, axis: str, value: str) -> list[str]:
+    """Other values of ``axis`` a persona may also like: only ones the gold product does not offer (v7), so a
+    liked rival never competes with the gold value on the gold's own option list."""
+    offered = {plain_value(draft, entry["value"]) for entry in draft.record["customization_options"].get(axis, [])}
+    return [v for a in draft.leaf.axes if a.name == axis for v in a.values if v != value and v not in offered]
+
+
+def _decisive(table: dict[str, Any], value: str, leaf_attributes: tuple[str, ...]) -> list[str]:
+    """Forms of ``value`` in a cue/paraphrase table that no other attribute of the leaf shares (v7: a cue listed
+    under 耐用 and 厚实 does not decide which one the shopper means) and that spell no attribute word."""
+    others = {form for attribute in leaf_attributes if attribute != value for form in table.get(attribute, ())}
+    return [
+        form for form in table.get(value, ())
+        if form not in others and not any(attribute in form.replace("{noun}", "") for attribute in leaf_attributes)
+    ]
+
+
+def build_persona(
+    draft: ProductDraft,
+    req: Requirements,
+    user: User,
+    omitted: list[tuple[str, str]],
+    siblings: list[ProductDraft],
+    unrelated_nouns: list[str],
+    vocab: Vocabulary,
+    rng: random.Random,
+    phrasing: Phrasing | None = None,
+    hidden_budget: str = "",
+) -> tuple[dict[str, Any], str]:
+    """The persona dict for one task, with evidence for every omitted requirement; returns (persona, evidence).
+
+    v7: every omitted requirement gets one decisive piece of evidence and nothing in the persona competes with it
+    (liked rival option values are ones the gold does not offer, distractor attributes come from slots the gold
+    does not use, cues and paraphrases shared by two attributes of the leaf are not used); a budget the short
+    request leaves out is in a recent search; price fields and tags are the user's.
+    """
+    data = vocab.personas
+    leaf = draft.leaf
+    phrasing = phrasing or Phrasing()
+    prefs: dict[str, Any] = {"价格区间": user_price_range(user, leaf.price_range, leaf.name)}
+    searches: list[str] = []
+    evidence: list[str] = []
+    leaf_attributes = leaf.all_attributes()
+
+    def add_pref(facet: str, value: str) -> None:
+        bucket = prefs.setdefault(facet, [])
+        if value not in bucket:
+            bucket.append(value)
+
+    def add_option_pref(facet: str, axis: str, value: str) -> None:
+        """The gold value, sometimes with one or two values the gold product does not offer."""
+        others = _rivals(draft, axis, value) if axis else []
+        if others and rng.random() < MULTI_VALUE_SHARE:
+            liked = [value, *pick_many(rng, others, min(len(others), rng.randint(1, 2)))]
+            rng.shuffle(liked)
+            for item in liked:
+                add_pref(facet, item)
+        else:
+            add_pref(facet, value)
+
+    def search_for(value: str, noun: str) -> str:
+        return phrasing.pick(rng, data["search_templates"]).format(value=value, noun=noun, use=req.use)
+
+    paraphrases = vocab.paraphrases["phrases"]
+    implied: dict[str, Any] = data["implied_cues"]
+    for axis, seller in omitted:
+        value = plain_value(draft, seller) if axis else seller  # a shopper prefers 黑色, not 黑色【现货速发】
+        facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
+        cues = phrasing.allowed(_decisive(implied, value, leaf_attributes), implied.get(value, [])) if not axis else []
+        if cues and rng.random() < IMPLIED_EVIDENCE_SHARE:
+            cue = phrasing.pick(rng, cues, implied.get(value, [])).format(noun=req.noun)
+            searches.append(cue)
+            evidence.append(f"最近搜索“{cue}”暗示需要“{value}”")
+            continue
+        said = phrasing.allowed(_decisive(paraphrases, value, leaf_attributes), paraphrases.get(value, [])) if not axis else []
+        if said and rng.random() < PARAPHRASE_EVIDENCE_SHARE:
+            # v4.1: the only evidence is a paraphrase (用得久 for 耐用), never the attribute word itself
+            phrase = phrasing.pick(rng, said, paraphrases.get(value, []))
+            search = search_for(phrase, req.noun)
+            searches.append(search)
+            evidence.append(f"最近搜索“{search}”（“{phrase}”即“{value}”）")
+            continue
+        place = rng.random()
+        if place < 0.4 or (not axis and place < 0.5):
+            add_option_pref(facet, axis, value)
+            evidence.append(f"{facet}偏好含“{value}”")
+        elif place < 0.75:
+            search = search_for(value, req.noun)
+            searches.append(search)
+            evidence.append(f"最近搜索“{search}”")
+            rival = _rivals(draft, axis, value) if axis else []
+            if rival and rng.random() < MULTI_VALUE_SHARE:
+                # v5.1: the shopper compared values before deciding (v7: with one the gold does not offer)
+                searches.append(search_for(pick(rng, rival), req.noun))
+        else:
+            add_option_pref(facet, axis, value)
+            searches.append(search_for(value, leaf.noun))
+            evidence.append(f"{facet}偏好与最近搜索都指向“{value}”")
+    if hidden_budget:
+        search = phrasing.pick(rng, data["budget_search_templates"]).format(noun=req.noun, budget=hidden_budget)
+        searches.append(search)
+        evidence.append(f"最近搜索“{search}”给出预算")
+
+    noise: list[str] = []
+    own = set(draft.record["attribute"])
+    free_slots = [slot for slot in leaf.slots if not own & set(slot.values)]
+    others = [value for slot in free_slots for value in slot.values]
+    if others and rng.random() < DISTRACTOR_SHARE:  # preferences this task does not need, never a gold rival
+        for distractor in pick_many(rng, others, min(len(others), rng.randint(1, 3))):
+            add_pref(leaf.facet_of(distractor), distractor)
+            noise.append(f"“{distractor}”是无关偏好")
+    if rng.random() < 0.5:
+        searches.append(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use))
+    for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(1, 2))):
+        searches.append(phrasing.pick(rng, data["plain_search_templates"]).format(
+            noun=noun, use=pick(rng, ("家里", "自己", "送人"))
+        ))
+    rng.shuffle(searches)
+    size_field = pick(rng, data["size_fields"])
+    if size_field not in prefs:
+        prefs[size_field] = "" if rng.random() < 0.5 else []
+    noise.append("尺码类字段为空")
+
+    category_prefs = {leaf.domain: "高"}
+    for domain in user.domains[-2:]:
+        category_prefs.setdefault(domain, pick(rng, data["category_levels"]))
+    names = list(dict.fromkeys(s.brand.name + s.leaf.noun for s in siblings))
+    viewed = names[:3]
+    saved = names[3:4] if rng.random() < 0.5 else []
+    brands = list(user.brand_noise)
+    if rng.random() < float(data["brand_gold_share"]) and draft.brand.name not in brands:
+        # v4: the user's brand is sometimes the one of the gold product (evidence that decides between siblings)
+        brands.insert(rng.randrange(len(brands) + 1), draft.brand.name)
+        evidence.append(f"品牌偏好含“{draft.brand.name}”")
+    day = rng.randint(1, 28)
+    persona: dict[str, Any] = {
+        "用户ID": user.user_id,
+        "人口属性": dict(user.demographics),
+        "地区信息": dict(user.region),
+        "交易特征": dict(user.trading),
+        "兴趣偏好": {"品牌偏好": brands, "商品属性偏好": prefs, "类目偏好": category_prefs},
+        "行为特征": {
+            "最近14天搜索关键词": searches,
+            "最近浏览商品": viewed,
+            "收藏商品": saved,
+            "活跃时段": pick(rng, data["active_times"]),
+            "访问频率": pick(rng, data["visit_frequencies"]),
+            "最近活跃时间": f"2024-{rng.randint(1, 12):02d}-{day:02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00",
+        },
+        "用户标签": list(user.tags),
+    }
+    omitted_text = "、".join(value for _, value in omitted) or "无"
+    persona["__reasoning__"] = data["reasoning"].format(
+        evidence="；".join(evidence) or "无", omitted=omitted_text, noise="；".join(noise)
+    )
+    return persona, "；".join(evidence)

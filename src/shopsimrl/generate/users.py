@@ -1,0 +1,111 @@
+"""v7 shoppers: the persona fields that belong to the user, fixed across every task they own.
+
+In v6.1 a repeat user's tags and 平均客单价 changed from task to task and the price fields followed the gold price
+(log correlation 0.947; 价格区间 held the gold in 100% of tasks). Here demographics, region, trading habits
+(平均客单价 from the consumption level), tags (one rule set, ``realism.rule_violations``) and a price level
+within any leaf's range are drawn once per user, before any of their tasks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budgets import price_step, weighted_choice
+from .realism import rule_violations
+from .rng import pick, pick_many
+from .vocabulary import Vocabulary
+
+
+@dataclass
+class User:
+    """The stable part of a persona, shared by every task of the user."""
+
+    user_id: str
+    demographics: dict[str, Any]
+    region: dict[str, Any]
+    trading: dict[str, Any]
+    tags: list[str]
+    brand_noise: list[str]
+    task_count: int = 0
+    domains: list[str] = field(default_factory=list)
+    price_level: float = 0.5
+    """v7: where in a leaf's price range this shopper buys (0 cheapest, 1 dearest); fixed per user."""
+    price_width: float = 0.3
+    held_out: bool = False
+    """v7: the user's tasks fall into the val/test persona split (predicted), so they draw held-out phrasing."""
+    price_ranges: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _pairs(rows: list[list[Any]]) -> list[tuple[float, Any]]:
+    return [(float(weight), value) for value, weight in rows]
+
+
+_LEVEL_SPEND = {"低": (60.0, 0.2), "中": (150.0, 0.45), "中高": (320.0, 0.65), "高": (700.0, 0.8)}
+"""v7: consumption level → (typical 平均客单价, price level within a leaf): the user's, never the gold's."""
+_LEVEL_TAG = {"低": "low", "中": "mid", "中高": "high", "高": "high"}
+
+
+def life_tags(vocab: Vocabulary) -> list[str]:
+    """Every domain tag of the vocabulary (宝妈, 夜市经营者, 学生党 …), in vocabulary order."""
+    return list(dict.fromkeys(tag for leaf in vocab.leaves for tag in leaf.tags))
+
+
+def make_user(user_id: str, vocab: Vocabulary, noise_brands: list[str], rng: random.Random) -> User:
+    """A shopper: demographics, region, trading habits, price level and tags, all fixed across their tasks."""
+    data = vocab.personas
+    province = pick(rng, list(data["regions"]))
+    city = pick(rng, data["regions"][province])
+    age = weighted_choice(rng, _pairs(data["age_bands"]))
+    gender = weighted_choice(rng, _pairs(data["genders"]))
+    rules = data["occupation_rules"]
+    occupations = [
+        job
+        for job in data["occupations"]
+        if all(value in rules.get(job, {}).get(key, [value]) for key, value in (("性别", gender), ("年龄段", age)))
+    ]
+    demographics = {
+        "年龄段": age,
+        "性别": gender,
+        "会员等级": weighted_choice(rng, _pairs(data["member_levels"])),
+        "消费等级": pick(rng, data["consumption_levels"]),
+        "职业": pick(rng, occupations),
+    }
+    region = {"省份": province, "城市": city, "区县": pick(rng, data["city_districts"][city]), "时区": "UTC+8"}
+    spend, level = _LEVEL_SPEND[str(demographics["消费等级"])]
+    trading = {
+        "复购率": round(rng.uniform(0.05, 0.75), 2),
+        "是否促销敏感": rng.random() < 0.45,
+        "支付方式偏好": pick(rng, data["payments"]),
+        "近一年订单数": rng.randint(3, 180),
+        "平均客单价": round(spend * math.exp(rng.gauss(0.0, 0.45)), 2),
+    }
+    fitting = [tag for tag in life_tags(vocab) if not rule_violations(demographics, [tag])]
+    tags = [
+        *pick_many(rng, fitting, rng.randint(1, 2)),
+        *pick_many(rng, data["general_tags"], rng.randint(0, 2)),
+        data["price_tags"][_LEVEL_TAG[str(demographics["消费等级"])]],
+    ]
+    brands = pick_many(rng, noise_brands, min(len(noise_brands), rng.randint(1, 2)))
+    user = User(user_id, demographics, region, trading, list(dict.fromkeys(tags)), brands)
+    user.price_level = min(0.95, max(0.05, level + rng.uniform(-0.15, 0.15)))
+    user.price_width = rng.uniform(0.2, 0.4)
+    return user
+
+
+def user_price_range(user: User, leaf_range: tuple[float, float], leaf_name: str) -> dict[str, float]:
+    """v7: the user's 价格区间 for a leaf: their price level within the leaf's range, never the gold's price
+    (v6.1 drew it around the gold, so it held the gold price in 100% of tasks); the same for every task of the
+    user in that leaf."""
+    if leaf_name not in user.price_ranges:
+        low, high = leaf_range
+        span = math.log(high / low)
+        lo = low * math.exp(span * max(0.0, user.price_level - user.price_width))
+        hi = low * math.exp(span * min(1.0, user.price_level + user.price_width))
+        step = price_step(lo)
+        user.price_ranges[leaf_name] = {
+            "最小值": max(0.0, math.floor(lo / step) * step), "最大值": math.ceil(hi / price_step(hi)) * price_step(hi)
+        }
+    return dict(user.price_ranges[leaf_name])
