@@ -10,7 +10,7 @@ import httpx
 import pytest
 import requests
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from schemathesis import GenerationMode
 
 from live_server import serve
@@ -155,6 +155,9 @@ def test_schemathesis_no_server_errors(base, loaded_schema, method, path, mode):
     @settings(max_examples=30, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     def check(case) -> None:
+        # this server has no LLM shopper endpoint, so shopper "llm" is a 400 by configuration, not by schema
+        # (tests/test_dialogue_llm_shopper.py serves it with one)
+        assume(not (isinstance(case.body, dict) and case.body.get("shopper") == "llm"))
         try:
             case.call_and_validate(base_url=base, session=session)
         finally:  # a generated reset may have taken a slot: free it, so no later case queues

@@ -33,7 +33,9 @@ class ErrorBody(BaseModel):
 class CreateSession(BaseModel):
     """Start an episode (the reference ``reset``); waits in FIFO order when every slot is leased."""
 
-    model_config = ConfigDict(extra="forbid")
+    # shopper_seed needs a shopper (env/requests.py): said in the schema too, so generated clients know it
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"dependentSchemas": {"shopper_seed": {
+        "required": ["shopper"], "properties": {"shopper": {"type": "string"}}}}})
     task_id: StrictInt = Field(description="an active task id of the loaded catalog")
     persona: StrictBool | None = Field(
         None, description="persona mode (the simple instruction plus the user profile); null or absent: the task's "
