@@ -96,16 +96,11 @@ def _first_failure(traces: Path) -> str | None:
     return None
 
 
-RUN_ARTIFACTS = ("manifest.json", "traces.jsonl", "summary.json", "report.md", "report.html", "comparison.json")
-
-
 def _clear_run_dir(root: Path) -> None:
     """Remove a run directory's own artifacts (and nothing else) so a new plan can start there."""
-    import shutil
+    from .rundir import RunDir
 
-    for name in RUN_ARTIFACTS:
-        (root / name).unlink(missing_ok=True)
-    shutil.rmtree(root / "report_figures", ignore_errors=True)
+    RunDir(root).clear()
 
 
 def _console() -> Any:
