@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..bounded_cache import PRODUCT_RECORD_BYTES, BoundedMemo
 from ..search.stored import encode_asins, load_array, save_array
 from ._line_store import LineStore, LineWriter, encode_record, iter_lines
 from .archive import validate_records
@@ -46,7 +46,14 @@ class ProductStore(Mapping[str, Product]):
         if not (self._sorted_asins.size == self._order.size == len(self._lines)):
             raise ValueError("products: the record, ASIN and order arrays differ in length")
         self._source = str(directory / PRODUCTS_LINES)
-        self.product_at = lru_cache(maxsize=PRODUCT_CACHE_SIZE)(self._decode)
+        self.product_at = BoundedMemo(self._decode, maxsize=PRODUCT_CACHE_SIZE, max_bytes=PRODUCT_RECORD_BYTES,
+                                      size_of=self._record_bytes)
+
+    def _record_bytes(self, args: tuple[object, ...], _: Product) -> int:
+        """A decoded record's memory, estimated from its JSON line (Python objects take ~4x the text)."""
+        offsets = self._lines.offsets
+        number = int(str(args[0]))
+        return 4 * int(offsets[number + 1] - offsets[number]) + 512
 
     def _decode(self, number: int) -> Product:
         (product,) = validate_records([self._lines.get(number)], source=self._source)

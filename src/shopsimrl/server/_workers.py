@@ -32,7 +32,7 @@ from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError, WorkerUnavailableError
 from ._protocol import DEFAULT_HEADER_TIMEOUT, http_protocol
 from .app import FREE_SLOTS_HEADER, decode, encode
-from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
+from .guard import Guard, Refusal, check_text, read_limited, run_cancelling_on_disconnect, send_refusal
 from .http_errors import error_payload, status_of
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
@@ -178,6 +178,7 @@ class Front:
             body = await read_limited(receive, self.guard.max_body_bytes)
             if body is not None:
                 self.guard.check_type(scope, body, cors)
+                check_text(body)
         except Refusal as refusal:
             await send_refusal(send, refusal)
             return

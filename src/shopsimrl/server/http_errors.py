@@ -36,6 +36,7 @@ from .guard import (
     CorsPreflight,
     CrossOriginRefused,
     HostNotServed,
+    InvalidText,
     Unauthorized,
     UnsupportedMediaType,
 )
@@ -76,6 +77,7 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(CorsPreflight, 204, "cors_preflight"),
     ErrorRow(Unauthorized, 401, "unauthorized"),
     ErrorRow(UnsupportedMediaType, 415, "unsupported_media_type"),
+    ErrorRow(InvalidText, 400, "invalid_text"),
     # any other library error: the request could not be served as sent
     ErrorRow(ShopSimError, 400, "bad_request"),
 )

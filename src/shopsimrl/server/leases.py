@@ -26,6 +26,8 @@ class Lease(Generic[T]):
     lease_id: str
     session: T
     last_used: float = field(default_factory=time.monotonic)
+    #: Held while a request works on the session (a step may run in a worker thread: one at a time).
+    busy: asyncio.Lock = field(default_factory=asyncio.Lock, compare=False, repr=False)
 
 
 class LeasePool(Generic[T]):

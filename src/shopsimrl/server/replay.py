@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..bounded_cache import TRACE_FILE_BYTES
 from ..contract import ASK_USER_TOOL
 from ..env.fuzzy import token_set_ratio
 from ..errors import ReplayError, ReplayNotFoundError
@@ -27,7 +28,7 @@ EPISODE_SCHEMA = "shopsimrl-episode-v4"
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
-MAX_CACHED_TRACE_BYTES = 64 * 1024 * 1024  # parsed traces kept, counted by file size (~2.5x that in memory)
+MAX_CACHED_TRACE_BYTES = TRACE_FILE_BYTES  # parsed traces kept, counted by file size (~2.5x that in memory)
 
 
 @dataclass
