@@ -127,6 +127,8 @@ EXPECTED = {
     errors.SessionNotFound: (404, "session_not_found"),
     errors.PoolTimeout: (503, "no_free_slot"),
     errors.WorkerUnavailableError: (502, "worker_unavailable"),
+    errors.DataIntegrityError: (503, "data_integrity"),
+    errors.SearchIndexError: (503, "search_unavailable"),
     errors.ReplayError: (400, "invalid_replay_request"),
     errors.ReplayNotFoundError: (404, "replay_not_found"),
     errors.ObservationError: (400, "bad_request"),

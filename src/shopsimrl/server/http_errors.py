@@ -13,6 +13,7 @@ import re
 from typing import NamedTuple
 
 from ..errors import (
+    DataIntegrityError,
     DialogueError,
     EpisodeTerminatedError,
     InvalidActionError,
@@ -25,6 +26,7 @@ from ..errors import (
     ReplayError,
     ReplayNotFoundError,
     ResponseTooLong,
+    SearchIndexError,
     SessionNotFound,
     ShopperCallError,
     ShopSimError,
@@ -67,6 +69,9 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(SessionNotFound, 404, "session_not_found"),
     ErrorRow(PoolTimeout, 503, "no_free_slot"),
     ErrorRow(WorkerUnavailableError, 502, "worker_unavailable"),
+    # the server's own data (a prepared file altered after it opened, or a search index refused at first use)
+    ErrorRow(DataIntegrityError, 503, "data_integrity"),
+    ErrorRow(SearchIndexError, 503, "search_unavailable"),
     # the replay API
     ErrorRow(ReplayError, 400, "invalid_replay_request"),
     ErrorRow(ReplayNotFoundError, 404, "replay_not_found"),
