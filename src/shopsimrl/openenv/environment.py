@@ -17,7 +17,8 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from ..contract import ACTION_LIMIT, ARGUMENT_KEYS, PERSONA_MODE, SINGLE_TURN, format_action
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..env.tools import tools_for_state
-from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
+from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError, ResponseTooLong
+from ..server.guard import DEFAULT_MAX_RESPONSE_CHARS
 from ..versions import (
     ENVIRONMENT_VERSION,
     EPISODE_LIMITS,
@@ -106,6 +107,9 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
         value = action.arguments.get(ARGUMENT_KEYS[action.tool])
         if not isinstance(value, str):
             raise InvalidActionError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
+        if len(value) > DEFAULT_MAX_RESPONSE_CHARS:  # serve's step limit: the work of a step grows with its text
+            raise ResponseTooLong(f"{action.tool} argument is {len(value)} characters; at most "
+                                  f"{DEFAULT_MAX_RESPONSE_CHARS} are accepted")
         result = self._env.step(format_action(action.tool, value))
         self._state.step_count += 1
         return self._observation(result)

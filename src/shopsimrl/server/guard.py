@@ -157,6 +157,7 @@ class Guard:
     cors_origins: frozenset[str] = field(default_factory=frozenset)
     api_key: str | None = None
     trusted: bool = False
+    open_paths: frozenset[str] = OPEN_PATHS  # answered without the key (liveness probes)
     _hosts_seen: dict[bytes, bool] = field(default_factory=dict, compare=False, repr=False)  # Host -> allowed
 
     @classmethod
@@ -248,9 +249,8 @@ class Guard:
         parts = urlsplit(origin)
         return parts.scheme in ("http", "https") and parts.netloc == host.lower()
 
-    @staticmethod
-    def _needs_key(path: str) -> bool:
-        return path not in OPEN_PATHS and not path.startswith(_UI_PREFIXES)
+    def _needs_key(self, path: str) -> bool:
+        return path not in self.open_paths and not path.startswith(_UI_PREFIXES)
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
@@ -332,8 +332,8 @@ async def send_refusal(send: Any, refusal: Refusal) -> None:
     body = b"" if isinstance(refusal, CorsPreflight) else encode(error_payload(refusal))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                *refusal.headers]
-    if isinstance(refusal, BodyTooLarge):
-        headers.append((b"connection", b"close"))  # the rest of the body is not read
+    if not isinstance(refusal, CorsPreflight):
+        headers.append((b"connection", b"close"))  # the body is not read (or not all of it): no keep-alive
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
