@@ -48,7 +48,7 @@ async def main(data: str, n: int, chars: int) -> None:
         if i == 19:
             warm = rss_mb()
     info = index.cache_info()
-    print(json.dumps({"warm_mb": warm, "end_mb": rss_mb(), "cache_bytes": info.bytes, "cache_entries": info.currsize}))
+    print(json.dumps({"warm_mb": warm, "end_mb": rss_mb(), "cache_bytes": getattr(info, "bytes", -1), "cache_entries": info.currsize}))
 
 
 if __name__ == "__main__":

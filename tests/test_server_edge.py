@@ -150,3 +150,33 @@ def test_in_process_steps_refuse_lone_surrogates(prepared_dir):
     with pytest.raises(InvalidActionError, match="lone surrogate"):
         env.step("search[\ud800]")
     assert env.step("search[红色]")["observation"]
+
+
+def _upgrade_status(base: str, path: str) -> int:
+    """The status of a WebSocket handshake to ``path`` (raw HTTP: the server must answer it, not fail)."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+        return int(sock.recv(4096).split(b" ", 2)[1])
+
+
+def test_workers_answer_like_the_single_process(server):
+    """The same statuses in both modes for numeric env_idx forms and WebSocket upgrades (D10)."""
+    task = _task(server)
+    with httpx.Client(base_url=server, timeout=30) as client:
+        leases = [_reset(client, task) for _ in range(4)]  # every slot: both workers hold some
+        try:
+            for lease in leases:
+                for form in (lease["env_idx"], float(lease["env_idx"])):
+                    body = {"action": "interact", "env_idx": form, "lease_id": lease["lease_id"],
+                            "response": "search[红色]"}
+                    answer = client.post("/api/shop_agent", json=body)
+                    assert answer.status_code == 200, (form, answer.text)
+                body = {"action": "interact", "env_idx": lease["env_idx"] + 0.5, "lease_id": lease["lease_id"],
+                        "response": "search[红色]"}
+                assert client.post("/api/shop_agent", json=body).status_code == 400
+        finally:
+            client.post("/api/shop_agent", json={"action": "release_all"})
+    for path in ("/api/shop_agent", "/v1/sessions", "/healthz", "/nowhere"):
+        assert _upgrade_status(server, path) == 403, path

@@ -12,7 +12,9 @@ INSTALL_HINT = "the OpenEnv server needs the openenv extra: pip install 'shopsim
 
 def cmd_serve_openenv(args: argparse.Namespace) -> int:
     from ..catalog.store import check_data_dir
+    from ..server.edge import guard_from_args
 
+    guard = guard_from_args(args, open_paths=frozenset({"/health", "/healthz"}))  # the same rules as serve
     check_data_dir(args.data)
     try:
         from .server import serve_openenv
@@ -22,9 +24,6 @@ def cmd_serve_openenv(args: argparse.Namespace) -> int:
         raise ShopSimError("--slots must be at least 1")
     if args.idle_timeout < 0:
         raise ShopSimError("--idle-timeout must be 0 (never) or a number of seconds")
-    from ..server.edge import guard_from_args
-
-    guard = guard_from_args(args, open_paths=frozenset({"/health", "/healthz"}))  # the same rules as serve
     serve_openenv(args.data, host=args.host, port=args.port, slots=args.slots, guard=guard,
                   idle_timeout=args.idle_timeout or None, max_message_bytes=args.max_message_bytes,
                   uvicorn_options=_uvicorn_options(args))
