@@ -7,8 +7,8 @@ import os
 
 import httpx
 import pytest
-from live_server import serve
 
+from live_server import serve
 from shopsimrl.env import ShopWorld
 from shopsimrl.server import create_app
 from shopsimrl.server.replay import RunsStore
