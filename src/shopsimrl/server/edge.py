@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 from ..errors import ShopSimError
-from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, http_protocol
+from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
 from .guard import (
     DEFAULT_MAX_BODY_BYTES,
     Guard,
@@ -84,6 +84,7 @@ def guard_from_args(args: argparse.Namespace, *, open_paths: frozenset[str] | No
 def uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
     """uvicorn settings that enforce the command's timeouts and message size."""
     options: dict[str, Any] = {"http": http_protocol(args.header_timeout, args.body_timeout),
+                               "timeout_keep_alive": KEEP_ALIVE_S,
                                "proxy_headers": False, "server_header": False, "date_header": False}
     if hasattr(args, "max_message_bytes"):  # a larger frame is cut off by uvicorn before it is read whole
         options["ws_max_size"] = 4 * args.max_message_bytes
