@@ -127,6 +127,8 @@ EXPECTED = {
     errors.SessionNotFound: (404, "session_not_found"),
     errors.PoolTimeout: (503, "no_free_slot"),
     errors.WorkerUnavailableError: (502, "worker_unavailable"),
+    errors.DataIntegrityError: (503, "data_integrity"),
+    errors.SearchIndexError: (503, "search_unavailable"),
     errors.ReplayError: (400, "invalid_replay_request"),
     errors.ReplayNotFoundError: (404, "replay_not_found"),
     errors.ObservationError: (400, "bad_request"),
@@ -142,7 +144,8 @@ def _guard_classes() -> dict[type[ShopSimError], tuple[int, str]]:
 
     return {guard.BodyTooLarge: (413, "body_too_large"), guard.HostNotServed: (421, "host_not_served"),
             guard.CrossOriginRefused: (403, "cross_origin_refused"), guard.CorsPreflight: (204, "cors_preflight"),
-            guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type")}
+            guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type"),
+            guard.InvalidText: (400, "invalid_text")}
 
 
 @pytest.mark.parametrize(("error", "expected"), [*EXPECTED.items(), *_guard_classes().items()],

@@ -48,7 +48,9 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
+    # bypass_csp: Playwright's own waits evaluate strings in the page, which the UIs' CSP forbids (it is checked
+    # without the bypass in test_pages_run_under_their_content_security_policy)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN", bypass_csp=True)
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -257,7 +259,7 @@ def _runner_style_runs(tmp_path: Path) -> Path:
 
 def test_replay_shows_runner_tool_calls_and_opens_episode_ids_with_slashes(browser, prepared_dir, tmp_path):
     runs = _runner_style_runs(tmp_path)
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -288,7 +290,7 @@ def test_replay_shows_runner_tool_calls_and_opens_episode_ids_with_slashes(brows
 
 
 def test_agent_view_keeps_the_started_task_id_and_the_picker_fits_its_card(browser, base):
-    context = browser.new_context(viewport={"width": 760, "height": 1000})
+    context = browser.new_context(viewport={"width": 760, "height": 1000}, bypass_csp=True)
     page = context.new_page()
     held: list = []
     page.route("**/v1/tasks*", lambda route: held.append(route))  # the task list arrives only after Start
@@ -312,4 +314,20 @@ def test_agent_view_keeps_the_started_task_id_and_the_picker_fits_its_card(brows
     }""")
     assert overflow <= 0, f"the task picker overflows its card by {overflow}px"
     page.click("#release")
+    context.close()
+
+
+@pytest.mark.parametrize("path", ["/debug-ui", "/replay-ui"])
+def test_pages_run_under_their_content_security_policy(browser, base, path):
+    """The UIs work with their CSP enforced: no violation is reported and their scripts fill the page."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    messages: list[str] = []
+    page.on("console", lambda message: messages.append(message.text))
+    page.on("pageerror", lambda exc: messages.append(str(exc)))
+    page.goto(base + path)
+    page.wait_for_load_state("networkidle")
+    if path == "/replay-ui":  # its script fetched the run list and drew it
+        page.locator("#runs li[data-run='fixture-run']").wait_for(timeout=10_000)
+    assert not [m for m in messages if "Content Security Policy" in m or "Refused" in m], messages
     context.close()

@@ -81,7 +81,7 @@ def browser(runs: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, locale="zh-CN", bypass_csp=True)  # Playwright evaluates strings (CSP: test_ui_browser)
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))

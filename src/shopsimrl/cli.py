@@ -252,6 +252,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                       idle_timeout=args.idle_timeout or None, wait_timeout=args.wait_timeout, runs=args.runs,
                       log_level=args.log_level, progress=_progress, guard=guard,
                       max_response_chars=args.max_response_chars, header_timeout=args.header_timeout,
+                      body_timeout=args.body_timeout,
                       shopper=shopper)
         return 0
     world = ShopWorld.from_data_dir(args.data)
@@ -265,29 +266,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _progress(f"agent view {base}/debug-ui · experiment replay {base}/replay-ui (runs: {args.runs}) · API docs {base}/docs")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.log_level == "debug",
                 proxy_headers=False, server_header=False, date_header=False, timeout_keep_alive=KEEP_ALIVE_S,
-                http=http_protocol(args.header_timeout))
+                http=http_protocol(args.header_timeout, args.body_timeout))
     return 0
 
 
 def _serve_guard(args: argparse.Namespace) -> Guard:
-    """The admission rules from the command line; a non-loopback bind needs an API key or ``--insecure``."""
-    import os
+    """The admission rules from the command line (server/edge.py: the same on every server command)."""
+    from .server.edge import guard_from_args
 
-    from .server.guard import Guard, is_loopback
-
-    key = None
-    if args.api_key_env:
-        key = os.environ.get(args.api_key_env, "")
-        if not key:
-            raise ShopSimError(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty")
-    if not is_loopback(args.host) and key is None and not args.insecure:
-        raise ShopSimError(f"--host {args.host} is reachable from other machines: protect it with --api-key-env VAR "
-                           f"(clients send the key as a bearer token), or pass --insecure to serve it without one")
-    if args.max_body_bytes < 1024 or args.max_response_chars < 1 or args.header_timeout <= 0:
-        raise ShopSimError("--max-body-bytes must be at least 1024, --max-response-chars and --header-timeout "
-                           "positive")
-    return Guard.build(max_body_bytes=args.max_body_bytes, allowed_hosts=args.allowed_host,
-                       cors_origins=args.cors_origin, api_key=key, bound_host=args.host)
+    if args.max_response_chars < 1:
+        raise ShopSimError("--max-response-chars must be positive")
+    return guard_from_args(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -372,20 +361,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--runs", default="runs", help="runs directory shown read-only by the replay UI")
     serve.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"],
                        help="uvicorn log level (debug also logs each request)")
-    limits = serve.add_argument_group("limits and security (docs/service.md: Exposing the service)")
-    limits.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB; 413 beyond)")
+    from .server.edge import add_edge_arguments
+
+    limits = add_edge_arguments(serve)
     limits.add_argument("--max-response-chars", type=int, default=65_536,
                         help="longest response/action text of one step (default 65536; 413 beyond)")
-    limits.add_argument("--header-timeout", type=float, default=10.0,
-                        help="seconds a connection may take to send its request headers (default 10)")
-    limits.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
-                        help="a Host name to accept besides IP addresses, localhost and --host (repeatable; * for any)")
-    limits.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
-                        help="a browser origin (scheme://host:port) allowed to call the API (repeatable; * for any)")
-    limits.add_argument("--api-key-env", metavar="VAR",
-                        help="require Authorization: Bearer <key>, the key read from environment variable VAR")
-    limits.add_argument("--insecure", action="store_true",
-                        help="allow a non-loopback --host without --api-key-env")
     from .dialogue.llm_shopper import add_shopper_arguments
 
     add_shopper_arguments(serve.add_argument_group("LLM shopper (dialogue mode, shopper \"llm\")"), cache=True)

@@ -279,6 +279,12 @@ def require_action_text(action: object) -> str:
     raised the same way in process and behind the service (a string that does not parse is feedback)."""
     if not isinstance(action, str):
         raise InvalidActionError(f"a step action must be a string, got {type(action).__name__}")
+    if not action.isascii():
+        try:
+            action.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate (JSON's "\ud800"): no search or page can hold it
+            raise InvalidActionError(f"a step action must be valid Unicode text: character {exc.start} is a lone "
+                                     f"surrogate ({action[exc.start]!a})") from None
     return action
 
 

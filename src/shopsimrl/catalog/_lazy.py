@@ -12,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 from array import array
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..bounded_cache import PRODUCT_RECORD_BYTES, BoundedMemo
+from ..errors import ArchiveError, DataIntegrityError
 from ..search.stored import encode_asins, load_array, save_array
 from ._line_store import LineStore, LineWriter, encode_record, iter_lines
 from .archive import validate_records
@@ -32,6 +33,9 @@ GOALS_LINES = "goals.jsonl"
 GOALS_OFFSETS = "goals_offsets.npy"
 GOALS_TASK_IDS = "goals_task_ids.npy"
 GOALS_SLOTS = "goals_slots.npy"
+#: Every file of ``records/`` the stores open.
+RECORD_FILES = (PRODUCTS_LINES, PRODUCTS_OFFSETS, PRODUCTS_ASINS, PRODUCTS_ORDER, GOALS_LINES, GOALS_OFFSETS,
+                GOALS_TASK_IDS, GOALS_SLOTS)
 #: Products kept decoded per process (a page view keeps its own reference; this bounds the rest).
 PRODUCT_CACHE_SIZE = 16384
 
@@ -46,10 +50,21 @@ class ProductStore(Mapping[str, Product]):
         if not (self._sorted_asins.size == self._order.size == len(self._lines)):
             raise ValueError("products: the record, ASIN and order arrays differ in length")
         self._source = str(directory / PRODUCTS_LINES)
-        self.product_at = lru_cache(maxsize=PRODUCT_CACHE_SIZE)(self._decode)
+        self.product_at = BoundedMemo(self._decode, maxsize=PRODUCT_CACHE_SIZE, max_bytes=PRODUCT_RECORD_BYTES,
+                                      size_of=self._record_bytes)
+
+    def _record_bytes(self, args: tuple[object, ...], _: Product) -> int:
+        """A decoded record's memory, estimated from its JSON line (Python objects take ~4x the text)."""
+        offsets = self._lines.offsets
+        number = int(str(args[0]))
+        return 4 * int(offsets[number + 1] - offsets[number]) + 512
 
     def _decode(self, number: int) -> Product:
-        (product,) = validate_records([self._lines.get(number)], source=self._source)
+        try:
+            (product,) = validate_records([self._lines.get(number)], source=self._source)
+        except ArchiveError as exc:  # a record that no longer validates: the file was altered after prepare
+            raise DataIntegrityError(f"{exc}; the file was altered after `shopsimrl data prepare`: prepare it "
+                                     "again with --force") from None
         return dataclasses.replace(product, index=number)
 
     def _number(self, asin: object) -> int:
@@ -116,8 +131,12 @@ class GoalStore(Mapping[int, Mapping[str, Any]]):
         slot = self._slot(task_id)
         if slot < 0:
             raise KeyError(task_id)
-        record: Mapping[str, Any] = self._lines.get(slot)
-        return record
+        record = self._lines.get(slot)
+        if not isinstance(record, dict) or record.get("task_id", task_id) != task_id:
+            raise DataIntegrityError(f"{self._lines.path}: record {slot} is not task {task_id}'s goal; the file was "
+                                     "altered after `shopsimrl data prepare`: prepare it again with --force")
+        goal: Mapping[str, Any] = record
+        return goal
 
     def __contains__(self, task_id: object) -> bool:
         return self._slot(task_id) >= 0

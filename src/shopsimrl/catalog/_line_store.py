@@ -53,7 +53,13 @@ class LineStore:
         return data
 
     def get(self, number: int) -> Any:
-        return _decode(self.raw(number))
+        """Record ``number``; a line that is not JSON (the file was edited after ``prepare``) is a
+        ``DataIntegrityError`` naming it, whatever API asked for it."""
+        try:
+            return _decode(self.raw(number))
+        except (ValueError, RecursionError) as exc:
+            raise DataIntegrityError(f"{self.path}: record {number} is not valid JSON ({exc}); the file was altered "
+                                     "after `shopsimrl data prepare`: prepare it again with --force") from None
 
     def close(self) -> None:
         self._file.close()

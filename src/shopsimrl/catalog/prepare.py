@@ -21,7 +21,7 @@ from typing import Any
 from .. import versions
 from ..budget import load_budget_annotations
 from ..budget.annotations import check_annotation_identities, task_identities
-from ..errors import ArchiveError, DatasetBuildError
+from ..errors import ArchiveError, DatasetBuildError, ShopSimError
 from ..search import SearchIndex, build_search_index
 from ..search.stored import SEARCH_DIR, STORED_SEARCH_VERSION, save_search_arrays
 from ._lazy import RECORDS_DIR, RecordsWriter, iter_product_records
@@ -160,7 +160,12 @@ def prepare_dataset(
         shutil.rmtree(work)
     work.mkdir()
     try:
-        manifest, names = _build(archive_path, work, options, plan, fingerprint, source_sha, say)
+        try:
+            manifest, names = _build(archive_path, work, options, plan, fingerprint, source_sha, say)
+        except (ShopSimError, OSError) as exc:  # name the user's directory, never the temporary build folder
+            if str(work) not in str(exc):
+                raise
+            raise DatasetBuildError(str(exc).replace(str(work), str(out_dir))) from exc
         for name in names:  # everything was written under BUILD_DIR; move it into place, the manifest last
             (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(work / name, out_dir / name)
@@ -297,6 +302,11 @@ def _build(
     say("validating, cleaning and writing the archive, records and goals (streamed)")
     identities: dict[int, tuple[str, str]] | None = {} if options.annotations else None
     totals, (data_sha, archive_sha), stored_files = _stream_archive(archive_path, work, cleaner, say, identities)
+    if not totals.cleaned_products:  # an empty catalog serves nothing: never let it replace a catalog
+        held = cleaner.result([]).source_product_count
+        raise DatasetBuildError(
+            f"{archive_path} yields no products ({held} record(s) read, none kept after validation and cleaning): "
+            "nothing was written; check the archive (a JSON array of product records)")
     if options.annotations and identities is not None:  # ids number from 0 in every archive: refuse another's
         check_annotation_identities(options.annotations, identities)
     result = cleaner.result([])

@@ -22,13 +22,16 @@ from .. import versions
 from ..errors import DataDirectoryError, DataIntegrityError, SplitError, UnknownTaskError
 from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
-from ..search.stored import SEARCH_DIR
-from ._lazy import RECORDS_DIR, GoalStore, ProductStore
+from ..search.stored import ASINS_FILE, POSTINGS_ARRAYS, ROWIDS_FILE, SEARCH_DIR, TERMS_FILE
+from ._lazy import RECORD_FILES, RECORDS_DIR, GoalStore, ProductStore
 from .archive import parse_archive_json, read_archive_bytes, sha256_hex, validate_records
 from .goals import build_goals
 from .integrity import verify_files
 from .prepare import (
+    BUDGETS_FILE,
+    EXCLUSIONS_FILE,
     INDEX_FILE,
+    INDEX_MANIFEST_FILE,
     MANIFEST_FILE,
     OPEN_FORMAT_VERSION,
     PERSONA_SPLITS_FILE,
@@ -109,6 +112,25 @@ def check_versions(path: Path, manifest: Mapping[str, Any]) -> None:
     files, sizes = manifest.get("files"), manifest.get("file_sizes")
     if not isinstance(files, Mapping) or not isinstance(sizes, Mapping) or set(files) != set(sizes):
         raise DataIntegrityError(f"{path / MANIFEST_FILE} lacks its file list (files, file_sizes); {_rerun(path)}")
+    unlisted = [name for name in opened_files(manifest) if name not in files]
+    if unlisted:  # a file that is not listed would be opened unchecked
+        raise DataIntegrityError(f"{path / MANIFEST_FILE} does not list {', '.join(unlisted[:3])}"
+                                 f"{' …' if len(unlisted) > 3 else ''}: every file the catalog opens must be listed "
+                                 f"with its SHA-256; {_rerun(path)}")
+
+
+def opened_files(manifest: Mapping[str, Any]) -> list[str]:
+    """Every file opening and serving the catalog may read, as the manifest names them."""
+    names = [PRODUCTS_FILE, EXCLUSIONS_FILE, BUDGETS_FILE, PERSONA_SPLITS_FILE, TASK_SPLITS_FILE, INDEX_FILE,
+             INDEX_MANIFEST_FILE]
+    names += [f"{RECORDS_DIR}/{name}" for name in RECORD_FILES]
+    names += [f"{SEARCH_DIR}/{name}" for name in (ROWIDS_FILE, ASINS_FILE)]
+    fmt = manifest.get("open_format")
+    search = fmt.get("search") if isinstance(fmt, Mapping) else None
+    if isinstance(search, Mapping) and search.get("postings"):
+        names.append(f"{SEARCH_DIR}/{TERMS_FILE}")
+        names += [f"{SEARCH_DIR}/postings_{name}.npy" for name in POSTINGS_ARRAYS]
+    return names
 
 
 @dataclass

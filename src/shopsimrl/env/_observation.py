@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
+from ..bounded_cache import ITEM_TEXT_BYTES, BoundedMemo, strings_bytes, text_bytes
 from ..contract import (
     EXECUTED,
     INFORMATION_SUBPAGE,
@@ -117,7 +117,8 @@ def _item_text(asin: object, title: object, price: object, brand: object, catego
     return "\n".join(lines)
 
 
-_cached_item_text = lru_cache(maxsize=ITEM_CACHE_SIZE)(_item_text)
+_cached_item_text = BoundedMemo(_item_text, maxsize=ITEM_CACHE_SIZE, max_bytes=ITEM_TEXT_BYTES,
+                                size_of=lambda args, text: strings_bytes(args[:5]) + strings_bytes(args[5]) + text_bytes(text))
 
 
 def _render_item(product: Mapping[str, Any]) -> str:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 from difflib import SequenceMatcher
-from functools import lru_cache
+
+from ..bounded_cache import FUZZY_BYTES, BoundedMemo, text_bytes
 
 _NON_WORD = re.compile(r"\W+")
 
@@ -23,8 +24,7 @@ def ratio(a: str, b: str) -> int:
     return round(100 * SequenceMatcher(None, a, b).ratio())
 
 
-@lru_cache(maxsize=65536)
-def token_set_ratio(a: str, b: str) -> int:
+def _token_set_ratio(a: str, b: str) -> int:
     """Similarity in 0..100 of two values' token sets; a subset of the other's tokens scores 100."""
     left = tokens(str(a))
     right = tokens(str(b))
@@ -35,3 +35,8 @@ def token_set_ratio(a: str, b: str) -> int:
     if not joined_common:
         return ratio(joined_left, joined_right)
     return max(ratio(joined_common, joined_left), ratio(joined_common, joined_right), ratio(joined_left, joined_right))
+
+
+#: ``_token_set_ratio``, memoised within a byte budget (the pairs come from catalogs and traces).
+token_set_ratio = BoundedMemo(_token_set_ratio, maxsize=65536, max_bytes=FUZZY_BYTES,
+                              size_of=lambda args, _: sum(text_bytes(str(v)) for v in args))

@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
+from ..bounded_cache import PRODUCT_VIEW_BYTES, BoundedMemo, text_bytes
 from ..catalog.goals import strip_reasoning
 from ..catalog.store import SEARCH_CACHE_SIZE as SEARCH_CACHE_SIZE  # re-exported (old import path)
 from ..catalog.store import Catalog
@@ -46,6 +47,13 @@ from .requests import (
 from .requests import check_shopper as check_shopper  # re-exported (old import path)
 from .tools import tools_for_state
 
+VIEW_CACHE_SIZE = 65536
+
+
+def _view_bytes(args: tuple[object, ...], view: ProductView) -> int:
+    """A view's memory, estimated from its summary's text (its product, once loaded, is about thrice that)."""
+    return 4 * sum(text_bytes(str(value)) for value in view.summary.values()) + 1024
+
 
 class ShopWorld:
     """Catalog + search + page data, loaded once per process and shared by every session (thread-safe reads)."""
@@ -56,8 +64,9 @@ class ShopWorld:
     def __init__(self, catalog: Catalog) -> None:
         """Sessions read products and goals lazily from the catalog; only the search index is opened here."""
         self.catalog = catalog
-        self._views: dict[str, ProductView] = {}
-        self._views_lock = threading.Lock()
+        # page data by ASIN, within a byte budget: a 1.2M-product catalog's views would not fit in memory
+        self._views = BoundedMemo(self._new_view, maxsize=VIEW_CACHE_SIZE, max_bytes=PRODUCT_VIEW_BYTES,
+                                  size_of=_view_bytes)
         index = catalog.search_index
         # prepare checks that every hit is a catalog product; only an index built elsewhere needs the filter
         known = None if catalog.index_covers_products else catalog.products_by_asin
@@ -107,15 +116,11 @@ class ShopWorld:
         Returns:
             The product's immutable page view.
         """
-        view = self._views.get(asin)
-        if view is None:
-            with self._views_lock:
-                view = self._views.get(asin)
-                if view is None:
-                    products = self.catalog.products_by_asin
-                    record = self.catalog.product_record(asin)
-                    view = self._views[asin] = ProductView.listed(asin, record, partial(products.__getitem__, asin))
-        return view
+        return self._views(asin)
+
+    def _new_view(self, asin: str) -> ProductView:
+        products = self.catalog.products_by_asin
+        return ProductView.listed(asin, self.catalog.product_record(asin), partial(products.__getitem__, asin))
 
     def new_env(self, *, llm_shopper: ShopperEndpoint | None = None, max_response_chars: int = MAX_RESPONSE_CHARS
                 ) -> ShopEnv:

@@ -162,16 +162,11 @@ def _first_failure(traces: Path) -> str | None:
     return None
 
 
-RUN_ARTIFACTS = ("manifest.json", "traces.jsonl", "summary.json", "report.md", "report.html", "comparison.json")
-
-
 def _clear_run_dir(root: Path) -> None:
     """Remove a run directory's own artifacts (and nothing else) so a new plan can start there."""
-    import shutil
+    from .rundir import RunDir
 
-    for name in RUN_ARTIFACTS:
-        (root / name).unlink(missing_ok=True)
-    shutil.rmtree(root / "report_figures", ignore_errors=True)
+    RunDir(root).clear()
 
 
 def _console() -> Any:
@@ -216,8 +211,10 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
         seed=args.fault_seed, length_rate=args.length_rate,
     )
     from ..catalog.store import check_data_dir
+    from ..server.edge import GuardedApp, guard_from_args, uvicorn_options
 
     args.data = resolve_data(args.data)
+    guard = guard_from_args(args)  # the same admission rules as serve (server/edge.py)
     check_data_dir(args.data)
     from ..server.ports import check_port_free
 
@@ -225,7 +222,7 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
     world = ShopWorld.from_data_dir(args.data)
     app = create_policy_app(world, policy=args.policy, faults=faults, model_name=args.model_name)
     print(f"[shopsimrl] policy server ({args.policy}) on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(GuardedApp(app, guard), host=args.host, port=args.port, log_level="warning", **uvicorn_options(args))
     return 0
 
 
@@ -320,4 +317,7 @@ def add_commands(commands: Any) -> None:
     ps.add_argument("--faults", help="comma-separated fault kinds to draw from (default: all protocol errors)")
     ps.add_argument("--fault-seed", type=int, default=0, help="seed of the fault draw")
     ps.add_argument("--length-rate", type=float, default=0.0, help="share of requests cut off (finish_reason length)")
+    from ..server.edge import add_edge_arguments
+
+    add_edge_arguments(ps, max_body_bytes=16 << 20)  # a long episode's whole context is one request
     ps.set_defaults(func=cmd_policy_server)

@@ -4,7 +4,8 @@ Every finished attempt is one JSON line, written whole and flushed at once (fsyn
 on close), so killing the evaluator loses at most the episodes still in flight; the last line of an
 ``episode_id`` wins and a broken line (a line cut by a crash) is skipped when reading, and its line number
 is kept so that a resume can say so. A directory holds one plan: a manifest with another fingerprint, or one
-whose plan is missing, is refused before anything is written.
+whose plan is missing, is refused before anything is written, and so is a non-empty directory without a manifest
+of its own (its traces would be adopted as this run's results and its files overwritten).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ MANIFEST_FILE = "manifest.json"
 TRACES_FILE = "traces.jsonl"
 SUMMARY_FILE = "summary.json"
 FSYNC_INTERVAL_S = 1.0
+#: What a run writes into its directory (``eval --force`` removes these, and nothing else).
+RUN_ARTIFACTS = (MANIFEST_FILE, TRACES_FILE, SUMMARY_FILE, "report.md", "report.html", "comparison.json")
+RUN_FOLDERS = ("report_figures",)
 
 
 def trace_line(record: dict[str, Any]) -> str:
@@ -141,8 +145,20 @@ class RunDir:
         return EvalPlan(self.manifest()["plan"])
 
     def open_for(self, plan: EvalPlan) -> bool:
-        """Create the manifest, or check the existing one; True when the directory already had this plan."""
+        """Create the manifest, or check the existing one; True when the directory already had this plan.
+
+        A directory without a manifest must be empty (or absent): anything in it belongs to someone else.
+        """
         self.root.mkdir(parents=True, exist_ok=True)
+        if not self.manifest_path.exists() and not self.manifest_path.is_symlink():
+            foreign = sorted(entry.name for entry in self.root.iterdir())
+            if foreign:
+                shown = ", ".join(foreign[:5]) + (f", … ({len(foreign) - 5} more)" if len(foreign) > 5 else "")
+                removable = all(name in RUN_ARTIFACTS or name in RUN_FOLDERS for name in foreign)
+                raise RunDirError(
+                    f"{self.root} is not empty ({shown}) and has no {MANIFEST_FILE} of its own: eval will not adopt "
+                    "its files as this run's results nor overwrite them; use a new --out directory"
+                    + (" (or --force to replace them)" if removable else ""))
         if self.manifest_path.exists():
             existing = self.manifest()
             if existing.get("plan_fingerprint") != plan.fingerprint:
@@ -157,6 +173,15 @@ class RunDir:
             "plan_fingerprint": plan.fingerprint, "plan": plan.plan,
         })
         return False
+
+    def clear(self) -> None:
+        """Remove this directory's run artifacts (``RUN_ARTIFACTS``, ``RUN_FOLDERS``) and nothing else."""
+        import shutil
+
+        for name in RUN_ARTIFACTS:
+            (self.root / name).unlink(missing_ok=True)
+        for name in RUN_FOLDERS:
+            shutil.rmtree(self.root / name, ignore_errors=True)
 
     def records(self) -> dict[str, dict[str, Any]]:
         """The latest record of each episode; the numbers of skipped lines go to ``unparseable_lines``."""

@@ -13,9 +13,11 @@ INSTALL_HINT = "the OpenEnv server needs the openenv extra: pip install 'shopsim
 
 def cmd_serve_openenv(args: argparse.Namespace) -> int:
     from ..catalog.store import check_data_dir
+    from ..server.edge import guard_from_args
     from ..server.ports import check_port_free
 
     args.data = resolve_data(args.data)
+    guard = guard_from_args(args, open_paths=frozenset({"/health", "/healthz"}))  # the same rules as serve
     check_data_dir(args.data)
     check_port_free(args.host, args.port)
     try:
@@ -24,8 +26,18 @@ def cmd_serve_openenv(args: argparse.Namespace) -> int:
         raise ShopSimError(f"{INSTALL_HINT} ({exc})") from exc
     if args.slots < 1:
         raise ShopSimError("--slots must be at least 1")
-    serve_openenv(args.data, host=args.host, port=args.port, slots=args.slots)
+    if args.idle_timeout < 0:
+        raise ShopSimError("--idle-timeout must be 0 (never) or a number of seconds")
+    serve_openenv(args.data, host=args.host, port=args.port, slots=args.slots, guard=guard,
+                  idle_timeout=args.idle_timeout or None, max_message_bytes=args.max_message_bytes,
+                  uvicorn_options=_uvicorn_options(args))
     return 0
+
+
+def _uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
+    from ..server.edge import uvicorn_options
+
+    return uvicorn_options(args)
 
 
 def add_command(commands: Any) -> None:
@@ -34,4 +46,9 @@ def add_command(commands: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, default=8010, help="TCP port to listen on")
     parser.add_argument("--slots", type=int, default=8, help="concurrent sessions (OpenEnv's max_concurrent_envs)")
+    parser.add_argument("--idle-timeout", type=float, default=600.0,
+                        help="seconds a WebSocket may send nothing before its session is closed and freed (0: never)")
+    from ..server.edge import add_edge_arguments
+
+    add_edge_arguments(parser, websocket=True)
     parser.set_defaults(func=cmd_serve_openenv)

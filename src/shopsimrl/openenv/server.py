@@ -18,6 +18,8 @@ from openenv.core.env_server.http_server import create_fastapi_app
 
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
+from ..server.edge import DEFAULT_MAX_MESSAGE_BYTES, GuardedApp
+from ..server.guard import Guard
 from .environment import ShopSimEnvironment
 from .models import ShopSimAction, ShopSimObservation, ShopSimState
 
@@ -76,7 +78,13 @@ def install_error_answers(app: Any) -> None:
     app.add_exception_handler(HTTPException, http_error)
 
 
-def serve_openenv(data: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 8010, slots: int = 8) -> None:
+def serve_openenv(data: str | os.PathLike[str], *, host: str = "127.0.0.1", port: int = 8010, slots: int = 8,
+                  guard: Guard | None = None, idle_timeout: float | None = 600.0,
+                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, uvicorn_options: dict[str, Any] | None = None,
+                  ) -> None:
+    """Serve behind the shared edge (server/edge.py): Host/Origin/key checks, size limits, idle reclaim."""
     import uvicorn
 
-    uvicorn.run(create_openenv_app(data, slots=slots), host=host, port=port, log_level="info")
+    app = GuardedApp(create_openenv_app(data, slots=slots), guard or Guard(open_paths=frozenset({"/health"})),
+                     max_message_bytes=max_message_bytes, idle_timeout=idle_timeout)
+    uvicorn.run(app, host=host, port=port, log_level="info", **(uvicorn_options or {}))

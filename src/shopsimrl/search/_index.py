@@ -24,11 +24,11 @@ import sqlite3
 from array import array
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import versions
+from ..bounded_cache import SEARCH_RESULT_BYTES, BoundedMemo, CacheInfo, strings_bytes
 from ..errors import SearchIndexError
 from ._backend import (
     FORCED_SQLITE,
@@ -46,12 +46,16 @@ from ._schema import bm25_call, match_expression, rebuild_hint
 from .stored import AsinColumn, NpyFileSink, load_asin_column
 from .text import search_tokens
 
-if TYPE_CHECKING:
-    from functools import _CacheInfo
-
 #: Cached rankings (one per distinct token tuple and k); on the default catalog at k = 150 about 12 KB each, about
-#: twice that once ``search`` has made the entry's hits.
+#: twice that once ``search`` has made the entry's hits. The bytes bound (``cache_bytes``) is the one that holds
+#: against a client choosing long queries: each entry is charged its key's tokens too.
 DEFAULT_CACHE_SIZE = 4096
+
+
+def _entry_bytes(args: tuple[Any, ...], ranking: _Ranking) -> int:
+    """An entry's key (the token tuple) and its ranking, with the hits ``search`` may add (about as much again)."""
+    asins = strings_bytes(ranking.asins)
+    return strings_bytes(args[0]) + 2 * (asins + ranking.scores.buffer_info()[1] * ranking.scores.itemsize)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,7 @@ class SearchIndex:
         cache_size: int = DEFAULT_CACHE_SIZE,
         accelerate: bool | None = None,
         pool: ConnectionPool | None = None,
+        cache_bytes: int = SEARCH_RESULT_BYTES,
     ) -> None:
         """Wrap an already checked index (use ``open`` or ``open_stored``, which run the docs/contract.md#search-index-manifest checks).
 
@@ -113,6 +118,7 @@ class SearchIndex:
             cache_size: most cached result lists (LRU).
             accelerate: rank with verified in-memory postings (default: unless ``SHOPSIMRL_SEARCH_BACKEND=sqlite``).
             pool: read-only connections to ``path`` (one idle connection is reused for the postings check).
+            cache_bytes: most bytes the cached result lists and their keys hold (LRU).
         """
         self.path = path
         self.manifest: dict[str, Any] = dict(manifest)
@@ -135,7 +141,7 @@ class SearchIndex:
             else self.contract_sql
         )
         self._pool = ConnectionPool(path) if pool is None else pool
-        self._cached = lru_cache(maxsize=cache_size)(self._run)
+        self._cached = BoundedMemo(self._run, maxsize=cache_size, max_bytes=cache_bytes, size_of=_entry_bytes)
         backend = FORCED_SQLITE
         if wants_postings(accelerate):
             with self._pool.connection() as connection:
@@ -173,6 +179,7 @@ class SearchIndex:
         expected_field_weights: Mapping[str, float] | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
         accelerate: bool | None = None,
+        cache_bytes: int = SEARCH_RESULT_BYTES,
     ) -> SearchIndex:
         """Open ``path`` read-only after the docs/contract.md#search-index-manifest checks.
 
@@ -182,6 +189,7 @@ class SearchIndex:
             expected_field_weights: the field weights the manifest must record (None: any valid ones).
             cache_size: most cached result lists (LRU).
             accelerate: load the exact in-memory ranking (default: unless ``SHOPSIMRL_SEARCH_BACKEND=sqlite``).
+            cache_bytes: most bytes the cached result lists and their keys hold.
 
         Returns:
             The open index; one read-only connection serves the checks, the postings check and later queries.
@@ -222,7 +230,8 @@ class SearchIndex:
             pool.close()
             raise
         pool.release(connection)
-        return cls(file, manifest, asins, cache_size=cache_size, accelerate=accelerate, pool=pool)
+        return cls(file, manifest, asins, cache_size=cache_size, accelerate=accelerate, pool=pool,
+                   cache_bytes=cache_bytes)
 
     @classmethod
     def open_stored(
@@ -235,6 +244,7 @@ class SearchIndex:
         expected_field_weights: Mapping[str, float] | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
         accelerate: bool | None = None,
+        cache_bytes: int = SEARCH_RESULT_BYTES,
     ) -> SearchIndex:
         """Open ``path`` with the rowid → ASIN map and postings that ``prepare`` stored in ``stored_dir``.
 
@@ -246,7 +256,7 @@ class SearchIndex:
             path: the index file.
             stored_dir: the folder ``prepare`` stored the search arrays in.
             stored_meta: their meta, from the data-directory manifest.
-            expected_product_sha256, expected_field_weights, cache_size, accelerate: as for ``open``.
+            expected_product_sha256, expected_field_weights, cache_size, accelerate, cache_bytes: as for ``open``.
 
         Returns:
             The open index.
@@ -271,7 +281,8 @@ class SearchIndex:
                     problems.append(f"stored ASINs ({len(asins)}) differ from the index's product count")
                 if problems:
                     raise _refusal(file, problems)
-                index = cls(file, manifest, asins, cache_size=cache_size, accelerate=False, pool=pool)
+                index = cls(file, manifest, asins, cache_size=cache_size, accelerate=False, pool=pool,
+                            cache_bytes=cache_bytes)
                 if wants_postings(accelerate):
                     index._use(stored_postings(file, directory, stored_meta, connection, index._ranking_query()))
         except (sqlite3.Error, ValueError, OSError, KeyError) as exc:
@@ -374,8 +385,8 @@ class SearchIndex:
             return []
         return list(self._run(tokens, k).hits())
 
-    def cache_info(self) -> _CacheInfo:
-        """Hits, misses, bound and size of the result cache (``functools.lru_cache``'s ``cache_info``)."""
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses, bounds and size of the result cache (``functools.lru_cache``'s fields, and bytes)."""
         return self._cached.cache_info()
 
     def close(self) -> None:

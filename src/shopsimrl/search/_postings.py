@@ -27,6 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..bounded_cache import PHRASE_BYTES, BoundedMemo, text_bytes
 from ..errors import ShopSimError
 
 K1 = 1.2  # FTS5's constants (fts5_aux.c)
@@ -147,7 +148,7 @@ class Postings:
         #: operations in the same order), so a one-term phrase costs one scatter-add instead of six array passes.
         self._pair_contrib = self._contributions() if pair_contrib is None else pair_contrib
         # Cached phrases are views of the arrays above (or small arrays for ASCII multi-term phrases).
-        self._phrase = lru_cache(maxsize=1 << 16)(self._phrase_postings)
+        self._phrase = BoundedMemo(self._phrase_postings, maxsize=1 << 16, max_bytes=PHRASE_BYTES, size_of=_phrase_bytes)
         #: Zeroed per-row score buffers between queries (see ``_take_buffer``); at most _FREE_SCORE_BUFFERS kept.
         self._free_scores: list[np.ndarray] = []
 
@@ -531,3 +532,11 @@ def _row_major(column_ids: list[np.ndarray], sizes: np.ndarray, indexed: list[in
 
 
 _EMPTY = _Phrase(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64))
+
+
+def _phrase_bytes(args: tuple[object, ...], phrase: _Phrase | None) -> int:
+    """A cached phrase's key and the arrays it owns (a one-term phrase is a view of the postings: free)."""
+    size = text_bytes(str(args[0]))
+    if phrase is not None:
+        size += sum(a.nbytes for a in (phrase.docs, phrase.terms) if a.base is None)
+    return size

@@ -203,4 +203,36 @@ def load_postings(directory: Path, meta: Mapping[str, Any]) -> Postings | None:
     terms = json.loads((directory / TERMS_FILE).read_text("utf-8"))
     if len(terms) != info["terms"] or arrays["rowids"].size != meta["rows"]:
         raise ValueError("stored postings do not match their meta (terms or rows)")
+    check_postings_shapes(arrays, len(terms))
     return Postings.from_arrays(arrays, terms, int(info["total_tokens"]), [float(w) for w in info["column_weights"]])
+
+
+def check_postings_shapes(arrays: Mapping[str, np.ndarray], n_terms: int) -> None:
+    """Refuse arrays that do not fit together (``ValueError``): a file cut or edited after ``prepare``, with its
+    manifest rewritten to match, would otherwise give wrong rankings or an IndexError for some queries only.
+
+    Linear in the postings (two passes over the pair arrays), once per process at open."""
+    rows = arrays["rowids"].size
+    offsets = arrays["pair_offsets"]
+    pairs = arrays["pair_docs"].size
+    problems = []
+    if arrays["doc_lengths"].size != rows or arrays["tie_rank"].size != rows:
+        problems.append("per-row arrays differ in length")
+    if offsets.size != n_terms + 1 or (offsets.size and (int(offsets[0]) != 0 or int(offsets[-1]) != pairs)):
+        problems.append("pair offsets do not span the pairs")
+    elif offsets.size > 1 and bool((np.diff(offsets) < 0).any()):
+        problems.append("pair offsets decrease")
+    if arrays["pair_freq_codes"].size != pairs or arrays["pair_contrib"].size != pairs:
+        problems.append("per-pair arrays differ in length")
+    elif pairs and (int(arrays["pair_docs"].min()) < 0 or int(arrays["pair_docs"].max()) >= rows):
+        problems.append("a pair names a row that does not exist")
+    elif pairs and int(arrays["pair_freq_codes"].max()) >= arrays["freq_values"].size:
+        problems.append("a pair names a frequency that does not exist")
+    bounds = arrays["position_bounds"]
+    if bounds.shape != (n_terms, 2):
+        problems.append("position bounds do not have one row per term")
+    elif bounds.size and (int(bounds.min()) < 0 or int(bounds.max()) > arrays["position_keys"].size
+                          or bool((bounds[:, 0] > bounds[:, 1]).any())):
+        problems.append("position bounds leave the position keys")
+    if problems:
+        raise ValueError("stored postings are inconsistent: " + "; ".join(problems))

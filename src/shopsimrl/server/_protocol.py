@@ -1,10 +1,11 @@
-"""uvicorn's HTTP protocol with a header timeout: a connection must finish each request's headers in time.
+"""uvicorn's HTTP protocol with header and body timeouts: a connection must send each request in time.
 
 uvicorn closes idle keep-alive connections, but not one that sends half a request line and then nothing
-(or one byte a minute): such connections stay open forever, and enough of them exhaust file descriptors.
-Here each connection, when it opens and whenever a new request starts arriving after the previous answer,
-gets ``header_timeout`` seconds to complete the request's headers (uvicorn then has a new request cycle);
-otherwise it is closed. Slow bodies and slow handlers are not affected.
+(or one byte a minute), nor one whose body trickles in: such connections stay open forever, and enough of
+them exhaust file descriptors. Here each connection, when it opens and whenever a new request starts
+arriving after the previous answer, gets ``header_timeout`` seconds to complete the request's headers
+(uvicorn then has a new request cycle) and ``body_timeout`` seconds, from the same start, to complete its
+body; otherwise it is closed. Slow handlers (a reset queued for a slot) are not affected.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_BODY_TIMEOUT = 30.0  # a 1 MiB body at 35 KB/s; a step's body is a few KB
 # Idle keep-alive connections stay open this long: longer than the clients' own expiry (httpx closes an idle
 # pooled connection after 5 s, aiohttp after 15 s), so a client never sends on a connection the server is
 # closing at that moment (uvicorn's default of 5 s equals httpx's and lost requests sent after ~4.97 s idle).
@@ -23,6 +25,7 @@ KEEP_ALIVE_S = 75
 
 class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
 
     def connection_made(self, transport: Any) -> None:
         self._header_timer: asyncio.TimerHandle | None = None
@@ -50,10 +53,24 @@ class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
 
     def _expire(self, waiting_since: Any) -> None:
         self._header_timer = None
-        if self.cycle is waiting_since and not self.transport.is_closing():  # no new request has begun
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is waiting_since:  # no new request has begun
+            self.transport.close()
+        elif cycle is not None and cycle.more_body:  # headers in time: the rest of the body gets the rest
+            left = max(self.body_timeout - self.header_timeout, 0.0)
+            self._header_timer = asyncio.get_running_loop().call_later(left, self._expire_body, cycle)
+
+    def _expire_body(self, cycle: Any) -> None:
+        self._header_timer = None
+        if self.cycle is cycle and cycle.more_body and not self.transport.is_closing():
             self.transport.close()
 
 
-def http_protocol(header_timeout: float = DEFAULT_HEADER_TIMEOUT) -> type[asyncio.Protocol]:
-    """The protocol class to pass as uvicorn's ``http=`` with this header timeout."""
-    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout": header_timeout})
+def http_protocol(header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+                  body_timeout: float = DEFAULT_BODY_TIMEOUT) -> type[asyncio.Protocol]:
+    """The protocol class to pass as uvicorn's ``http=`` with these timeouts (``body_timeout`` counts from the
+    start of the request, like ``header_timeout``; it is at least ``header_timeout``)."""
+    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,),
+                {"header_timeout": header_timeout, "body_timeout": max(body_timeout, header_timeout)})

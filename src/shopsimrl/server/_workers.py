@@ -30,9 +30,9 @@ from typing import Any
 
 from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError, WorkerUnavailableError
-from ._protocol import DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
-from .app import FREE_SLOTS_HEADER, decode
-from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect
+from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
+from .app import FREE_SLOTS_HEADER, decode, json_int
+from .guard import Guard, Refusal, check_text, read_limited, run_cancelling_on_disconnect
 from .http_errors import encode, error_payload, send_refusal, status_of
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
@@ -133,8 +133,9 @@ class Front:
         chosen.free -= 1  # until its next answer says otherwise, so a burst of resets spreads out
         return chosen
 
-    def _for_slot(self, slot: Any) -> Worker:
-        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < self.total:
+    def _for_slot(self, raw: Any) -> Worker:
+        slot = json_int(raw)  # 5 and 5.0 alike, as the single process reads env_idx
+        if slot is None or not 0 <= slot < self.total:
             return self.workers[0]  # it answers the proper 400/409
         return self.workers[bisect.bisect_right(self.offsets, slot) - 1]
 
@@ -171,6 +172,10 @@ class Front:
                     await send({"type": "lifespan.startup.complete"})
             await send({"type": "lifespan.shutdown.complete"})
             return
+        if scope["type"] == "websocket":  # no WebSocket route: refused as the single process refuses it (403)
+            await receive()
+            await send({"type": "websocket.close", "code": 1000})
+            return
         if scope["type"] != "http":
             return
         try:
@@ -178,6 +183,7 @@ class Front:
             body = await read_limited(receive, self.guard.max_body_bytes)
             if body is not None:
                 self.guard.check_type(scope, body, cors)
+                check_text(body)
         except Refusal as refusal:
             await send_refusal(send, refusal)
             return
@@ -275,7 +281,8 @@ def _wait_ready(workers: list[Worker]) -> None:
 def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, idle_timeout: float | None,
                   wait_timeout: float | None, runs: str, log_level: str, progress: Any = None,
                   guard: Guard | None = None, max_response_chars: int = 65_536,
-                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, shopper: LLMShopperSettings | None = None) -> None:
+                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, shopper: LLMShopperSettings | None = None,
+                  body_timeout: float = DEFAULT_BODY_TIMEOUT) -> None:
     # shopper: LLMShopperSettings for shopper "llm" (each worker opens its own client on the same cache)
     """Start ``workers`` worker processes and the front on ``host:port``; stop the workers when it stops."""
     import uvicorn
@@ -309,7 +316,7 @@ def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, 
             progress(f"{workers} workers ready ({', '.join(f'slots {w.first_slot}-{w.first_slot + w.size - 1}' for w in pool)})")
         uvicorn.run(Front(pool, guard), host=host, port=port, log_level=log_level, access_log=False,
                     proxy_headers=False, server_header=False, date_header=False, timeout_graceful_shutdown=10,
-                    timeout_keep_alive=KEEP_ALIVE_S, http=http_protocol(header_timeout))
+                    timeout_keep_alive=KEEP_ALIVE_S, http=http_protocol(header_timeout, body_timeout))
     finally:
         signal.signal(signal.SIGTERM, previous)
         for worker in pool:

@@ -29,7 +29,7 @@ from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from ._api_docs import install_offline_docs
 from ._v1 import v1_router
-from .guard import Guard, Refusal, read_limited, replay_receive, run_cancelling_on_disconnect
+from .guard import Guard, Refusal, check_text, read_limited, replay_receive, run_cancelling_on_disconnect
 from .http_errors import (
     INTERNAL_ERROR,
     VALIDATION_ERROR,
@@ -234,7 +234,7 @@ def create_app(
 
     async def _terminate(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "terminate")
-        result = service.terminate(lease, body.get("termination_reason", ACTION_LIMIT))
+        result = await service.terminate_async(lease, body.get("termination_reason", ACTION_LIMIT))
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
@@ -343,6 +343,7 @@ class ServiceApp(FastAPI):
             raw = await read_limited(receive, guard.max_body_bytes)
             if raw is not None:
                 guard.check_type(scope, raw, cors)
+                check_text(raw)
         except Refusal as refusal:
             await send_refusal(send, refusal)
             return

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +61,44 @@ class Unauthorized(Refusal):
 
 class UnsupportedMediaType(Refusal):
     """A POST body not declared ``application/json``."""
+
+
+class InvalidText(Refusal):
+    """A JSON body or message with a string that is not Unicode text (a lone surrogate such as ``"\\ud800"``):
+    refused before any handler sees it, so it can reach no session, search, page or log."""
+
+
+#: A ``\uD800``-``\uDFFF`` escape: only a body with one can decode to a lone surrogate (UTF-8 bytes cannot).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def check_text(body: bytes | str) -> None:
+    """Raise ``InvalidText`` when the JSON ``body`` decodes to a string (key or value) that is not valid Unicode.
+
+    A linear scan finds the escapes that could make one; only such a body is decoded and walked (iteratively,
+    so that nesting cannot overflow the stack). A body that is not JSON is left to its route's own answer.
+    """
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        return
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidText(f"the request holds a string that is not valid Unicode text: a lone surrogate "
+                                  f"({item[exc.start]!a}) at character {exc.start}; send UTF-8 text") from None
 
 
 def is_loopback(host: str) -> bool:
@@ -112,6 +152,7 @@ class Guard:
     cors_origins: frozenset[str] = field(default_factory=frozenset)
     api_key: str | None = None
     trusted: bool = False
+    open_paths: frozenset[str] = OPEN_PATHS  # answered without the key (liveness probes)
     _hosts_seen: dict[bytes, bool] = field(default_factory=dict, compare=False, repr=False)  # Host -> allowed
 
     @classmethod
@@ -203,9 +244,8 @@ class Guard:
         parts = urlsplit(origin)
         return parts.scheme in ("http", "https") and parts.netloc == host.lower()
 
-    @staticmethod
-    def _needs_key(path: str) -> bool:
-        return path not in OPEN_PATHS and not path.startswith(_UI_PREFIXES)
+    def _needs_key(self, path: str) -> bool:
+        return path not in self.open_paths and not path.startswith(_UI_PREFIXES)
 
 
 def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from ..errors import (
+    DataIntegrityError,
     DialogueError,
     EpisodeTerminatedError,
     InvalidActionError,
@@ -27,6 +28,7 @@ from ..errors import (
     ReplayError,
     ReplayNotFoundError,
     ResponseTooLong,
+    SearchIndexError,
     SessionNotFound,
     ShopperCallError,
     ShopSimError,
@@ -39,6 +41,7 @@ from .guard import (
     CorsPreflight,
     CrossOriginRefused,
     HostNotServed,
+    InvalidText,
     Refusal,
     Unauthorized,
     UnsupportedMediaType,
@@ -71,6 +74,9 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(SessionNotFound, 404, "session_not_found"),
     ErrorRow(PoolTimeout, 503, "no_free_slot"),
     ErrorRow(WorkerUnavailableError, 502, "worker_unavailable"),
+    # the server's own data (a prepared file altered after it opened, or a search index refused at first use)
+    ErrorRow(DataIntegrityError, 503, "data_integrity"),
+    ErrorRow(SearchIndexError, 503, "search_unavailable"),
     # the replay API
     ErrorRow(ReplayError, 400, "invalid_replay_request"),
     ErrorRow(ReplayNotFoundError, 404, "replay_not_found"),
@@ -81,6 +87,7 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(CorsPreflight, 204, "cors_preflight"),
     ErrorRow(Unauthorized, 401, "unauthorized"),
     ErrorRow(UnsupportedMediaType, 415, "unsupported_media_type"),
+    ErrorRow(InvalidText, 400, "invalid_text"),
     # any other library error: the request could not be served as sent
     ErrorRow(ShopSimError, 400, "bad_request"),
 )
@@ -144,7 +151,7 @@ async def send_refusal(send: Any, refusal: Refusal) -> None:
     body = b"" if isinstance(refusal, CorsPreflight) else encode(error_payload(refusal))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                *refusal.headers]
-    if isinstance(refusal, BodyTooLarge):
-        headers.append((b"connection", b"close"))  # the rest of the body is not read
+    if not isinstance(refusal, CorsPreflight):
+        headers.append((b"connection", b"close"))  # the body is not read (or not all of it): no keep-alive
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -28,6 +28,8 @@ class Lease(Generic[T]):
     last_used: float = field(default_factory=time.monotonic)
     steps: int = 0  # steps executed under this lease (the step index the service checks)
     last_step: Any = None  # the last step's result, replayed to a retry of that same step index
+    #: Held while a request works on the session (a step may run in a worker thread: one at a time).
+    busy: asyncio.Lock = field(default_factory=asyncio.Lock, compare=False, repr=False)
 
 
 class LeasePool(Generic[T]):

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..bounded_cache import TRACE_FILE_BYTES
 from ..contract import ASK_USER_TOOL
 from ..env.fuzzy import token_set_ratio
 from ..errors import ReplayError, ReplayNotFoundError
@@ -27,7 +28,7 @@ EPISODE_SCHEMA = "shopsimrl-episode-v4"
 RUN_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _RUN_NAME = re.compile(RUN_NAME_PATTERN)
 MAX_ARTIFACT_BYTES = 256 * 1024 * 1024
-MAX_CACHED_TRACE_BYTES = 64 * 1024 * 1024  # parsed traces kept, counted by file size (~2.5x that in memory)
+MAX_CACHED_TRACE_BYTES = TRACE_FILE_BYTES  # parsed traces kept, counted by file size (~2.5x that in memory)
 
 
 @dataclass
@@ -222,6 +223,9 @@ class RunsStore:
 
     def __init__(self, root: str | Path, *, max_cached_bytes: int = MAX_CACHED_TRACE_BYTES) -> None:
         self.root = Path(root).resolve()
+        #: The root as the API shows it: as the user named it when relative, else only its last part (an absolute
+        #: path tells a page about the machine's layout and the user's name).
+        self.shown_root = str(root) if not Path(root).is_absolute() else Path(root).name
         self.max_cached_bytes = max_cached_bytes
         self._cache: OrderedDict[Path, tuple[tuple[int, int], TraceIndex]] = OrderedDict()
 
@@ -246,9 +250,10 @@ class RunsStore:
             return None
         try:
             real = path.resolve(strict=True)
+            linked = real.stat().st_nlink > 1  # a hard link may be another file of anywhere on the disk
         except (OSError, RuntimeError):
             return None
-        return path if real.parent == run.resolve() else None
+        return path if real.parent == run.resolve() and not linked else None
 
     # --------------------------------------------------------------- paths
     def run_dir(self, name: str) -> Path:
@@ -272,7 +277,7 @@ class RunsStore:
                 if any(artifacts.values()):
                     runs.append({"name": path.name, "modified_at": _mtime(path), "artifacts": artifacts})
         runs.sort(key=lambda run: (run["modified_at"], run["name"]), reverse=True)
-        return {"runs_root": str(self.root), "runs": runs}
+        return {"runs_root": self.shown_root, "runs": runs}
 
     def _json(self, run: Path, name: str) -> Any:
         path = self.artifact(run, name)
@@ -330,6 +335,8 @@ class RunsStore:
                                    if file is not None else {"present": False})
             if file is None and (path / artifact).is_symlink():
                 artifacts[artifact]["refused"] = "a link that leads outside the run directory"
+            elif file is None and (path / artifact).is_file():
+                artifacts[artifact]["refused"] = "a hard link (the file has other names)"
         return {
             "run": {"name": name},
             "artifacts": artifacts,

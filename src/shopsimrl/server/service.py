@@ -9,6 +9,7 @@ the same operations, so they cannot drift apart: both call this class, which spe
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from typing import Any
 
@@ -22,6 +23,17 @@ from .leases import Lease, LeasePool
 DEFAULT_SLOTS = 256
 DEFAULT_IDLE_TIMEOUT = 600.0
 DEFAULT_MAX_RESPONSE_CHARS = MAX_RESPONSE_CHARS  # one step's model text: the environment's own cap
+#: Longer step texts run off the event loop (a 64K-character search takes ~0.1-0.4 s; 512 characters ~2 ms).
+INLINE_STEP_CHARS = 512
+LONG_STEP_THREADS = 4  # long steps at once (more wait their turn; short steps and /healthz never wait for them)
+_executor: list[concurrent.futures.ThreadPoolExecutor] = []
+
+
+def _long_steps() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's threads for long steps (made on first use)."""
+    if not _executor:
+        _executor.append(concurrent.futures.ThreadPoolExecutor(LONG_STEP_THREADS, thread_name_prefix="shopsim-step"))
+    return _executor[0]
 
 
 class EnvService:
@@ -85,13 +97,29 @@ class EnvService:
         return lease, dict(payload)
 
     async def step_async(self, lease: Lease[ShopEnv], response: object, step_index: object = None) -> dict[str, Any]:
-        """``step`` for the HTTP handlers: in a worker thread when an LLM shopper may be asked (a blocking call)."""
-        replay = self._replay(lease, step_index)
-        if replay is not None:
-            return replay
-        if lease.session.shopper_name == LLM_SHOPPER:
-            return await asyncio.to_thread(self._record, lease, response)
-        return self._record(lease, response)
+        """``step`` for the HTTP handlers, one at a time per session. It runs in a worker thread when it may take
+        more than a few milliseconds (an LLM shopper's call, or text longer than ``INLINE_STEP_CHARS``: the work
+        of a step grows with its text), so the event loop keeps answering every other client meanwhile."""
+        async with lease.busy:
+            replay = self._replay(lease, step_index)
+            if replay is not None:
+                return replay
+            if lease.session.shopper_name == LLM_SHOPPER:
+                return await asyncio.to_thread(self._record, lease, response)
+            if isinstance(response, str) and len(response) > INLINE_STEP_CHARS:
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(_long_steps(), self._record, lease, response)
+            return self._record(lease, response)
+
+    async def terminate_async(self, lease: Lease[ShopEnv], reason: object = ACTION_LIMIT) -> dict[str, Any]:
+        """``terminate`` once the session's step in progress (if any) has ended."""
+        async with lease.busy:
+            return self.terminate(lease, reason)
+
+    async def state_async(self, lease: Lease[ShopEnv]) -> dict[str, Any]:
+        """``state`` once the session's step in progress (if any) has ended."""
+        async with lease.busy:
+            return self.state(lease)
 
     def lease(self, slot: object, lease_id: object) -> Lease[ShopEnv]:
         return self.pool.get(slot, lease_id)
