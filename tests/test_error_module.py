@@ -26,7 +26,7 @@ STAYING = {
     # the HTTP guard's admission refusals (issue 29 reworks the guard; CorsPreflight should become a response)
     **{name: "server/guard.py: an admission refusal" for name in (
         "Refusal", "BodyTooLarge", "HostNotServed", "CrossOriginRefused", "CorsPreflight", "Unauthorized",
-        "UnsupportedMediaType")},
+        "UnsupportedMediaType", "InvalidText")},
 }
 
 

@@ -27,8 +27,8 @@ from .guard import (
     check_text,
     is_loopback,
     read_limited,
-    send_refusal,
 )
+from .http_errors import send_refusal
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # one WebSocket message (a step is a few hundred bytes)
 MAX_JSON_DEPTH = 64  # nesting of a WebSocket message (json would recurse ~1000 deep, then fail the session)
