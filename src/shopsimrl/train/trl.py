@@ -143,12 +143,16 @@ async def run_episodes(prompts: Sequence[Any], tokenizer: Any, generate: Callabl
 def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 256, temperature: float = 1.0,
                       max_steps: int | None = None, concurrency: int = 8, on_template_error: str = "raise",
                       generate_factory: Callable[[Any], Callable[[list[int]], Any]] | None = None,
+                      max_context_len: int | None = None,
+                      on_trajectories: Callable[[list[Trajectory], Any], None] | None = None,
                       ) -> Callable[[list[Any], Any], dict[str, Any]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` (``max_steps`` None: each episode's own turn
-    limit, 30 or 40 in dialogue mode)."""
+    limit, 30 or 40 in dialogue mode; ``max_context_len``: a prompt that long ends the episode as
+    ``generation_length``, the prompt cap; ``on_trajectories(trajectories, trainer)``: sees each batch's
+    episodes before they are converted, e.g. to record training curves)."""
     if on_template_error not in ("raise", "metric"):
         raise TrlAdapterError("on_template_error must be 'raise' or 'metric'")
-    config = RolloutConfig(mode="append", max_steps=max_steps)
+    config = RolloutConfig(mode="append", max_steps=max_steps, max_context_len=max_context_len)
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
@@ -157,6 +161,8 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
                                    max_new_tokens=max_new_tokens, temperature=temperature))
         trajectories = asyncio.run(run_episodes(prompts, tokenizer, generate, environment, config,
                                                 concurrency=concurrency))
+        if on_trajectories is not None:
+            on_trajectories(trajectories, trainer)
         out = trajectories_to_trl(trajectories, tokenizer)
         template_errors = sum(1 for t in trajectories if (t.error or {}).get("type") == "ChatTemplateError")
         _log(trainer, {"shop/aborted_frac": sum(t.status == ABORTED for t in trajectories) / max(1, len(prompts)),
