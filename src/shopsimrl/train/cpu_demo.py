@@ -43,6 +43,7 @@ class RecipeConfig:
     seed: int = 0
     preset: str = "cpu"
     threads: int = 2
+    use_cpu: bool = True  # False: the accelerator transformers finds (the gpu preset)
     tokenizer_products: int = 6000
     # demonstrations (public-information policies only)
     demo_policies: tuple[str, ...] = ("heuristic", "strong")
@@ -84,8 +85,9 @@ class RecipeConfig:
 SMOKE = dict(preset="tiny", tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6,
              sft_steps=4, sft_batch=2, grpo_steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
              max_new_tokens=48, demo_min_reward=0.0)
-GPU = dict(preset="gpu", sft_steps=600, sft_batch=8, grpo_steps=100, group_size=8, groups_per_step=8,
-           grpo_lr=2e-4, eval_concurrency=32, max_turns=10, max_context=8192)
+GPU = dict(preset="gpu", use_cpu=False, threads=16, sft_steps=300, sft_batch=8, grpo_steps=40, group_size=8,
+           groups_per_step=2, grpo_lr=2e-4, sft_lr=1e-3, eval_concurrency=32, max_turns=8, max_context=8192,
+           demo_train_tasks=None, demo_standard_tasks=2000)
 
 
 def _paths(out: Path) -> dict[str, Path]:
@@ -123,12 +125,18 @@ def stage_init(cfg: RecipeConfig) -> dict[str, Any]:
     return {"parameters": parameter_count(model), "vocab": len(tokenizer), "preset": asdict(preset)}
 
 
-def load(path: Path) -> tuple[Any, Any]:
+def load(path: Path, *, use_cpu: bool = True) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not path.is_dir():
         raise RecipeError(f"{path} is missing: run the stage that writes it first")
-    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    if not use_cpu:
+        import torch
+
+        if torch.cuda.is_available():
+            model = model.to("cuda")
+    return model, AutoTokenizer.from_pretrained(path)
 
 
 # --- 2. demonstrations -----------------------------------------------------------------------------------------
@@ -225,8 +233,9 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
                      per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, lr_scheduler_type="constant_with_warmup",
                      warmup_steps=min(10, max(1, cfg.sft_steps // 20)), weight_decay=0.0, assistant_only_loss=True,
                      max_length=cfg.max_context + cfg.max_turns * cfg.max_new_tokens, logging_steps=1,
-                     save_strategy="no", report_to=[], use_cpu=True, bf16=False, seed=cfg.seed,
-                     dataloader_num_workers=0, dataset_num_proc=None)
+                     save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False, seed=cfg.seed,
+                     dataloader_num_workers=0, dataset_num_proc=None,
+                     gradient_checkpointing=False)  # on by default in TRL: pure overhead for a model this small
     trainer = SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
                          processing_class=tokenizer, callbacks=time_budget(cfg.sft_minutes))
     trainer.train()
@@ -234,7 +243,8 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     trainer.model.save_pretrained(paths["sft"])
     tokenizer.save_pretrained(paths["sft"])
     _write_jsonl(paths["sft"] / "log.jsonl", trainer.state.log_history)
-    return {"episodes": len(rows), "steps": trainer.state.global_step}
+    return {"episodes": len(rows), "steps": trainer.state.global_step, "batch": cfg.sft_batch,
+            "examples_seen": trainer.state.global_step * cfg.sft_batch}
 
 
 def time_budget(minutes: float | None) -> list[Any]:
@@ -278,7 +288,7 @@ def evaluate_checkpoint(cfg: RecipeConfig, name: str, path: Path, run: Path) -> 
     from ..eval.runner import EvalSettings
     from .checkpoint_server import create_app, serving
 
-    model, tokenizer = load(path)
+    model, tokenizer = load(path, use_cpu=cfg.use_cpu)
     app = create_app(model, tokenizer, model_name=f"cpu-demo-{name}", max_new_tokens=cfg.max_new_tokens,
                      max_context=cfg.max_context)
     with serving(app) as url:
@@ -322,8 +332,10 @@ def run_recipe(cfg: RecipeConfig) -> dict[str, Any]:
     _torch_setup(cfg)
     results_path = out / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
-    (out / "config.json").write_text(json.dumps({k: v for k, v in asdict(cfg).items() if k != "timings"},
-                                                indent=2), encoding="utf-8")
+    settings = json.dumps({k: v for k, v in asdict(cfg).items() if k != "timings"}, indent=2)
+    (out / "config.json").write_text(settings, encoding="utf-8")
+    for name in cfg.stages:  # the settings each stage last ran with (stages can be rerun one by one)
+        (out / f"config-{name}.json").write_text(settings, encoding="utf-8")
     stages: dict[str, Callable[[RecipeConfig], dict[str, Any]]] = {
         "init": stage_init, "demos": stage_demos, "sft": stage_sft, "grpo": stage_grpo, "eval": stage_eval}
     started = time.perf_counter()

@@ -100,8 +100,9 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
         output_dir=str(target / "trainer"), num_generations=cfg.group_size, per_device_train_batch_size=batch,
         max_steps=cfg.grpo_steps, learning_rate=cfg.grpo_lr, lr_scheduler_type="constant", beta=0.0,
         temperature=cfg.temperature, top_p=1.0, max_completion_length=cfg.max_context + cfg.max_turns * 4096,
-        scale_rewards="group", logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, bf16=False,
-        seed=cfg.seed, dataloader_num_workers=0, shuffle_dataset=False, weight_decay=0.0, max_grad_norm=1.0)
+        scale_rewards="group", logging_steps=1, save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False,
+        seed=cfg.seed, dataloader_num_workers=0, shuffle_dataset=False, weight_decay=0.0, max_grad_norm=1.0,
+        gradient_checkpointing=False)  # TRL turns it on by default: pure overhead for a model this small
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=trl_adapter.shop_reward,
                           train_dataset=dataset, rollout_func=rollout_func, args=args,
                           callbacks=time_budget(cfg.grpo_minutes))

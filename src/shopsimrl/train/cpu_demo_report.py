@@ -102,7 +102,8 @@ def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: s
     notes = {
         "init": lambda r: f"{r.get('parameters')} parameters",
         "demos": lambda r: f"{r.get('episodes')} demonstration episodes ({r.get('turn_records')})",
-        "sft": lambda r: f"{r.get('steps')} optimizer steps over {r.get('episodes')} episodes",
+        "sft": lambda r: (f"{r.get('steps')} optimizer steps ({r.get('examples_seen', '?')} of "
+                          f"{r.get('episodes')} demonstration episodes seen)"),
         "grpo": lambda r: f"{r.get('steps')} optimizer steps, {r.get('episodes')} episodes",
         "eval": lambda r: "init, SFT, GRPO through the served-model runtime",
     }
