@@ -21,10 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from shopsimrl.agent import InProcessEnvironment  # noqa: E402
+from shopsimrl.agent.episode import EpisodeStats  # noqa: E402
 from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.env import ShopWorld  # noqa: E402
 from shopsimrl.train.groups import rollout_step  # noqa: E402
-from shopsimrl.train.rollout import RolloutConfig, RolloutContext, RolloutTimer  # noqa: E402
+from shopsimrl.train.rollout import RolloutConfig, RolloutContext  # noqa: E402
 
 TURN_TARGET_MS, STEP_TARGET_S = 2.0, 10.0
 
@@ -52,12 +53,12 @@ def hf_tokenizer(data: Path, template: str):
                                vocab_size=4000, chat_template=text)
 
 
-def grpo_step(world: ShopWorld, tokenizer, groups: int, n: int, mode: str) -> tuple[float, RolloutTimer, int]:
+def grpo_step(world: ShopWorld, tokenizer, groups: int, n: int, mode: str) -> tuple[float, EpisodeStats, int]:
     from shopsimrl.train.scripted import TemplatePolicyGenerate
 
     ids = world.catalog.split("all")
     contexts = [RolloutContext(ids[i % len(ids)]) for i in range(groups)]
-    timer = RolloutTimer()
+    timer = EpisodeStats()
     generate = TemplatePolicyGenerate(tokenizer, make_policy("heuristic", world))
     t0 = time.perf_counter()
     out = asyncio.run(rollout_step(contexts, tokenizer, generate, InProcessEnvironment(world), target_groups=groups,
@@ -112,7 +113,7 @@ def main() -> int:
         print(f"  rollout step wall        {wall:.2f} s   (target ≤ {STEP_TARGET_S} s, ratio {wall / STEP_TARGET_S:.2f})")
         print(f"  core overhead per turn   {per_turn:.3f} ms (target ≤ {TURN_TARGET_MS} ms, "
               f"ratio {per_turn / TURN_TARGET_MS:.2f}) — render, tokenize, boundary, parse; excludes generate, env")
-        print(f"  generate (scripted)      {timer.generate_s / max(timer.turns, 1) * 1000:.3f} ms per turn")
+        print(f"  generate (scripted)      {timer.model_s / max(timer.turns, 1) * 1000:.3f} ms per turn")
         print(f"  environment              {timer.env_s / max(timer.turns, 1) * 1000:.3f} ms per turn")
     rates = trl_throughput(world, tokenizer, args.trl_episodes, args.latency_ms / 1000)
     print(f"\nTRL rollout_func episode runner, {args.trl_episodes} episodes, generate latency {args.latency_ms:.0f} ms:")

@@ -222,10 +222,27 @@ def collect_eval(results: list[Sample | list[Sample]], reward_key: str) -> dict[
             "truncated": [s.status == Sample.Status.TRUNCATED for s in data], "samples": data}
 
 
+class GenerateState:
+    """slime's ``sglang_rollout.GenerateState`` as far as the adapter reads it: a per-process singleton
+    (``SingletonMeta``) whose ``aborted`` flag ``abort()`` sets once the batch is full (``reset()`` clears it)."""
+
+    _instance: GenerateState | None = None
+    aborted: bool = False
+
+    def __new__(cls, args: Any = None) -> GenerateState:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def reset(self) -> None:
+        self.aborted = False
+
+
 def install(monkeypatch: Any) -> None:
     """Register the stand-in under slime's module names (only the modules the adapter imports)."""
     names = {
         "slime": {}, "slime.utils": {}, "slime.utils.types": {"Sample": Sample}, "slime.rollout": {},
+        "slime.rollout.sglang_rollout": {"GenerateState": GenerateState},
         "slime.rollout.filter_hub": {},
         "slime.rollout.filter_hub.base_types": {"DynamicFilterOutput": DynamicFilterOutput,
                                                "should_drop_dynamic_filter_output": should_drop_dynamic_filter_output,

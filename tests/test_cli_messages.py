@@ -39,8 +39,8 @@ def test_split_errors_come_before_the_catalog_is_opened(prepared_dir, tmp_path, 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["eval", "--data", "{data}", "--split", "test", "--no-persona", "--policy", "heuristic"],
-         "declared persona=True"),
+        (["eval", "--data", "{data}", "--split", "standard", "--persona", "--policy", "heuristic"],
+         "holds standard tasks only"),
         (["eval", "--data", "{data}", "--split", "test", "--policy", "heuristic", "--skills", "{tmp}/none.json"],
          "cannot read skill bank"),
         (["export-sft", "{tmp}", "--out", "{tmp}/x.csv"], "unknown output format"),

@@ -22,18 +22,19 @@ from shopsimrl.contract import (
     TOOL_NAMES,
     ParsedAction,
     action_argument,
-    action_of_call,
     check_task_id,
     extract_action,
     format_action,
     parse_action,
     visible_instruction,
 )
+from shopsimrl.env.tools import action_of_call, argument_key
 from shopsimrl.errors import InvalidTaskIdError, ShopSimError
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "shopsimrl"
 VOCABULARY = PACKAGE / "contract.py"
+RENDERER = PACKAGE / "env" / "_observation.py"  # the page text's own words: its renderer and reader
 SCANNED = sorted([*PACKAGE.rglob("*.py"), *(ROOT / "environments").rglob("*.py")])
 
 # Literals that name a contract word and nothing else in this code base.
@@ -43,12 +44,16 @@ WORDS = {
     "single_turn", "multi_turn",                                                       # interaction modes
     "search_home", "search_results", "product_detail", "information_subpage",          # page types
     "ask_user",                                                                        # the dialogue tool
-    "页面：搜索首页", "页面：搜索结果", "页面：商品详情", "页面：商品属性页", "页面：任务已终止",  # page headings
-    "- 支持商品搜索", "未提供",                                                          # page text words
-    "商品列表：", "商品：", "规格选择：", "上次交互结果：", "页面能力：", "可点击元素：",        # section headings
-    "搜索词：", "结果：第 ", "- 结果：", "- 说明：", "  可选值：", "已选择 ", "仍需选择：", "- 此商品没有规格选项",
+    "未提供",                                                                          # a missing value
     "task idx must be an integer",                                                     # the task-id check
     "Continue interaction", "Invalid action", "Episode terminated: ",                   # result messages
+}
+# The page text's structure: private to its renderer, which also reads it back (nothing else parses page text).
+PAGE_TEXT_WORDS = {
+    "页面：搜索首页", "页面：搜索结果", "页面：商品详情", "页面：商品属性页", "页面：任务已终止",  # page headings
+    "- 支持商品搜索", "- 可以使用 ask_user 向顾客提问", "对话：",                           # capability lines
+    "商品列表：", "商品：", "规格选择：", "上次交互结果：", "页面能力：", "可点击元素：",        # section headings
+    "搜索词：", "结果：第 ", "- 结果：", "- 说明：", "  可选值：", "已选择 ", "仍需选择：", "- 此商品没有规格选项",
 }
 # The start of a canonical action written by hand (``f"search[{q}]"``); messages quote ``search[...]`` instead.
 ACTION_PREFIXES = tuple(f"{name}[" for name in TOOL_NAMES)
@@ -82,9 +87,12 @@ def _is_contract_word(value: str) -> bool:
 
 
 def test_the_scan_sees_the_package_and_the_vocabulary():
-    assert VOCABULARY in SCANNED and len(SCANNED) > 100
+    assert VOCABULARY in SCANNED and RENDERER in SCANNED and len(SCANNED) > 100
     found = {value for _, value in _literals(VOCABULARY) if _is_contract_word(value)}
     assert found >= WORDS, f"the vocabulary no longer spells {sorted(WORDS - found)}: update WORDS"
+    assert not PAGE_TEXT_WORDS & {value for _, value in _literals(VOCABULARY)}, "page-text words left in contract"
+    page_words = {value for _, value in _literals(RENDERER)} & PAGE_TEXT_WORDS
+    assert page_words == PAGE_TEXT_WORDS, f"the renderer no longer spells {sorted(PAGE_TEXT_WORDS - page_words)}"
 
 
 @pytest.mark.parametrize("path", [p for p in SCANNED if p != VOCABULARY],
@@ -94,6 +102,9 @@ def test_contract_words_are_spelled_only_in_the_vocabulary(path):
     copies = [f"line {line}: {value!r}" for line, value in _literals(path)
               if _is_contract_word(value) and (relative, value) not in ALLOWED]
     assert not copies, f"{relative} spells contract words itself; import them from shopsimrl.contract: {copies}"
+    if path != RENDERER:
+        page_text = [f"line {line}: {value!r}" for line, value in _literals(path) if value in PAGE_TEXT_WORDS]
+        assert not page_text, f"{relative} spells page-text words: read the state, not the text: {page_text}"
 
 
 def test_the_scan_would_catch_a_copy(tmp_path):
@@ -110,8 +121,8 @@ def test_old_import_paths_are_the_same_objects():
     from shopsimrl.agent import turn, validation
     from shopsimrl.agent.policies import heuristic, oracle
     from shopsimrl.env import _actions as actions
-    from shopsimrl.env import _observation as observation
     from shopsimrl.env import _session as session
+    from shopsimrl.env import _state as state
     from shopsimrl.env import interface, tools
     from shopsimrl.server import models
 
@@ -120,10 +131,9 @@ def test_old_import_paths_are_the_same_objects():
     assert interface.END_REASONS is contract.END_REASONS
     assert interface.TerminationReason is contract.TerminationReason is models.TerminationReason
     assert interface.InteractionMode is contract.InteractionMode is models.InteractionMode
-    assert observation.BUTTON_LABELS is contract.BUTTON_LABELS and observation.PAGE_TYPES is contract.PAGE_TYPES
+    assert state.BUTTON_LABELS is contract.BUTTON_LABELS and state.PAGE_TYPES is contract.PAGE_TYPES
     assert actions.parse_action is contract.parse_action and actions.extract_action is contract.extract_action
     assert actions.action_lines is contract.action_lines and actions.ParsedAction is contract.ParsedAction
-    assert validation.ARGUMENT_KEYS is contract.ARGUMENT_KEYS
     assert turn.ACTION_LIMIT == contract.ACTION_LIMIT and validation.GENERATION_LENGTH == contract.GENERATION_LENGTH
     assert tools.SEARCH_TOOL == contract.SEARCH_TOOL and tools.ASK_USER_TOOL == contract.ASK_USER_TOOL
     assert (heuristic.BACK, heuristic.NEXT, heuristic.PREV, heuristic.BUY) == (oracle.BACK, oracle.NEXT, oracle.PREV,
@@ -156,7 +166,7 @@ def test_the_vocabulary_agrees_with_the_engine():
     assert [tool["function"]["name"] for tool in tools] == list(TOOL_NAMES)
     for tool in tools:
         name = tool["function"]["name"]
-        assert tool["function"]["parameters"]["required"] == [contract.ARGUMENT_KEYS[name]]
+        assert tool["function"]["parameters"]["required"] == [argument_key(name)]
 
 
 # ------------------------------------------------------------------------------- action strings
@@ -169,7 +179,7 @@ def test_format_and_parse_are_inverse(name, argument):
     action = format_action(name, argument)
     assert parse_action(action) == ParsedAction(name, argument.strip())
     assert action_argument(action, name) == argument.strip()
-    assert action_of_call(name, {contract.ARGUMENT_KEYS[name]: argument}) == action
+    assert action_of_call(name, {argument_key(name): argument}) == action
     # a canonical action passes the model-text reading unchanged: reading it on every path changes nothing
     assert extract_action(action) == action
 

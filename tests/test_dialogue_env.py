@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.lexicon import ATTRIBUTE_WORDS, BUDGET_WORDS, OPEN_WORDS, PURCHASE_WORDS
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.env._dialogue_session import dialogue_lines
+from shopsimrl.env._observation import dialogue_lines
 from shopsimrl.env.tools import tools_for_state
 from shopsimrl.errors import DialogueError
 from shopsimrl.versions import (

@@ -48,7 +48,7 @@ def world(prepared_dir: Path) -> ShopWorld:
 
 
 def conversation(env: ShopEnv, task_id: int, config: ShopperConfig | None = None) -> dict:
-    reset = env.reset(task_id, shopper="rule", shopper_config=config)
+    reset = env.reset(task_id, shopper="rule", shopper_config=config, include_private_goal=True)  # transcript mid-episode
     turns = []
     for question in SCRIPT:
         result = env.step(f"ask_user[{question}]")

@@ -115,7 +115,7 @@ def test_the_command_wires_the_adapter_with_the_reference_settings(tasks: Path) 
     assert (flags["--eps-clip"], flags["--eps-clip-high"], flags["--lr"]) == (["0.2"], ["0.28"], ["1e-6"])
     assert "--use-kl-loss" not in flags and "--apply-chat-template" not in flags
     config = yaml.safe_load(Path(flags["--custom-config-path"][0]).read_text("utf-8"))
-    assert set(config) == {"shopsim_env_url", "shopsim_episode_concurrency", "shopsim_max_steps"}
+    assert set(config) == {"shopsim_env_url", "shopsim_group_concurrency", "shopsim_max_steps"}
 
 
 def test_first_rollout_step_through_the_standin_against_a_served_shop(tasks, prepared_dir, monkeypatch) -> None:

@@ -87,7 +87,9 @@ def test_the_full_command_composes_with_verls_config_and_keeps_the_reference_set
     assert (rollout.temperature, rollout.top_p, rollout.top_k) == (0.6, 1.0, -1)
     assert rollout.prompt_length + rollout.response_length == 24576  # the reference context
     assert config.data.max_prompt_length == rollout.prompt_length and rollout.calculate_log_probs
-    assert config.algorithm.adv_estimator == "grpo" and not actor.use_kl_loss
+    assert config.algorithm.adv_estimator == "shopsim_grpo" and not actor.use_kl_loss
+    hook = config.ray_kwargs.ray_init.runtime_env.worker_process_setup_hook
+    assert hook == "shopsimrl.train.verl_grpo.register"
     assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.optim.lr) == (0.2, 0.28, 1e-6)
     assert list(actor.optim.betas) == [0.9, 0.98] and actor.optim.weight_decay == 0.1
     assert config.data.train_batch_size * rollout.n == 128 and actor.ppo_mini_batch_size * rollout.n == 64
@@ -113,3 +115,30 @@ def test_first_rollout_step_on_the_built_tasks(tasks, model_dir, prepared_dir, s
     assert out.batch["response_mask"].sum(dim=1).min().item() > 0
     assert {c["sampling_params"]["max_tokens"] for c in worker.llm_client.calls} <= {4096}
     assert all(c["sampling_params"]["temperature"] == 0.6 for c in worker.llm_client.calls)
+
+
+def test_token_budgets_hold_the_longest_sequence_in_verls_own_micro_batching(tasks, model_dir) -> None:
+    """Every dynamic-batch budget of the recipe (actor update, reference and rollout log-probs) is checked by
+    verl's own ``rearrange_micro_batches`` on a padded batch of the recipe's width holding a sequence of
+    the recipe's longest sequence (24,576 tokens); verl's default (16384) fails the same check."""
+    import torch
+    from verl.utils.seqlen_balancing import rearrange_micro_batches
+
+    config = verl_config(_command(tasks, model_dir)[3:])
+    ref = config.actor_rollout_ref
+    width = longest = ref.rollout.prompt_length + ref.rollout.response_length
+    mask = torch.zeros(4, width, dtype=torch.int64)
+    mask[0, :longest] = 1
+    mask[1:, :1000] = 1
+    batch = {"input_ids": torch.zeros(4, width, dtype=torch.int64), "attention_mask": mask}
+    from tensordict import TensorDict
+
+    batch = TensorDict(batch, batch_size=[4])
+    budgets = {"actor": ref.actor.ppo_max_token_len_per_gpu, "ref": ref.ref.log_prob_max_token_len_per_gpu,
+               "rollout": ref.rollout.log_prob_max_token_len_per_gpu}
+    assert ref.actor.use_dynamic_bsz
+    for name, budget in budgets.items():
+        micro, _ = rearrange_micro_batches(batch, max_token_len=int(budget))
+        assert sum(len(m) for m in micro) == 4, name
+    with pytest.raises(AssertionError, match="max_token_len"):
+        rearrange_micro_batches(batch, max_token_len=16384)

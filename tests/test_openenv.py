@@ -386,12 +386,12 @@ def test_dialogue_episode_over_the_websocket_matches_the_runtime(world, url):
 
 def test_dialogue_through_openenvs_mcp_harness_adapter(world):
     """The harness session in dialogue mode: the opening as first user message, ``ask_user`` as a static tool
-    (the environment's own schema), and OpenEnv's adapter driving the dialogue oracle to the gold purchase."""
+    (the environment's own whole-episode schema, as the chat templates render it), and OpenEnv's adapter driving the dialogue oracle to the gold purchase."""
     from openenv.core.harness import HarnessRunLimits, MCPHarnessAdapter, ModelStepResult
     from openenv.core.llm_client import LLMResponse, ToolCall
 
     from shopsimrl.agent.page_tools import page_tools
-    from shopsimrl.env.tools import tools_for_state
+    from shopsimrl.env.tools import episode_tools
 
     task_id = world.catalog.split("test")[0]
     expected = in_process(world, "dialogue-oracle", task_id, shopper="rule")
@@ -400,8 +400,9 @@ def test_dialogue_through_openenvs_mcp_harness_adapter(world):
     assert session.initial_messages() == expected["conversation"][:2]
     listed = session.list_tools()
     assert [t.name for t in listed] == ["search", "click", "ask_user"]
-    ask = tools_for_state({"actions": [], "dialogue": {"ask_user_available": True}})[0]["function"]
-    assert listed[2].description == ask["description"] and listed[2].input_schema == ask["parameters"]
+    for tool, schema in zip(listed, episode_tools(dialogue=True), strict=True):  # the one whole-episode list
+        assert (tool.description, tool.input_schema) == (schema["function"]["description"],
+                                                         schema["function"]["parameters"])
     asked = []
 
     def model_step(messages, tools, sampling):

@@ -307,14 +307,23 @@ def test_client_retries_connection_errors_only_on_idempotent_calls(base_url):
     try:
         client = ShopClient(f"http://127.0.0.1:{proxy.port}")
         client.reset(0)
-        proxy.drop(1)  # a step is not idempotent: one transport error surfaces at once
+        proxy.drop(1)  # a step carries its step index, so it is retried past a dropped connection (once only)
+        result = client.step(f"search[{QUERY}]")
+        assert result["action_feedback"]["valid"] and proxy.dropped == 1
+        proxy.drop(10)  # retries are bounded: three attempts, then the error
         with pytest.raises(ServiceError, match="cannot reach the service") as caught:
             client.step(f"search[{QUERY}]")
         assert caught.value.status == 0 and isinstance(caught.value.__cause__, httpx.TransportError)
-        assert proxy.dropped == 1
+        assert proxy.dropped == 4
+        proxy.drop(0)
+        proxy.drop(1)  # a terminate is not retried after a connection that broke
+        with pytest.raises(ServiceError, match="cannot reach the service"):
+            client.terminate()
+        proxy.drop(0)
+        assert proxy.dropped == 5
         proxy.drop(2)  # a release is: it is retried past two dropped connections and succeeds
         client.close()
-        assert proxy.dropped == 3
+        assert proxy.dropped == 7
         assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 4
 
         other = ShopClient(f"http://127.0.0.1:{proxy.port}")
@@ -322,7 +331,7 @@ def test_client_retries_connection_errors_only_on_idempotent_calls(base_url):
         proxy.drop(10)  # retries are bounded: three attempts, then the error
         with pytest.raises(ServiceError, match="cannot reach the service"):
             other.release()
-        assert proxy.dropped == 6
+        assert proxy.dropped == 10
         proxy.drop(0)
         assert httpx.get(f"{base_url}/healthz").json()["free_slots"] == 3  # that lease is left to idle reclaim
         httpx.post(f"{base_url}/api/shop_agent", json={"action": "release_all"}).raise_for_status()

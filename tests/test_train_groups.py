@@ -129,3 +129,30 @@ def test_group_of_eight_shares_one_prompt_and_step_selects(prepared_dir: Path) -
     assert len(step.groups) == 2 and step.filled_with_zero_spread == 2
     assert all(a == [0.0] * 4 for a in step.advantages)
     assert [reason for _, reason in step.dropped] == [DROP_ZERO_SPREAD, DROP_ZERO_SPREAD]
+
+
+def test_every_step_carries_a_stable_key_of_its_page(prepared_dir: Path) -> None:
+    """Step-level credit (GiGPO-style): steps standing on the same page share a key across a group's rollouts,
+    different pages get different keys, and the key ignores how the page was reached (``last_action``)."""
+    from collections import defaultdict
+
+    from shopsimrl.train.step_keys import state_key
+
+    world = ShopWorld.from_data_dir(prepared_dir)
+    tokenizer = ToyChatTokenizer()
+    group = asyncio.run(run_group(RolloutContext(0), tokenizer, PolicyGenerate(tokenizer, make_policy("random", world)),
+                                  InProcessEnvironment(world), n=4))
+    # the docs/training.md example: group the steps of a group's rollouts by the page they acted on
+    by_state: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for r, trajectory in enumerate(group.trajectories):
+        for step in trajectory.steps:
+            by_state[step["state_key"]].append((r, step["step_index"]))
+    first = {t.steps[0]["state_key"] for t in group.trajectories}
+    assert len(first) == 1 and len(by_state[first.pop()]) >= 4  # every rollout starts on the same home page
+    assert len(by_state) > 1 and all(len(k) == 16 for k in by_state)
+    env = world.new_env()
+    page = env.reset(0)["observation_state"]
+    again = env.step("search[小吃车]")["observation_state"]
+    assert state_key(page) != state_key(again)
+    assert state_key({**again, "last_action": {"action": "click[x]"}}) == state_key(again)
+    assert state_key(dict(reversed(list(again.items())))) == state_key(again)  # key order does not matter

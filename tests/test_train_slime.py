@@ -231,3 +231,88 @@ def test_dialogue_lines_play_the_shopper_and_never_train_on_its_replies(world: S
         assert all(len(m) == n for m, n in zip(data["loss_masks"], data["response_lengths"], strict=True))
     finally:
         adapter.configure(tokenizer=None, backend=None, environment=None)
+
+
+def test_slimes_abort_stops_the_episode_before_its_next_generate_call(shop, world: ShopWorld) -> None:
+    """After slime sets ``GenerateState.aborted`` no further generate call is made: the running episode and the
+    ones not yet started come back as unscored ABORTED placeholders (slime's abort does not wait on them)."""
+    tokenizer, _ = shop
+    state = slime.GenerateState(ARGS)
+    calls: list[int] = []
+
+    def backend(args: Any, params: Any) -> Any:
+        inner = PolicyGenerate(tokenizer, make_policy("oracle", world))
+
+        def generate(ids: list[int]) -> Any:
+            calls.append(len(ids))
+            if len(calls) == 2:
+                state.aborted = True  # slime's abort() lands while turn 2 is being sampled
+            return inner(ids)
+        return generate
+
+    adapter.configure(backend=backend)
+    try:
+        running = _episode(_sample(0, index=1))
+        assert len(calls) == 2  # turn 3 was never requested
+        assert running[0].status is Sample.Status.ABORTED and running[0].remove_sample
+        assert running[0].metadata["shopsim_error"]["type"] == "SlimeAborted"
+        later = _episode(_sample(0, index=2))
+        assert len(calls) == 2 and later[0].status is Sample.Status.ABORTED
+        assert later[0].metadata["shopsim_error"]["stage"] == "start"
+    finally:
+        state.reset()
+    assert _episode(_sample(0, index=3))[0].status is Sample.Status.COMPLETED
+
+
+def test_groups_are_admitted_whole_up_to_the_group_concurrency() -> None:
+    """``shopsim_group_concurrency`` counts groups: all siblings of an admitted group run together, a further
+    group waits for a whole group to finish."""
+    gate = adapter.GroupGate(2)
+    peak: list[int] = []
+    running: dict[int, int] = {}
+
+    async def sibling(group: int) -> None:
+        await gate.enter(group)
+        try:
+            running[group] = running.get(group, 0) + 1
+            peak.append(len([g for g, n in running.items() if n]))
+            await asyncio.sleep(0.01 * (group + 1))
+            running[group] -= 1
+        finally:
+            gate.leave(group)
+
+    async def main() -> None:
+        await asyncio.gather(*(sibling(g) for g in range(4) for _ in range(4)))
+
+    asyncio.run(main())
+    assert max(peak) == 2 and gate.groups_in_flight == 0
+    assert adapter._gate(SimpleNamespace(shopsim_group_concurrency=3)).limit == 3
+    assert adapter._gate(SimpleNamespace(shopsim_episode_concurrency=16, n_samples_per_prompt=8)).limit == 2
+    assert adapter._gate(SimpleNamespace()).limit == adapter.DEFAULT_GROUP_CONCURRENCY
+
+
+def test_the_sglang_backend_reuses_one_http_client_per_worker() -> None:
+    """Every turn of every episode on a worker's event loop goes through one pooled client."""
+    from fastapi import FastAPI
+
+    from live_server import serve
+
+    app = FastAPI()
+
+    @app.post("/generate")
+    async def generate_route(body: dict) -> dict:
+        return {"meta_info": {"output_token_logprobs": [[-0.5, 7, "x"]], "finish_reason": {"type": "stop"}}}
+
+    with serve(app) as url:
+        host, port = url.rsplit(":", 1)
+        args = SimpleNamespace(sglang_router_ip=host.split("//")[1], sglang_router_port=int(port))
+
+        async def main() -> set[int]:
+            seen = set()
+            for _ in range(3):
+                out = await adapter.sglang_backend(args, {"temperature": 1.0})([1, 2, 3])
+                assert list(out.token_ids) == [7]
+                seen.add(id(next(iter(adapter._CLIENTS.values()))))
+            return seen
+
+        assert len(asyncio.run(main())) == 1

@@ -148,3 +148,36 @@ def test_retokenization_drift_forks_in_resegment_and_never_in_append(world: Shop
     kept = _run(world, tokenizer, TemplatePolicyGenerate(tokenizer, policy, noncanonical=True), "append")
     assert kept.status == COMPLETED and len(kept.segments) == 1
     assert kept.trained_tokens == kept.generated_tokens  # the exact sampled tokens, in order
+
+
+def test_the_shipped_training_templates_are_trls_files_and_named(corpus: list[str]) -> None:
+    """The copies the project ships (for environments without TRL) are byte-identical to TRL 1.16's files, and
+    each replaces exactly the original template its manifest names."""
+    import hashlib
+
+    from shopsimrl.train.chat_template import shipped_training_template
+
+    folder = Path(__file__).resolve().parents[1] / "src" / "shopsimrl" / "train" / "training_templates"
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert set(manifest) == {p.name for p in folder.glob("*.jinja")} and "qwen3_training.jinja" in manifest
+    for name, entry in manifest.items():
+        shipped = (folder / name).read_bytes()
+        assert shipped == (TEMPLATES / name).read_bytes() and hashlib.sha256(shipped).hexdigest() == entry["sha256"]
+        original = (TEMPLATES / name.replace("_training", "")).read_text(encoding="utf-8")
+        assert hashlib.sha256(original.encode()).hexdigest() == entry["replaces_sha256"]
+        assert shipped_training_template(original) == shipped.decode("utf-8") and "TRL 1.16.0" in entry["source"]
+    assert shipped_training_template("{{ messages }}") is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_without_trl_qwen3s_original_is_swapped_for_the_shipped_training_template(
+        world: ShopWorld, corpus: list[str], mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl's environment has no TRL: the swap still happens (the shipped copy), so append mode completes."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "trl.chat_template_utils", None)
+    tokenizer = _tokenizer(corpus, "qwen3")
+    generate = TemplatePolicyGenerate(tokenizer, make_policy("oracle", world))
+    traj = _run(world, tokenizer, generate, mode)
+    assert traj.status == COMPLETED and traj.reward == 1.0, traj.error
+    assert "shipped training template" in traj.metadata["chat_template"] and len(traj.segments) == 1

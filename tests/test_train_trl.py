@@ -24,7 +24,14 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.env import ShopWorld
 from shopsimrl.train import trl as trl_adapter
-from shopsimrl.train.rollout import COMPLETED, TRUNCATED, TURN_MESSAGES, RolloutConfig
+from shopsimrl.train.rollout import (
+    COMPLETED,
+    FINISH_ABORT,
+    TRUNCATED,
+    TURN_MESSAGES,
+    Generation,
+    RolloutConfig,
+)
 from shopsimrl.train.scripted import TemplatePolicyGenerate
 from shopsimrl.train.server_generate import ServerGenerateError, parse_completion, server_generate
 from shopsimrl.train.tiny_hf import build_bpe_tokenizer
@@ -153,6 +160,85 @@ def test_a_template_failure_stops_training_with_an_error(world: ShopWorld, corpu
     out = metric(["0", "0"], trainer)
     assert out["shop_reward"] == [None, None] and out["shop_status"] == ["aborted", "aborted"]
     assert trainer._metrics["train"]["shop/template_errors"][-1] == 2.0
+
+
+def _trl_example() -> Any:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "trl" / "train_grpo.py"
+    spec = importlib.util.spec_from_file_location("trl_example_config", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_recipe_asks_trl_to_sync_weights_to_its_vllm_server() -> None:
+    """The recipe's GPU config parses as TRL's own ``GRPOConfig`` (unknown names raise) with ``use_vllm`` in
+    server mode, and TRL's ``_generate`` syncs weights before calling ``rollout_func`` exactly when
+    ``use_vllm`` is set (read from TRL's source, so a renamed flag or a moved sync fails here)."""
+    import inspect
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    module = _trl_example()
+    args = module.parse_args(["--model", "m", "--vllm-server", "http://127.0.0.1:8000/"])
+    config = GRPOConfig(**{**module.grpo_config(args), "use_cpu": True, "bf16": False})
+    assert config.use_vllm and config.vllm_mode == "server"
+    assert config.vllm_server_base_url == "http://127.0.0.1:8000" and config.max_completion_length == 24576
+    source = inspect.getsource(GRPOTrainer._generate)
+    sync, call = source.index("self.vllm_generation.sync_weights()"), source.index("self.rollout_func(prompts")
+    assert sync < call and "if self.use_vllm" in source[:sync]
+    plain = module.grpo_config(module.parse_args(["--model", "m"]))
+    assert "use_vllm" not in plain  # no server: the trainer's own model samples
+
+
+def test_unscored_siblings_drop_their_group_in_trls_own_advantage(world: ShopWorld, corpus: list[str],
+                                                                   tmp_path: Path) -> None:
+    """The rollout function hands every sibling of an aborted episode ``None`` (the unscored-sibling rule);
+    TRL's own ``_generate_and_score_completions`` then gives the whole group advantage 0."""
+    tokenizer = build_bpe_tokenizer(corpus, vocab_size=2000, chat_template=QWEN25)
+    first, second = (str(t) for t in world.catalog.split("all")[:2])
+
+    class AbortThird(MixedPolicyGenerate):
+        """The engine aborts the third episode (a sibling of the second group)."""
+
+        def __call__(self, prompt_ids: list[int]) -> Any:
+            index = self.episodes.setdefault(id(TURN_MESSAGES.get()), len(self.episodes))
+            return Generation([1], [0.0], FINISH_ABORT) if index == 2 else super().__call__(prompt_ids)
+
+    def make(concurrency: int = 1) -> Any:
+        return trl_adapter.make_rollout_func(InProcessEnvironment(world), max_steps=8, concurrency=concurrency,
+                                             generate_factory=lambda trainer: AbortThird(tokenizer, world))
+
+    prompts = [first, first, second, second]
+    out = make()(prompts, type("T", (), {"processing_class": tokenizer, "num_generations": 2})())
+    assert out["shop_status"][2] == "aborted" and out["shop_status"][3] != "aborted"
+    assert out["shop_reward"][2:] == [None, None]  # the scored sibling is dropped with its group
+    assert all(isinstance(r, float) for r in out["shop_reward"][:2])
+    assert trl_adapter.sibling_groups(["a", "a", "b", "b"], 2) == [0, 0, 1, 1]
+    assert trl_adapter.sibling_groups(["a", "a", "b"], 2) == [0, 0, 1]
+
+    import datasets
+    from trl import GRPOTrainer
+
+    dataset = datasets.Dataset.from_dict({"prompt": [first, second]})
+    trainer = GRPOTrainer(model=_tiny_model(tokenizer), reward_funcs=trl_adapter.shop_reward,
+                          args=_args(tmp_path, max_steps=1), train_dataset=dataset,
+                          processing_class=tokenizer, rollout_func=make())
+    batch = trainer._generate_and_score_completions([{"prompt": p} for p in prompts])
+    advantages = batch["advantages"].tolist()
+    assert advantages[2:] == [0.0, 0.0]  # TRL's own code: the dropped group moves nothing
+    assert trainer._metrics["train"]["shop/dropped_groups_frac"][-1] == 0.5
+
+
+def test_server_generate_caps_each_turn_at_the_context_budget(world: ShopWorld, corpus: list[str]) -> None:
+    tokenizer = build_bpe_tokenizer(corpus, vocab_size=2000, chat_template=QWEN25)
+    log: list[dict] = []
+    with serve(vllm_like_app(tokenizer, log=log)) as url:
+        generate = server_generate(url + "/v1", "shop-model", max_tokens=4096, max_context=3000)
+        asyncio.run(trl_adapter.run_episodes(["0"], tokenizer, generate, InProcessEnvironment(world),
+                                             RolloutConfig(mode="append", max_steps=2, max_context_len=3000)))
+    assert log and all(len(b["prompt"]) + b["max_tokens"] <= 3000 for b in log)
 
 
 def test_concurrent_episodes_match_sequential_ones(world: ShopWorld, corpus: list[str]) -> None:
@@ -290,7 +376,7 @@ def test_the_trl_example_runs_its_cpu_check(prepared_dir: Path, tmp_path: Path) 
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.main(["--cpu-check", "--data", str(prepared_dir), "--output-dir", str(tmp_path / "o")]) == 0
-    args = module.parse_args(["--model", "m", "--vllm-url", "http://127.0.0.1:8000/v1"])  # the GPU command parses
+    args = module.parse_args(["--model", "m", "--vllm-server", "http://127.0.0.1:8000"])  # the GPU command parses
     assert args.num_generations == 8 and args.temperature == 0.6 and args.max_new_tokens == 4096
 
 

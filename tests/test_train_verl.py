@@ -221,3 +221,56 @@ def test_dialogue_rows_play_the_shopper_and_mask_its_replies(model_dir, prepared
         check_split(trained, untrained, questions([s["action"] for s in expected["steps"]]),
                     replies(expected["conversation"]))
         assert torch.all(out.batch["rollout_log_probs"][i][~mask] == 0.0)
+
+
+def _advantage_batch(rewards: list[float], scored: list[bool], uids: list[str], width: int = 6) -> DataProto:
+    """Rows as the agent loop returns them: a scored row has sampled tokens, an aborted one a single masked
+    token and reward 0; the reward sits on the last real response token (verl's rm_scores layout)."""
+    n = len(rewards)
+    mask = torch.zeros(n, width, dtype=torch.int64)
+    scores = torch.zeros(n, width)
+    for i, (reward, ok) in enumerate(zip(rewards, scored, strict=True)):
+        length = width if ok else 1
+        mask[i, :length] = 1 if ok else 0
+        scores[i, length - 1] = reward
+    return DataProto.from_dict(tensors={"token_level_rewards": scores, "response_mask": mask},
+                               non_tensors={"uid": np.array(uids, dtype=object)})
+
+
+def test_aborted_siblings_drop_their_group_through_verls_compute_advantage() -> None:
+    """verl's own ``compute_advantage`` (ray_trainer) with the registered ``shopsim_grpo``: 2 aborted of 4 drop
+    the group (every advantage 0), a fully scored group gets verl's GRPO numbers; verl's stock ``grpo`` would
+    give the completed siblings +0.866 from the aborts alone."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    from shopsimrl.train import verl_grpo
+
+    verl_grpo.register()
+    verl_grpo.register()  # idempotent: the Ray hook may run more than once per process
+    rewards = [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    scored = [True, True, False, False, True, True, True, True]
+    uids = ["a"] * 4 + ["b"] * 4
+    config = OmegaConf.create({"norm_adv_by_std_in_grpo": True})
+    stock = compute_advantage(_advantage_batch(rewards, scored, uids), adv_estimator="grpo", config=config)
+    assert stock.batch["advantages"][0, 0].item() == pytest.approx(0.866, abs=1e-3)  # the bug this fixes
+    ours = compute_advantage(_advantage_batch(rewards, scored, uids), adv_estimator=verl_grpo.ESTIMATOR,
+                             config=config)
+    adv = ours.batch["advantages"]
+    assert adv[:4].abs().sum().item() == 0  # group a dropped: nothing of it moves the policy
+    assert torch.allclose(adv[4:], stock.batch["advantages"][4:], atol=1e-6)  # group b: verl's GRPO numbers
+    centred = compute_advantage(_advantage_batch(rewards, scored, uids), adv_estimator=verl_grpo.ESTIMATOR,
+                                config=OmegaConf.create({"norm_adv_by_std_in_grpo": False}))
+    assert centred.batch["advantages"][4, 0].item() == pytest.approx(0.5)
+
+
+def test_the_estimator_registers_in_a_fresh_process_through_the_ray_hook_path() -> None:
+    """The recipe's ``worker_process_setup_hook`` names an importable function that fills verl's registry."""
+    code = ("import importlib; from verl.trainer.ppo import core_algos; "
+            "mod, _, fn = 'shopsimrl.train.verl_grpo.register'.rpartition('.'); "
+            "getattr(importlib.import_module(mod), fn)(); "
+            "print(core_algos.get_adv_estimator_fn('shopsim_grpo').__name__)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "shopsim_grpo_advantage"

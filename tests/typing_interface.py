@@ -1,11 +1,10 @@
 """Static conformance of the environment implementations to the declared interface (checked by mypy).
 
 Not a pytest module: ``tests/test_typecheck.py`` runs mypy (strict, see pyproject.toml) over this file.
-Each assignment below type-checks exactly when the class conforms to the protocol statically. The
-implementations still annotate their results as ``dict[str, Any]`` instead of the TypedDicts of
-``shopsimrl.env.interface`` (unifying them is the next phase of issue 12), so those lines carry a
-``type: ignore``; mypy's ``warn_unused_ignores`` turns each one into an error once its class conforms, so
-the ignores cannot outlive the gap.
+Each assignment below type-checks exactly when the class conforms to the protocol statically. ``ShopEnv``
+returns the TypedDicts of ``shopsimrl.env.interface``; the HTTP clients still annotate their results as
+``dict[str, Any]``, so their lines carry a ``type: ignore``; mypy's ``warn_unused_ignores`` turns each one into
+an error once its class conforms, so the ignores cannot outlive the gap.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from shopsimrl.server import AsyncShopClient, ShopClient
 
 
 def sync_implementations(env: ShopEnv, client: ShopClient) -> list[ShopEnvironment]:
-    in_process: ShopEnvironment = env  # type: ignore[assignment]  # returns dict[str, Any], not the TypedDicts
+    in_process: ShopEnvironment = env  # ShopEnv returns the TypedDicts
     over_http: ShopEnvironment = client  # type: ignore[assignment]  # same
     return [in_process, over_http]
 

@@ -1,14 +1,18 @@
 """GRPO on ShopSimRL with TRL 1.16: multi-turn shop episodes through ``rollout_func``, sampled by a vLLM server.
 
-On a GPU machine (no code edits), start vLLM with the policy model, then train:
+On a GPU machine (no code edits), start TRL's vLLM server with the policy model (vLLM plus TRL's weight-sync
+endpoints), then train:
 
-    vllm serve Qwen/Qwen3-4B-Instruct-2507 --port 8000 --max-model-len 24576 --enable-prefix-caching
-    python examples/trl/train_grpo.py --model Qwen/Qwen3-4B-Instruct-2507 --vllm-url http://127.0.0.1:8000/v1 \
+    trl vllm-serve --model Qwen/Qwen3-4B-Instruct-2507 --port 8000 --max-model-len 24576 --enable-prefix-caching true
+    python examples/trl/train_grpo.py --model Qwen/Qwen3-4B-Instruct-2507 --vllm-server http://127.0.0.1:8000 \
         --data data/default --output-dir out/trl-grpo
 
-The trainer's weights are not pushed to the server here: for on-policy sampling use TRL's own vLLM server
-(``trl vllm-serve --model …``, which exposes weight sync) and pass its OpenAI-compatible URL, or restart vLLM from
-saved checkpoints between rounds. Without ``--vllm-url`` the trainer's own ``model.generate`` samples (slow).
+With ``--vllm-server`` the config sets TRL's ``use_vllm=True``, ``vllm_mode="server"`` and
+``vllm_server_base_url``: TRL then pushes the trainer's weights to that server before every rollout step that
+follows an optimizer step (``GRPOTrainer._generate`` → ``vllm_generation.sync_weights()``), and the episodes
+sample from it through its OpenAI-compatible ``/v1/completions`` (``server_generate``), each turn capped so that
+prompt + completion fit ``--max-context`` (the server's ``--max-model-len``). Without ``--vllm-server`` the
+trainer's own ``model.generate`` samples (slow).
 
 ``--cpu-check`` runs what a CPU can: the dataset builds, the config parses, and one GRPO step runs with a tiny
 random Llama, a byte-level BPE trained on the catalog, TRL's bundled Qwen2.5 chat template and a scripted
@@ -32,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", help="HF model id or path (required unless --cpu-check)")
     parser.add_argument("--data", default="data/default", help="a prepared data directory")
     parser.add_argument("--split", default="train")
-    parser.add_argument("--vllm-url", help="OpenAI-compatible base URL of a vLLM/SGLang server (…/v1)")
+    parser.add_argument("--vllm-server", help="base URL of `trl vllm-serve` (no /v1): weights sync to it each step")
     parser.add_argument("--served-model-name", help="model name on the server (default: --model)")
     parser.add_argument("--env-url", help="a `shopsimrl serve` URL instead of the in-process environment")
     parser.add_argument("--output-dir", default="out/trl-grpo")
@@ -41,7 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=80)
     parser.add_argument("--concurrency", type=int, default=32, help="episodes in flight per rollout call")
     parser.add_argument("--max-new-tokens", type=int, default=4096)
-    parser.add_argument("--max-context", type=int, default=24576)
+    parser.add_argument("--max-context", type=int, default=24576,
+                        help="context budget per episode (= the server's --max-model-len)")
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--learning-rate", type=float, default=1e-6)
     parser.add_argument("--max-turns", type=int, default=None,
@@ -49,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shopper", choices=SHOPPER_NAMES, default=None,
                         help="dialogue mode: every task plays against this shopper (ask_user; instruction withheld)")
     parser.add_argument("--limit", type=int, help="use only the first N tasks of the split")
+    parser.add_argument("--difficulty", help="only tasks of these tiers: first, heuristic, strong, none "
+                                             "(comma-separated; `shopsimrl data tiers`): a curriculum stage")
     parser.add_argument("--cpu-check", action="store_true", help="one step with a tiny model and scripted generate")
     return parser.parse_args(argv)
 
@@ -58,19 +65,16 @@ def build(args: argparse.Namespace) -> Any:
     from trl import GRPOConfig, GRPOTrainer
 
     from shopsimrl.agent import InProcessEnvironment, ServiceEnvironment
+    from shopsimrl.catalog.tiers import read_tiers, split_task_ids
     from shopsimrl.env import ShopWorld
     from shopsimrl.train.trl import make_rollout_func, server_generate, shop_reward, task_prompts
 
     world = ShopWorld.from_data_dir(args.data)
-    ids = world.catalog.split(args.split)[: args.limit]
-    dataset = datasets.Dataset.from_dict(task_prompts(ids, shopper=args.shopper))  # "17" or "17@rule"
+    ids = split_task_ids(args.data, args.split, difficulty=args.difficulty, limit=args.limit)
+    tiers = read_tiers(args.data) if args.difficulty else None
+    dataset = datasets.Dataset.from_dict(task_prompts(ids, shopper=args.shopper, tiers=tiers))  # "17" or "17@rule"
     environment = ServiceEnvironment(args.env_url) if args.env_url else InProcessEnvironment(world)
-    config = dict(output_dir=args.output_dir, num_generations=args.num_generations,
-                  per_device_train_batch_size=args.per_device_batch, max_steps=args.max_steps,
-                  learning_rate=args.learning_rate, beta=0.0, epsilon=0.2, epsilon_high=0.28,
-                  max_completion_length=args.max_context, temperature=args.temperature, top_p=1.0,
-                  adam_beta1=0.9, adam_beta2=0.98, weight_decay=0.1, lr_scheduler_type="constant",
-                  logging_steps=1, report_to=[], save_strategy="no" if args.cpu_check else "steps")
+    config = grpo_config(args)
     generate_factory = None
     if args.cpu_check:
         model, tokenizer, generate_factory = _cpu_parts(world, args)
@@ -83,15 +87,30 @@ def build(args: argparse.Namespace) -> Any:
         tokenizer = AutoTokenizer.from_pretrained(args.model)
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype="bfloat16")
         config.update(bf16=True)
-        if args.vllm_url:
-            generate = server_generate(args.vllm_url, args.served_model_name or args.model,
-                                       max_tokens=args.max_new_tokens, temperature=args.temperature)
+        if args.vllm_server:
+            generate = server_generate(args.vllm_server.rstrip("/") + "/v1", args.served_model_name or args.model,
+                                       max_tokens=args.max_new_tokens, temperature=args.temperature,
+                                       max_context=args.max_context)
             generate_factory = lambda trainer: generate  # noqa: E731
     rollout_func = make_rollout_func(environment, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                                     max_steps=args.max_turns,
+                                     max_steps=args.max_turns, max_context=args.max_context,
                                      concurrency=args.concurrency, generate_factory=generate_factory)
     return GRPOTrainer(model=model, processing_class=tokenizer, train_dataset=dataset, reward_funcs=shop_reward,
                        rollout_func=rollout_func, args=GRPOConfig(**config))
+
+
+def grpo_config(args: argparse.Namespace) -> dict[str, Any]:
+    """``GRPOConfig`` keyword arguments (TRL's own names; the reference-run settings of docs/training.md)."""
+    config: dict[str, Any] = dict(
+        output_dir=args.output_dir, num_generations=args.num_generations,
+        per_device_train_batch_size=args.per_device_batch, max_steps=args.max_steps,
+        learning_rate=args.learning_rate, beta=0.0, epsilon=0.2, epsilon_high=0.28,
+        max_completion_length=args.max_context, temperature=args.temperature, top_p=1.0,
+        adam_beta1=0.9, adam_beta2=0.98, weight_decay=0.1, lr_scheduler_type="constant",
+        logging_steps=1, report_to=[], save_strategy="no" if args.cpu_check else "steps")
+    if args.vllm_server and not args.cpu_check:  # TRL syncs weights to this server before each rollout step
+        config.update(use_vllm=True, vllm_mode="server", vllm_server_base_url=args.vllm_server.rstrip("/"))
+    return config
 
 
 def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:

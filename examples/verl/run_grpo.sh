@@ -14,7 +14,10 @@ N_GPUS="${N_GPUS:-8}"
 export SHOPSIM_ENV_URL="${SHOPSIM_ENV_URL:-http://127.0.0.1:5700}"
 
 ARGS=(
-  algorithm.adv_estimator=grpo
+  # GRPO with the unscored-sibling rule (shopsimrl.train.groups): verl's own estimator registry, filled in every
+  # Ray process (the driver computes advantages) by Ray's worker_process_setup_hook
+  algorithm.adv_estimator=shopsim_grpo
+  +ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=shopsimrl.train.verl_grpo.register
   algorithm.use_kl_in_reward=false
   algorithm.norm_adv_by_std_in_grpo=true
   data.train_files="${TASKS}/train.parquet"
@@ -34,6 +37,9 @@ ARGS=(
   actor_rollout_ref.actor.use_kl_loss=false
   actor_rollout_ref.actor.entropy_coeff=0
   actor_rollout_ref.actor.use_dynamic_bsz=true
+  # >= prompt_length + response_length: verl's rearrange_micro_batches asserts every (padded) row fits; the
+  # reference and rollout log-prob budgets follow this value
+  actor_rollout_ref.actor.ppo_max_token_len_per_gpu=24576
   actor_rollout_ref.rollout.name=vllm
   actor_rollout_ref.rollout.mode=async
   actor_rollout_ref.rollout.n=8

@@ -29,35 +29,9 @@ INFORMATION_SUBPAGE: Final = "information_subpage"
 TERMINAL: Final = "terminal"
 PAGE_TYPES: frozenset[str] = frozenset({SEARCH_HOME, SEARCH_RESULTS, PRODUCT_DETAIL, INFORMATION_SUBPAGE, TERMINAL})
 
-# The first line of each page's text (docs/contract.md#observation); a text-only agent reads the page type here.
-PAGE_HEADINGS: Mapping[str, str] = {
-    SEARCH_HOME: "页面：搜索首页",
-    SEARCH_RESULTS: "页面：搜索结果",
-    PRODUCT_DETAIL: "页面：商品详情",
-    INFORMATION_SUBPAGE: "页面：商品属性页",
-    TERMINAL: "页面：任务已终止",
-}
-# The page text's section headings, and the line prefixes a text-only reader relies on (docs/contract.md#observation-text).
-PRODUCTS_HEADING: Final = "商品列表："
-PRODUCT_HEADING: Final = "商品："
-OPTIONS_HEADING: Final = "规格选择："
-LAST_ACTION_HEADING: Final = "上次交互结果："
-CAPABILITIES_HEADING: Final = "页面能力："
-CLICKABLES_HEADING: Final = "可点击元素："
-SECTION_HEADINGS: tuple[str, ...] = (PRODUCTS_HEADING, PRODUCT_HEADING, OPTIONS_HEADING, LAST_ACTION_HEADING,
-                                     CAPABILITIES_HEADING, CLICKABLES_HEADING)
-SEARCH_TEXT_PREFIX: Final = "搜索词："
-RESULTS_LINE_PREFIX: Final = "结果：第 "
-RESULT_PREFIX: Final = "- 结果："  # then 成功 or 无效
-FEEDBACK_MESSAGE_PREFIX: Final = "- 说明："
-OPTION_VALUES_PREFIX: Final = "  可选值："
-SELECTED_PREFIX: Final = "已选择 "
-MISSING_AXES_PREFIX: Final = "仍需选择："
-NO_OPTIONS_LINE: Final = "- 此商品没有规格选项"
-# The line that says a page offers search (under ``页面能力：``).
-SEARCH_CAPABILITY_LINE: Final = "- 支持商品搜索"
+# The page text's own words (headings, line prefixes) are private to its renderer and reader,
+# ``shopsimrl.env._observation``: policies read the state, never the text's prefixes.
 REPLY_PREFIX: Final = "顾客回复："  # the feedback line that carries the shopper's reply
-ASK_USER_CAPABILITY: Final = "- 可以使用 ask_user 向顾客提问"  # the dialogue line while ask_user is offered
 # What the page text shows for a missing value (price, brand, category, search text).
 MISSING_TEXT: Final = "未提供"
 
@@ -129,15 +103,10 @@ CLICK_TOOL: Final = "click"
 ASK_USER_TOOL: Final = "ask_user"
 PAGE_TOOL_NAMES: tuple[PageToolName, ...] = (SEARCH_TOOL, CLICK_TOOL)
 TOOL_NAMES: tuple[ToolName, ...] = (SEARCH_TOOL, CLICK_TOOL, ASK_USER_TOOL)
-# Each tool's one argument.
+# Each tool's one argument (the tools themselves, their schemas and rules: ``shopsimrl.env.tools``).
 QUERY_ARGUMENT: Final = "query"
 VALUE_ARGUMENT: Final = "value"
 QUESTION_ARGUMENT: Final = "question"
-ARGUMENT_KEYS: Mapping[str, str] = {
-    SEARCH_TOOL: QUERY_ARGUMENT,
-    CLICK_TOOL: VALUE_ARGUMENT,
-    ASK_USER_TOOL: QUESTION_ARGUMENT,
-}
 
 # --------------------------------------------------------------------------------------------- shoppers
 # docs/contract.md#reset: the simulated shoppers of dialogue mode (None: the reference single-agent episode).
@@ -161,16 +130,6 @@ def action_argument(action: str, name: str) -> str | None:
     if action.startswith(prefix) and action.endswith("]") and len(action) > len(prefix):
         return action[len(prefix):-1]
     return None
-
-
-def action_of_call(name: object, arguments: object) -> str | None:
-    """The canonical action of a tool call ``name(arguments)``; None unless the tool is known and its one
-    argument key holds a string (other keys are ignored here: the validator judges them)."""
-    if not isinstance(name, str) or not isinstance(arguments, Mapping):
-        return None
-    key = ARGUMENT_KEYS.get(name)
-    value = arguments.get(key) if key is not None else None
-    return format_action(name, value) if isinstance(value, str) else None
 
 
 # Feedback codes (``reason`` of ``action_feedback``), docs/contract.md#step-checks.
@@ -342,28 +301,22 @@ __all__ = [
     "ACTION_LIMIT",
     "ACTION_LINE_PATTERN",
     "ALREADY_SELECTED",
-    "ARGUMENT_KEYS",
     "ASK_USER_TOOL",
     "ATTRIBUTES",
     "BACK_TO_SEARCH",
     "BUTTON_LABELS",
     "BUY_NOW",
-    "CAPABILITIES_HEADING",
-    "CLICKABLES_HEADING",
     "CLICK_TOOL",
     "CONTINUE_MESSAGE",
     "EMPTY_ARGUMENT",
     "END_REASONS",
     "EXECUTED",
-    "FEEDBACK_MESSAGE_PREFIX",
     "GENERATION_LENGTH",
     "INCOMPLETE_OPTIONS",
     "INFORMATION_SUBPAGE",
     "INTERACTION_MODES",
     "INVALID_FORMAT",
     "INVALID_MESSAGE",
-    "LAST_ACTION_HEADING",
-    "MISSING_AXES_PREFIX",
     "MISSING_TEXT",
     "MSG_BAD_FORMAT",
     "MSG_EMPTY_ACTION",
@@ -374,32 +327,20 @@ __all__ = [
     "MULTIPLE_ACTIONS",
     "MULTI_TURN",
     "NEXT",
-    "NO_OPTIONS_LINE",
-    "OPTIONS_HEADING",
     "OPTION_SEPARATOR",
-    "OPTION_VALUES_PREFIX",
-    "PAGE_HEADINGS",
     "PAGE_TOOL_NAMES",
     "PAGE_TYPES",
     "PERSONA_MODE",
     "PREV",
-    "PRODUCTS_HEADING",
     "PRODUCT_DETAIL",
-    "PRODUCT_HEADING",
     "PURCHASE",
     "QUERY_ARGUMENT",
     "QUESTION_ARGUMENT",
-    "RESULTS_LINE_PREFIX",
-    "RESULT_PREFIX",
     "SEARCH_BUTTON",
-    "SEARCH_CAPABILITY_LINE",
     "SEARCH_HOME",
     "SEARCH_RESULTS",
-    "SEARCH_TEXT_PREFIX",
     "SEARCH_TOOL",
     "SEARCH_UNAVAILABLE",
-    "SECTION_HEADINGS",
-    "SELECTED_PREFIX",
     "SINGLE_TURN",
     "STANDARD_MODE",
     "TASK_MODES",
@@ -418,7 +359,6 @@ __all__ = [
     "ToolName",
     "action_argument",
     "action_lines",
-    "action_of_call",
     "chained_actions",
     "check_task_id",
     "extract_action",

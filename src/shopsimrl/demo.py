@@ -38,7 +38,7 @@ def run_demo(
     result: dict[str, Any] = {}
     for action in (format_action(SEARCH_TOOL, DEMO_QUERY), *(format_action(CLICK_TOOL, value)
                                                            for value in (DEMO_ASIN, DEMO_OPTION, BUY_NOW))):
-        result = env.step(action)
+        result = dict(env.step(action))
         echo(f">>> {action}\n")
         echo(result["observation"])
         if result["done"]:

@@ -91,6 +91,10 @@ class ShopperCallError(ShopSimError):
         return shopper_stage(self.question_index)
 
 
+class NoToolOfferedError(ShopSimError):
+    """An open episode on a page that offers no tool: the episode loop cannot continue (a broken environment)."""
+
+
 def shopper_stage(question_index: int) -> str:
     """The runtime stage of a failed shopper call: ``shopper_step_0`` is the opening, ``k`` the k-th question."""
     return f"shopper_step_{question_index}"

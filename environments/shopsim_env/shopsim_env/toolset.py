@@ -19,9 +19,10 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
-from shopsimrl.contract import CLICK_TOOL, SEARCH_TOOL, format_action
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.env.tools import ASK_USER_DESCRIPTION, ASK_USER_TOOL, QUESTION_DESCRIPTION
+from shopsimrl.env.tools.ask_user import ASK_USER
+from shopsimrl.env.tools.click import CLICK
+from shopsimrl.env.tools.search import SEARCH
 from shopsimrl.errors import ShopSimError
 from shopsimrl.versions import REPORTED_METRICS
 
@@ -99,22 +100,25 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
             self.sessions.pop(state.session, None)  # the engine ends at a purchase or its action limit (30/40)
         return result["observation"]
 
+    # Each tool's action and description come from the environment's own tool (shopsimrl.env.tools, one
+    # definition); verifiers reads the description from the docstring.
     @vf.tool
     async def search(self, query: str) -> str:
-        """使用关键词搜索商品。仅在当前页面提供此工具时调用。"""
-        return self._act(format_action(SEARCH_TOOL, query))
+        return self._act(SEARCH.action(query))
+
+    search.__doc__ = SEARCH.short_docstring()
 
     @vf.tool
     async def click(self, value: str) -> str:
-        """点击当前页面的一个可用按钮、商品或规格选项。value 必须逐字选择页面“可点击元素”中列出的值之一。"""
-        return self._act(format_action(CLICK_TOOL, value))
+        return self._act(CLICK.action(value))
 
-    @vf.tool(name=ASK_USER_TOOL)
+    click.__doc__ = CLICK.short_docstring()
+
+    @vf.tool(name=ASK_USER.name)
     async def ask_user(self, question: str) -> str:
-        return self._act(f"{ASK_USER_TOOL}[{question.strip()}]")
+        return self._act(ASK_USER.action(question))
 
-    # the description is the environment's own ask_user tool text (one definition)
-    ask_user.__doc__ = f"{ASK_USER_DESCRIPTION}question：{QUESTION_DESCRIPTION}"
+    ask_user.__doc__ = ASK_USER.short_docstring()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Agents: the chat runtime that plays episodes with a model, and the built-in policy interface it shares."""
 
+from .episode import Episode, EpisodeHooks, EpisodeRequest, EpisodeStats, run_episode
 from .page_text import Page, PageItem, parse_page
 from .play import EpisodeOutcome, play_episode
 from .policy import Policy, PolicyAction, PolicyContext, PolicyError, Turn, context_from_messages
@@ -11,7 +12,6 @@ from .runtime import (
     InProcessEnvironment,
     ModelBackend,
     RuntimeConfig,
-    RuntimeFailure,
     ServiceEnvironment,
     as_async_env,
 )
@@ -20,8 +20,12 @@ __all__ = [
     "AgentRuntime",
     "AsyncEnv",
     "EnvironmentFactory",
+    "Episode",
+    "EpisodeHooks",
     "EpisodeJob",
     "EpisodeOutcome",
+    "EpisodeRequest",
+    "EpisodeStats",
     "InProcessEnvironment",
     "ModelBackend",
     "Page",
@@ -31,11 +35,11 @@ __all__ = [
     "PolicyContext",
     "PolicyError",
     "RuntimeConfig",
-    "RuntimeFailure",
     "ServiceEnvironment",
     "Turn",
     "as_async_env",
     "context_from_messages",
     "parse_page",
     "play_episode",
+    "run_episode",
 ]

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..env.shop_env import ShopWorld
-from .policies import make_policy
+from .policies import REGISTRY, make_policy
 from .policy import Policy, PolicyAction, context_from_messages
 from .validation import ModelOutput, interpret
 
@@ -25,7 +25,8 @@ SOLVABILITY_NOTE = "oracle: reads the private goal; a solvability check of the c
 
 def policy_label(name: str) -> str:
     """How a built-in policy is named in tables and reports (the oracle is always marked)."""
-    return "oracle (solvability check)" if name == "oracle" else name
+    spec = REGISTRY.get(name)
+    return spec.label if spec is not None else name
 
 
 def _chars(messages: Sequence[Mapping[str, Any]]) -> int:

@@ -1,23 +1,23 @@
-"""Read the rendered observation text back into structure (what a text-only agent can see).
+"""The page a built-in policy decides from: the ``observation_state`` fields the model's text shows.
 
-Built-in policies decide from the text a model receives, never from hidden state, so they behave the same
-in-process and behind the policy server. The format is the observation v7 rendering (docs/contract.md#observation).
+Built-in policies decide from what a model receives, never from hidden state, so they behave the same
+in-process and behind the policy server. The text is read back by the renderer's own reader
+(``env._observation.read_observation``); this module only gives policies a typed view of that state.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import contract as words
 from ..contract import MISSING_TEXT as MISSING  # the old name
+from ..env._observation import read_observation
 
-# The page type of each heading; the (unreachable) attributes subpage reads as its product page.
-_KINDS = {heading: words.PRODUCT_DETAIL if kind == words.INFORMATION_SUBPAGE else kind
-          for kind, heading in words.PAGE_HEADINGS.items()}
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*$")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_RANK_LINE = re.compile(r"^(\d+)\. (.*)$")
 
 
 @dataclass
@@ -67,66 +67,34 @@ def price_bounds(text: str) -> tuple[float, float] | None:
     return (min(numbers), max(numbers))
 
 
-def _field(item: PageItem, key: str, value: str) -> None:
-    if key == "ASIN":
-        item.asin = value
-    elif key == "价格":
-        item.price = value
-    elif key == "品牌":
-        item.brand = value
-    elif key == "类别":
-        item.category = value
-    elif key == "关键属性":
-        item.attributes = [part for part in value.split("；") if part]
-    elif key == "标题":
-        item.title = value
+def _item(product: Mapping[str, Any]) -> PageItem:
+    return PageItem(
+        asin=str(product.get("asin", "")), title=str(product.get("title", "")), price=str(product.get("price", "")),
+        brand=str(product.get("brand", "")), category=str(product.get("category", "")),
+        attributes=list(product.get("key_attributes") or []), rank=int(product.get("rank") or 0),
+    )
+
+
+def page_from_state(state: Mapping[str, Any]) -> Page:
+    """A :class:`Page` over the ``observation_state`` fields a text shows (:func:`read_observation`'s result)."""
+    kind = str(state.get("page_type", "unknown"))
+    product = state.get("product")
+    last = state.get("last_action")
+    return Page(
+        kind=words.PRODUCT_DETAIL if kind == words.INFORMATION_SUBPAGE else kind,
+        items=[_item(item) for item in state.get("products") or ()],
+        product=_item(product) if isinstance(product, Mapping) else None,
+        options={axis: list(values) for axis, values in (state.get("available_options") or {}).items()},
+        selected=dict(state.get("selected_options") or {}),
+        missing=list(state.get("missing_option_axes") or []),
+        clickables=list(state.get("actions") or []),
+        search_text=str(state.get("search_text", "")),
+        page_number=int(state.get("page") or 0),
+        total_pages=int(state.get("total_pages") or 0),
+        last_valid=bool(last["valid"]) if isinstance(last, Mapping) and "valid" in last else None,
+    )
 
 
 def parse_page(text: str) -> Page:
-    """Parse one observation text; unknown lines are ignored, so a newer renderer degrades gracefully."""
-    lines = text.splitlines()
-    head = lines[0] if lines else ""
-    page = Page(kind=_KINDS.get(head, "unknown"))
-    section = ""
-    current: PageItem | None = None
-    axis: str | None = None
-    for line in lines[1:]:
-        if line in words.SECTION_HEADINGS:
-            section = line
-            continue
-        if not line:
-            continue
-        if section == words.CLICKABLES_HEADING and line.startswith("- "):
-            page.clickables.append(line[2:])
-        elif section == words.LAST_ACTION_HEADING and line.startswith(words.RESULT_PREFIX):
-            page.last_valid = line.endswith("成功")
-        elif line.startswith(words.SEARCH_TEXT_PREFIX):
-            page.search_text = line.split("：", 1)[1]
-        elif line.startswith(words.RESULTS_LINE_PREFIX):
-            numbers = _NUMBER.findall(line)
-            if len(numbers) >= 2:
-                page.page_number, page.total_pages = int(numbers[0]), int(numbers[1])
-        elif section == words.PRODUCTS_HEADING:
-            rank_match = _RANK_LINE.match(line)
-            if rank_match and not line.startswith("   "):
-                current = PageItem(title=rank_match.group(2), rank=int(rank_match.group(1)))
-                page.items.append(current)
-            elif current is not None and "：" in line:
-                key, value = line.strip().split("：", 1)
-                _field(current, key, value)
-        elif section == words.PRODUCT_HEADING and line.startswith("- ") and "：" in line:
-            if page.product is None:
-                page.product = PageItem()
-            key, value = line[2:].split("：", 1)
-            _field(page.product, key, value)
-        elif section == words.OPTIONS_HEADING:
-            if line.startswith(words.OPTION_VALUES_PREFIX) and axis is not None:
-                page.options[axis] = line.split("：", 1)[1].split(" / ")
-            elif line.startswith("- ") and "：" in line and line != words.NO_OPTIONS_LINE:
-                axis, state = line[2:].rsplit("：", 1)
-                page.options.setdefault(axis, [])
-                if state.startswith(words.SELECTED_PREFIX):
-                    page.selected[axis] = state[len(words.SELECTED_PREFIX) :]
-            elif line.startswith(words.MISSING_AXES_PREFIX):
-                page.missing = line.split("：", 1)[1].split("、")
-    return page
+    """The page a text-only agent sees: the state the renderer's own reader finds in ``text``."""
+    return page_from_state(read_observation(text))

@@ -1,10 +1,10 @@
-"""The page's tools, rebuilt from the page text, for clients whose tool list is fixed for a whole episode.
+"""The page's tools, rebuilt from the page text's state, for clients whose tool list is fixed for a whole episode.
 
 The runtime sends each page's own tools (``search`` only where the page offers it, ``click`` with the page's
 enum). Harnesses that list MCP tools once per episode (verifiers' chat loop) send a static ``click(value)``
-without an enum; the page text still lists the clickable values (``可点击元素：``) and whether search is offered
-(``页面能力：``), so the policy server rebuilds the tools a built-in policy would have seen. In dialogue mode the
-``对话：`` line says whether ``ask_user`` is still offered; it is rebuilt when the static list has it.
+without an enum; the page text still shows the state the tools derive from (the clickable values, whether
+search and, in dialogue mode, ``ask_user`` are offered), so the policy server reads that state back with the
+renderer's own reader and rebuilds the tools a built-in policy would have seen.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..contract import ASK_USER_CAPABILITY, ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL, VALUE_ARGUMENT
-from ..contract import SEARCH_CAPABILITY_LINE as SEARCH_CAPABILITY
+from ..contract import CLICK_TOOL, VALUE_ARGUMENT
+from ..env._observation import read_observation
 from ..env.tools import tools_for_state
-from .page_text import parse_page
 from .policy import context_from_messages
 
 
@@ -29,16 +28,11 @@ def _has_enum(tools: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def page_tools(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """``tools`` unchanged when ``click`` has an enum (or is absent); else the current page's own tools."""
+    """``tools`` unchanged when ``click`` has an enum (or is absent); else the current page's own tools: those of
+    the static list that the state read from the page text offers, with the page's enum."""
     names = {t.get("function", {}).get("name") for t in tools if isinstance(t, Mapping)}
     if CLICK_TOOL not in names or _has_enum(tools):
         return [dict(t) for t in tools]
-    observation = context_from_messages(messages, tools).observation
-    page = parse_page(observation)
-    lines = observation.splitlines()
-    state: dict[str, Any] = {"search_available": SEARCH_CAPABILITY in lines and SEARCH_TOOL in names,
-                             "actions": list(page.clickables)}
-    if ASK_USER_TOOL in names and any(line.startswith(ASK_USER_CAPABILITY) for line in lines):
-        state["dialogue"] = {"ask_user_available": True}
-    rebuilt = tools_for_state(state)
+    state = read_observation(context_from_messages(messages, tools).observation)
+    rebuilt = [tool for tool in tools_for_state(state) if tool["function"]["name"] in names]
     return rebuilt or [dict(t) for t in tools]

@@ -1,9 +1,9 @@
 """Play one episode with a built-in policy straight against an environment (no chat messages).
 
-This is the fast path used by catalog statistics and benchmarks; the agent runtime's turn loop does the
-same through the chat protocol. Both give a policy the same :class:`PolicyContext`. A built-in policy's
-action is always one valid call, so of the turn rules (:mod:`shopsimrl.agent.turn`) only termination applies
-here, with the same reason constant.
+This is the fast path used by catalog statistics and benchmarks: the one episode loop (:mod:`.episode`) with
+:class:`PolicyTurns`, which give the policy the same :class:`PolicyContext` the runtime's chat gives it. A
+built-in policy's action is always one valid call, so of the turn rules only the limit and termination apply.
+Over an in-process ``ShopEnv`` the loop never suspends and runs without an event loop.
 """
 
 from __future__ import annotations
@@ -11,10 +11,52 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..env.shop_env import ShopEnv
-from ..versions import EPISODE_LIMITS
+from .environment import SingleEnvironment
+from .episode import Episode, EpisodeRequest, run_episode, run_sync
 from .policy import Policy, PolicyContext, Turn
+from .turn import ACT, TurnDecision
+
+
+class PolicyTurns:
+    """The play loops' hooks: each turn the policy acts on the visible task, the observation and the history."""
+
+    def __init__(self, policy: Policy, *, seed: int = 0) -> None:
+        self.policy = policy
+        self.seed = seed
+        self.history: list[Turn] = []
+        self.instruction = self.observation = ""
+        self.persona: dict[str, Any] = {}
+
+    def start(self, episode: Episode, reset: dict[str, Any]) -> None:
+        # dialogue mode: the instruction is withheld and the shopper's opening is the task the policy sees
+        shown = reset.get("shopper_opening") if episode.request.shopper else reset["task_instruction"]
+        self.instruction = str(shown or "")
+        self.persona = reset.get("user_persona") or {}
+        self.observation = reset["observation"]
+
+    async def turn(self, episode: Episode, index: int, tools: list[dict[str, Any]]) -> TurnDecision:
+        context = PolicyContext(instruction=self.instruction, observation=self.observation, tools=tools,
+                                persona=self.persona, history=tuple(self.history), task_id=episode.request.task_id,
+                                seed=self.seed)
+        return TurnDecision(ACT, action=self.policy.act(context).canonical)
+
+    def observe(self, episode: Episode, index: int, decision: TurnDecision, result: dict[str, Any]) -> None:
+        self.observation = result["observation"]
+        self.history.append(Turn(decision.action or "", self.observation))
+
+    async def finish(self, episode: Episode, final: dict[str, Any]) -> None:
+        return None
+
+
+def play(env: ShopEnv, policy: Policy, request: EpisodeRequest, *, seed: int = 0,
+         reset_options: dict[str, Any] | None = None) -> tuple[Episode, PolicyTurns]:
+    """Run the loop in place over ``env`` (kept open); a failure is raised as the exception it was."""
+    hooks = PolicyTurns(policy, seed=seed)
+    episode = run_sync(run_episode(SingleEnvironment(env, reset_options=reset_options), request, hooks))
+    if episode.exception is not None:
+        raise episode.exception
+    return episode, hooks
 
 
 @dataclass(frozen=True)
@@ -35,26 +77,7 @@ class EpisodeOutcome:
 def play_episode(
     env: ShopEnv, policy: Policy, task_id: int, *, persona: bool | None = None, max_steps: int | None = None, seed: int = 0
 ) -> EpisodeOutcome:
-    """Reset ``task_id``, let ``policy`` act until the episode ends or ``max_steps`` (default 30) pass."""
-    limit = max_steps or EPISODE_LIMITS[SINGLE_TURN]
-    reset = env.reset(task_id, persona=persona)
-    instruction = reset["task_instruction"]
-    persona_doc = reset.get("user_persona") or {}
-    observation = reset["observation"]
-    history: list[Turn] = []
-    final: dict[str, Any] | None = None
-    for _ in range(limit):
-        context = PolicyContext(
-            instruction=instruction, observation=observation, tools=env.tools(), persona=persona_doc,
-            history=tuple(history), task_id=task_id, seed=seed,
-        )
-        action = policy.act(context).canonical
-        result = env.step(action)
-        observation = result["observation"]
-        history.append(Turn(action, observation))
-        if result["done"]:
-            final = result
-            break
-    if final is None:
-        final = env.terminate(ACTION_LIMIT)
-    return EpisodeOutcome(task_id, tuple(turn.action for turn in history), final)
+    """Reset ``task_id``, let ``policy`` act until the episode ends (the env's limit, or ``max_steps`` if lower)."""
+    episode, hooks = play(env, policy, EpisodeRequest(task_id, persona, max_turns=max_steps), seed=seed)
+    assert episode.final is not None  # a completed episode always has its terminal result
+    return EpisodeOutcome(task_id, tuple(turn.action for turn in hooks.history), episode.final)

@@ -14,15 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..contract import (
-    ARGUMENT_KEYS,
-    CLICK_TOOL,
-    QUERY_ARGUMENT,
-    SEARCH_TOOL,
-    VALUE_ARGUMENT,
-    action_of_call,
-    format_action,
-)
+from ..contract import CLICK_TOOL, QUERY_ARGUMENT, SEARCH_TOOL, VALUE_ARGUMENT, format_action
+from ..env.tools import action_of_call, argument_key
 from ..errors import ShopSimError
 
 PERSONA_HEADER = "用户个人文档："
@@ -99,7 +92,7 @@ class PolicyAction:
     @property
     def canonical(self) -> str:
         """The environment's action string for this call."""
-        key = ARGUMENT_KEYS.get(self.name, VALUE_ARGUMENT)
+        key = argument_key(self.name) or VALUE_ARGUMENT
         return format_action(self.name, self.arguments.get(key, ""))
 
 

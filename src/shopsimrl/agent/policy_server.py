@@ -33,8 +33,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..contract import ARGUMENT_KEYS, CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT
+from ..contract import CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT
 from ..env.shop_env import ShopWorld
+from ..env.tools import argument_key
 from ..errors import ShopSimError
 from ._streaming import completion_chunks, sse_events
 from .builtin_backend import action_completion, policy_action
@@ -117,7 +118,7 @@ def apply_fault(
     message = choice["message"]
     call = message["tool_calls"][0]
     function = call["function"]
-    key = ARGUMENT_KEYS.get(action.name, VALUE_ARGUMENT)
+    key = argument_key(action.name) or VALUE_ARGUMENT
     value = str(action.arguments.get(key, ""))
     if kind == "no_tool_call":
         message["content"] = f"Thought: 我应该这样做。\nAction: {action.canonical}"
@@ -135,7 +136,7 @@ def apply_fault(
         offered = offered_names(tools)
         name = next((n for n in PAGE_TOOL_NAMES if n not in offered), "checkout")
         function["name"] = name
-        function["arguments"] = json.dumps({ARGUMENT_KEYS.get(name, VALUE_ARGUMENT): value}, ensure_ascii=False)
+        function["arguments"] = json.dumps({argument_key(name) or VALUE_ARGUMENT: value}, ensure_ascii=False)
     elif kind == "wrong_keys":
         function["arguments"] = json.dumps({"q" if action.name == SEARCH_TOOL else "val": value}, ensure_ascii=False)
     elif kind == "click_outside_enum":

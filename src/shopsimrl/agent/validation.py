@@ -2,7 +2,8 @@
 
 One parser serves every backend (an OpenAI-compatible server, the built-in policies, the policy server), so
 a protocol error means the same thing whoever produced the answer. The rule is strict: exactly one call of an
-offered tool, with exactly that tool's argument, and no visible text beside it. A cut-off generation
+offered tool, with arguments that satisfy that tool's parameter schema (``env/tools``), and no visible text
+beside it. A cut-off generation
 (``finish_reason == "length"``) without exactly one decodable call is a policy failure, not a protocol error.
 A well-formed ``click`` whose value is outside the enum is *valid* here: the environment judges it.
 """
@@ -16,11 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contract import ARGUMENT_KEYS as ARGUMENT_KEYS
-from ..contract import ASK_USER_TOOL, format_action
 from ..contract import GENERATION_LENGTH as GENERATION_LENGTH
+from ..env.tools import tool_named
 from ..errors import ShopSimError
-from ..versions import MAX_QUESTION_CHARS
 
 REPAIR_INSTRUCTION = "上一轮未执行任何环境动作。请基于同一页面重新作答，只调用一个当前提供的函数工具，不要输出可见文本。"
 
@@ -155,8 +154,9 @@ class ModelOutput:
 
     def canonical_action(self) -> str:
         call = self.call
-        key = ARGUMENT_KEYS[call.name]
-        return format_action(call.name, (call.arguments or {})[key])
+        tool = tool_named(call.name)
+        assert tool is not None, "only an accepted call has a canonical action"
+        return tool.action((call.arguments or {})[tool.argument])
 
     def record(self) -> dict[str, Any]:
         out = {
@@ -257,18 +257,31 @@ def offered_names(tools: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(tool["function"]["name"]) for tool in tools if isinstance(tool.get("function"), Mapping)]
 
 
+def _check_arguments(name: str, arguments: Mapping[str, Any], parameters: Mapping[str, Any]) -> None:
+    """``arguments`` against the tool's parameter schema: the required keys and no others (``additionalProperties``
+    is false), each a string within its ``maxLength``; and, the one rule a schema cannot say, not blank. The
+    ``enum`` of a page's ``click`` is left to the environment (a value outside it is an invalid action)."""
+    properties: Mapping[str, Any] = parameters.get("properties") or {}
+    required = list(parameters.get("required") or [])
+    if set(arguments) != set(required) or not set(required) <= set(properties):
+        keys = required[0] if len(required) == 1 else required
+        raise _Reject("invalid_tool_arguments", f"{name} takes exactly one argument {keys!r}")
+    for key in required:
+        value, rules = arguments[key], properties[key]
+        if not isinstance(value, str) or not value.strip():
+            raise _Reject("invalid_tool_arguments", f"{name}.{key} must be a non-empty string")
+        limit = rules.get("maxLength")
+        if isinstance(limit, int) and len(value) > limit:
+            raise _Reject("invalid_tool_arguments", f"{name}.{key} must be at most {limit} characters")
+
+
 def _check_call(call: ToolCall, offered: Sequence[str]) -> None:
     if call.name not in offered:
         raise _Reject("unavailable_tool", f"tool {call.name!r} is not offered on this page; offered: {list(offered)}")
-    key = ARGUMENT_KEYS.get(call.name)
-    arguments = call.arguments or {}
-    if key is None or set(arguments) != {key}:
-        raise _Reject("invalid_tool_arguments", f"{call.name} takes exactly one argument {key!r}")
-    value = arguments[key]
-    if not isinstance(value, str) or not value.strip():
-        raise _Reject("invalid_tool_arguments", f"{call.name}.{key} must be a non-empty string")
-    if call.name == ASK_USER_TOOL and len(value) > MAX_QUESTION_CHARS:
-        raise _Reject("invalid_tool_arguments", f"ask_user.question must be at most {MAX_QUESTION_CHARS} characters")
+    tool = tool_named(call.name)
+    if tool is None:
+        raise _Reject("invalid_tool_arguments", f"{call.name} takes exactly one argument None")
+    _check_arguments(call.name, call.arguments or {}, tool.parameters())
 
 
 def interpret(payload: Any, tools: Sequence[Mapping[str, Any]], *, latency_ms: float = 0.0) -> ModelOutput:

@@ -1,8 +1,7 @@
 """The step feedback the state machine returns (docs/contract.md#step-checks): messages and the feedback object.
 
 The action-string grammar, the model-text extraction and the feedback codes are contract vocabulary
-(``shopsimrl.contract``); they are re-exported here for the code written against this module. The step
-messages below are used by the state machine only, so it never spells a contract string itself.
+(``shopsimrl.contract``); they are re-exported here for the code written against this module.
 """
 
 from __future__ import annotations
@@ -30,19 +29,9 @@ from ..contract import action_lines as action_lines
 from ..contract import extract_action as extract_action
 from ..contract import parse_action as parse_action
 
-# Step messages (docs/contract.md#step-checks); the ones ending in "：" are prefixes completed by the argument or
-# the missing axes.
-MSG_EMPTY_SEARCH = "search[...] 的关键词不能为空"
-MSG_SEARCH_UNAVAILABLE = "当前页面不提供搜索操作"
-MSG_SEARCH_EXECUTED = "搜索已执行"
-MSG_EMPTY_CLICK = "click[...] 的点击值不能为空"
-MSG_ALREADY_SELECTED = "该规格已经选中："
-MSG_PURCHASE_EXECUTED = "购买已执行"
-MSG_INCOMPLETE_OPTIONS = "购买前还需选择规格轴："
-MSG_CLICK_EXECUTED = "点击已执行"
-MSG_UNAVAILABLE_ACTION = "当前页面不存在可点击项："
+# The message of an action whose name is no tool of this session (docs/contract.md#step-checks); each tool's own
+# messages live in its module (``env/tools``).
 MSG_UNKNOWN_ACTION_NAME = "动作必须使用 search[...] 或 click[...] 格式"
-MISSING_AXES_SEPARATOR = "、"
 
 
 def feedback(
@@ -52,9 +41,12 @@ def feedback(
     message: str,
     *,
     missing_option_axes: Sequence[str] | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """The feedback object stored as ``last_action`` and returned as ``action_feedback``."""
+    """The feedback object stored as ``last_action`` and returned as ``action_feedback`` (``extra``: a tool's
+    own keys, such as ``ask_user``'s ``reply``)."""
     payload: dict[str, Any] = {"action": action, "valid": valid, "reason": reason, "message": message}
     if missing_option_axes is not None:
         payload["missing_option_axes"] = list(missing_option_axes)
+    payload.update(extra)
     return payload

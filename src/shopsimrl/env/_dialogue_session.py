@@ -1,12 +1,8 @@
 """A dialogue-mode episode: the page state machine plus ``ask_user[question]`` and a shopper.
 
-Canonical text action: ``ask_user[QUESTION]`` (one line, 1–``MAX_QUESTION_CHARS`` characters, verbatim).
-A question leaves the page as it is, counts toward the episode's action limit like any step and, when
-valid, returns the feedback ``{"action", "valid": true, "reason": "executed", "message": "顾客回复：<reply>",
-"reply": "<reply>"}``; the step result also carries ``shopper_reply``. Rejections are ordinary invalid
-feedback: ``empty_argument``, ``question_too_long``, ``multiple_actions_not_allowed`` or, once
-``max_questions`` have been answered, ``ask_user_unavailable``. Every other action behaves exactly as in
-:class:`ShopSession`.
+The tool itself (its checks and feedback) is ``env/tools/ask_user.py``; this session holds the shopper and the
+question count it reads, adds the ``dialogue`` block to the state and ``shopper_reply`` to each step result.
+Every other action behaves exactly as in :class:`ShopSession`.
 """
 
 from __future__ import annotations
@@ -14,45 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..contract import ASK_USER_CAPABILITY, ASK_USER_TOOL, REPLY_PREFIX, TERMINAL, TOOL_NAMES, chained_actions
+from ..contract import ASK_USER_TOOL, TERMINAL
 from ..dialogue.shopper import Shopper
 from ..errors import ShopperCallError
-from ..versions import DIALOGUE_OBSERVATION_VERSION, MAX_QUESTION_CHARS
-from . import _actions as act
-from ._observation import render_observation
+from ..versions import DIALOGUE_OBSERVATION_VERSION
+from ._observation import render_dialogue_observation
 from ._session import ShopSession
-
-QUESTION_TOO_LONG = "question_too_long"
-ASK_USER_UNAVAILABLE = "ask_user_unavailable"
-MSG_EMPTY_QUESTION = "ask_user[...] 的问题不能为空"
-MSG_QUESTION_TOO_LONG = f"问题不能超过 {MAX_QUESTION_CHARS} 个字符"
-MSG_ASK_USER_UNAVAILABLE = "提问次数已用完，不能再向顾客提问"
-MSG_MULTIPLE = "一次调用只能执行一个 search[...]、click[...] 或 ask_user[...] 动作"
-# ``]`` followed (optionally after one separator) by another action: ``ask_user[a] ask_user[b]``.
-_CHAINED = chained_actions(TOOL_NAMES)
-
-
-def dialogue_lines(dialogue: Mapping[str, Any]) -> str:
-    """The dialogue part of the observation text (appended after the page)."""
-    asked, limit = dialogue.get("questions_asked", 0), dialogue.get("max_questions", 0)
-    if dialogue.get("ask_user_available"):
-        return f"\n对话：\n{ASK_USER_CAPABILITY}（已提问 {asked}/{limit} 次）\n"
-    return f"\n对话：\n- 提问次数已用完（已提问 {asked}/{limit} 次）\n"
-
-
-def render_dialogue_observation(state: Mapping[str, Any]) -> str:
-    """The page text (``shopping-observation-v7``) followed by the dialogue lines on non-terminal pages."""
-    text = render_observation(state)
-    dialogue = state.get("dialogue")
-    if isinstance(dialogue, Mapping) and state.get("page_type") != TERMINAL:
-        text += dialogue_lines(dialogue)
-    return text
 
 
 class DialogueSession(ShopSession):
     """One dialogue episode: a :class:`ShopSession` whose agent may also ask the shopper questions."""
 
     __slots__ = ("last_reply", "max_questions", "questions", "shopper")
+    dialogue = True
 
     def __init__(self, *, shopper: Shopper, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -102,24 +72,14 @@ class DialogueSession(ShopSession):
         result["shopper_reply"] = self.last_reply
         return result
 
-    def _apply(self, action: object) -> dict[str, Any]:
-        parsed = act.parse_action(action)
-        if not parsed.ok or (parsed.name or "").casefold() != ASK_USER_TOOL:
-            return super()._apply(action)
-        shown = action if isinstance(action, str) else repr(action)
-        question = parsed.argument
-        if question is None or not question.strip():
-            return act.feedback(shown, False, act.EMPTY_ARGUMENT, MSG_EMPTY_QUESTION)
-        if len(question) > MAX_QUESTION_CHARS:
-            return act.feedback(shown, False, QUESTION_TOO_LONG, MSG_QUESTION_TOO_LONG)
-        if _CHAINED.search(question) is not None:
-            return act.feedback(shown, False, act.MULTIPLE_ACTIONS, MSG_MULTIPLE)
-        if self.questions >= self.max_questions:
-            return act.feedback(shown, False, ASK_USER_UNAVAILABLE, MSG_ASK_USER_UNAVAILABLE)
-        reply = self.shopper.reply(question.strip()).text  # may raise ShopperCallError: nothing counted yet
+    # ----------------------------------------------------------------- what ask_user calls (env/tools/ask_user.py)
+    def questions_left(self) -> int:
+        return self.max_questions - self.questions
+
+    def ask(self, question: str) -> str:
+        """The shopper's reply to one question (may raise ShopperCallError before anything is counted)."""
+        reply = self.shopper.reply(question).text
         self.questions += 1
         self.last_reply = reply
         self.counters[ASK_USER_TOOL] += 1
-        payload = act.feedback(shown, True, act.EXECUTED, REPLY_PREFIX + reply)
-        payload["reply"] = reply
-        return payload
+        return reply

@@ -1,246 +1,75 @@
-"""``observation_state`` builders and the deterministic text renderer (docs/contract.md#observation, ``shopping-observation-v7``).
+"""The deterministic page text (docs/contract.md#observation, ``shopping-observation-v7``) and its reader.
 
 The rendered text is the only page content a model sees; it is byte-compatible with the reference so that
-traces and checkpoints made there stay valid here. Builders are pure functions over plain data and never
-copy their inputs (the caller owns them and must not mutate shared ones afterwards); the renderer refuses
-any state that could leak the private goal or break the page contract.
+traces and checkpoints made there stay valid here. The words that structure it (headings, line prefixes) are
+this module's own: :func:`read_observation` is the renderer's inverse, so a policy that only sees the text
+(behind the policy server, or an MCP client) reads the same ``observation_state`` fields the text shows, and
+nothing outside this module parses page text. The state builders and checks live in ``_state``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any, TypeGuard
+from typing import Any
 
 from ..contract import (
-    BUTTON_LABELS,
-    CAPABILITIES_HEADING,
-    CLICKABLES_HEADING,
     EXECUTED,
-    FEEDBACK_MESSAGE_PREFIX,
     INFORMATION_SUBPAGE,
-    LAST_ACTION_HEADING,
-    MISSING_AXES_PREFIX,
-    NO_OPTIONS_LINE,
-    OPTION_VALUES_PREFIX,
-    OPTIONS_HEADING,
-    PAGE_HEADINGS,
-    PAGE_TYPES,
+    MISSING_TEXT,
     PRODUCT_DETAIL,
-    PRODUCT_HEADING,
-    PRODUCTS_HEADING,
-    RESULT_PREFIX,
-    RESULTS_LINE_PREFIX,
-    SEARCH_BUTTON,
-    SEARCH_CAPABILITY_LINE,
+    REPLY_PREFIX,
     SEARCH_HOME,
     SEARCH_RESULTS,
-    SEARCH_TEXT_PREFIX,
-    SELECTED_PREFIX,
     TERMINAL,
 )
-from ..contract import MISSING_TEXT as MISSING
-from ..errors import ObservationError
-from ..versions import OBSERVATION_VERSION, PAGE_SIZE
-from ._variant_price import price_display
+from ._state import FORBIDDEN_KEYS as FORBIDDEN_KEYS
+from ._state import MAX_KEY_ATTRIBUTES as MAX_KEY_ATTRIBUTES
+from ._state import MAX_PRODUCT_ID_LENGTH as MAX_PRODUCT_ID_LENGTH
+from ._state import MAX_VALUES_PER_AXIS as MAX_VALUES_PER_AXIS
+from ._state import check_observation_state as check_observation_state
+from ._state import home_state as home_state
+from ._state import is_product_id as is_product_id
+from ._state import product_state as product_state
+from ._state import product_summary as product_summary
+from ._state import results_state as results_state
+from ._state import terminal_state as terminal_state
 
-FORBIDDEN_KEYS = frozenset({"goal", "reward", "reward_detail", "target_asin", "answer"})
-MAX_KEY_ATTRIBUTES = 10
-MAX_VALUES_PER_AXIS = 100
+MISSING = MISSING_TEXT
 UNTITLED = "未命名商品"
-MAX_PRODUCT_ID_LENGTH = 20
 ITEM_CACHE_SIZE = 8192  # rendered result items kept per process (the catalog is read-only)
 
-
-def is_product_id(value: object) -> TypeGuard[str]:
-    """A product link label: 1–20 ASCII letters or digits that is not a button label (docs/contract.md#observation-checks)."""
-    return (
-        isinstance(value, str)
-        and len(value) <= MAX_PRODUCT_ID_LENGTH
-        and value.isascii()
-        and value.isalnum()
-        and value not in BUTTON_LABELS
-    )
-
-
-# --------------------------------------------------------------------------------------------- builders
-
-
-def product_summary(product: Mapping[str, Any], rank: int | None = None) -> dict[str, Any]:
-    """The public facts of an archive-format product shown in result lists and on its page (docs/contract.md#observation-state).
-
-    ``brand`` is ``shop_name`` whenever the record has one: the reference loader deletes ``brand``, so that
-    is what it shows; ``brand`` is only the fallback. ``price`` is the ``Price`` string (None without
-    ``pricing``, rendered ``未提供``).
-    """
-    shop_name = product.get("shop_name")
-    brand = shop_name if shop_name is not None else product.get("brand")
-    attributes = product.get("attribute")
-    if attributes is None:
-        attributes = product.get("Attributes")
-    if isinstance(attributes, str):
-        attributes = [attributes]
-    elif not isinstance(attributes, (list, tuple)):
-        attributes = []
-    key_attributes = [text for text in map(str, attributes[:MAX_KEY_ATTRIBUTES]) if text.strip()]
-    price = product.get("Price")
-    if price is None:
-        price = price_display(product.get("pricing"))
-    asin = product.get("asin")
-    summary: dict[str, Any] = {
-        "asin": None if asin is None else str(asin),
-        "title": product.get("title") or product.get("Title") or "",
-        "brand": brand or "",
-        "category": product.get("category") or "",
-        "price": price,
-        "key_attributes": key_attributes,
-    }
-    if rank is not None:
-        summary["rank"] = rank
-    return summary
-
-
-def _common(
-    page_type: str, search_available: bool, actions: Sequence[str], last_action: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    state: dict[str, Any] = {
-        "observation_version": OBSERVATION_VERSION,
-        "page_type": page_type,
-        "search_available": search_available,
-        "actions": [a for a in actions if not (isinstance(a, str) and a.casefold() == SEARCH_BUTTON)],
-    }
-    if last_action is not None:
-        state["last_action"] = last_action
-    return state
-
-
-def home_state(last_action: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The search home: search available, nothing to click; no ``last_action`` right after reset."""
-    return _common(SEARCH_HOME, True, (), last_action)
-
-
-def terminal_state(last_action: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The page shown once an episode has ended (on every termination, not only purchases)."""
-    return _common(TERMINAL, False, (), last_action)
-
-
-def results_state(
-    search_text: str,
-    normalized_search_text: str,
-    page: int,
-    total_pages: int,
-    total_results: int,
-    products: list[dict[str, Any]],
-    actions: Sequence[str],
-    last_action: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """One results page; ``products`` are summaries with ``rank`` (global, 1-based), in rank order."""
-    state = _common(SEARCH_RESULTS, False, actions, last_action)
-    rank_start = rank_end = 0
-    for product in products:
-        rank = product.get("rank")
-        if isinstance(rank, int):
-            if rank_start == 0 or rank < rank_start:
-                rank_start = rank
-            if rank > rank_end:
-                rank_end = rank
-    state["search_text"] = search_text
-    state["normalized_search_text"] = normalized_search_text
-    state["page"] = page
-    state["total_pages"] = total_pages
-    state["total_results"] = total_results
-    state["rank_start"] = rank_start
-    state["rank_end"] = rank_end
-    state["products"] = products
-    return state
-
-
-def product_state(
-    product_summary: Mapping[str, Any],
-    selected_options: Mapping[str, str],
-    available_options: Mapping[str, Sequence[str]],
-    missing_option_axes: list[str],
-    options_complete: bool,
-    invalid_selected_options: list[dict[str, str]] | None,
-    selected_price: float | None,
-    actions: Sequence[str],
-    last_action: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A product page; ``invalid_selected_options`` / ``selected_price`` appear only when non-empty / not None."""
-    state = _common(PRODUCT_DETAIL, False, actions, last_action)
-    if "rank" in product_summary:
-        product_summary = {key: value for key, value in product_summary.items() if key != "rank"}
-    if any(len(values) > MAX_VALUES_PER_AXIS for values in available_options.values()):
-        available_options = {axis: list(values[:MAX_VALUES_PER_AXIS]) for axis, values in available_options.items()}
-    state["product"] = product_summary
-    state["selected_options"] = selected_options
-    state["available_options"] = available_options
-    state["missing_option_axes"] = missing_option_axes
-    state["options_complete"] = options_complete
-    if invalid_selected_options:
-        state["invalid_selected_options"] = invalid_selected_options
-    if selected_price is not None:
-        state["selected_price"] = selected_price
-    return state
-
-
-# --------------------------------------------------------------------------------------------- checks
-
-
-def _check_actions(actions: object) -> Sequence[str]:
-    if not isinstance(actions, (list, tuple)) or not all(isinstance(action, str) for action in actions):
-        raise ObservationError("structured observation: actions must be a list of strings")
-    return actions
-
-
-def _check_hidden(mapping: Mapping[str, Any], where: str) -> None:
-    if not FORBIDDEN_KEYS.isdisjoint(mapping):
-        hidden = sorted(FORBIDDEN_KEYS.intersection(mapping))
-        raise ObservationError(f"structured observation contains hidden-answer keys in {where}: {hidden}")
-
-
-def check_observation_state(state: object) -> str:
-    """Every docs/contract.md#observation-checks check; returns the page type or raises ObservationError."""
-    if not isinstance(state, Mapping):
-        raise ObservationError("structured observation must be a mapping")
-    if state.get("observation_version") != OBSERVATION_VERSION:
-        raise ObservationError("unsupported observation_state version")
-    _check_hidden(state, "the state")
-    page_type = state.get("page_type")
-    if not isinstance(page_type, str) or page_type not in PAGE_TYPES:
-        raise ObservationError(f"structured observation: unknown page_type {page_type!r}")
-    actions = _check_actions(state.get("actions", []))
-    if page_type == SEARCH_RESULTS:
-        products = state.get("products")
-        if not isinstance(products, list):
-            raise ObservationError("structured observation: products must be a list")
-        if len(products) > PAGE_SIZE:
-            raise ObservationError("search page exceeds the frozen page size of 20")
-        asins: set[str] = set()
-        for product in products:
-            if not isinstance(product, Mapping):
-                raise ObservationError("structured observation: a search product is not a mapping")
-            asin = product.get("asin")
-            if not is_product_id(asin):
-                raise ObservationError(f"structured observation: invalid product ASIN {asin!r}")
-            _check_hidden(product, "a search product")
-            asins.add(asin.casefold())
-        actionable = {action.casefold() for action in actions if is_product_id(action)}
-        if asins != actionable:
-            raise ObservationError("model-visible search ASINs differ from environment-actionable ASINs")
-    elif page_type in (PRODUCT_DETAIL, INFORMATION_SUBPAGE):
-        product = state.get("product")
-        if not isinstance(product, Mapping):
-            raise ObservationError("structured observation: product must be a mapping")
-        if not is_product_id(product.get("asin")):
-            raise ObservationError(f"structured observation: invalid product ASIN {product.get('asin')!r}")
-        _check_hidden(product, "the product")
-        if not isinstance(state.get("selected_options"), Mapping):
-            raise ObservationError("structured observation: selected_options must be a mapping")
-        if not isinstance(state.get("available_options"), Mapping):
-            raise ObservationError("structured observation: available_options must be a mapping")
-    return page_type
+# The first line of each page's text (docs/contract.md#observation); a text-only agent reads the page type here.
+PAGE_HEADINGS: Mapping[str, str] = {
+    SEARCH_HOME: "页面：搜索首页",
+    SEARCH_RESULTS: "页面：搜索结果",
+    PRODUCT_DETAIL: "页面：商品详情",
+    INFORMATION_SUBPAGE: "页面：商品属性页",
+    TERMINAL: "页面：任务已终止",
+}
+# Section headings and the line prefixes the reader relies on (docs/contract.md#observation-text).
+PRODUCTS_HEADING = "商品列表："
+PRODUCT_HEADING = "商品："
+OPTIONS_HEADING = "规格选择："
+LAST_ACTION_HEADING = "上次交互结果："
+CAPABILITIES_HEADING = "页面能力："
+CLICKABLES_HEADING = "可点击元素："
+DIALOGUE_HEADING = "对话："
+SECTION_HEADINGS = (PRODUCTS_HEADING, PRODUCT_HEADING, OPTIONS_HEADING, LAST_ACTION_HEADING,
+                    CAPABILITIES_HEADING, CLICKABLES_HEADING)
+SEARCH_TEXT_PREFIX = "搜索词："
+RESULTS_LINE_PREFIX = "结果：第 "
+RESULT_PREFIX = "- 结果："  # then 成功 or 无效
+FEEDBACK_MESSAGE_PREFIX = "- 说明："
+OPTION_VALUES_PREFIX = "  可选值："
+SELECTED_PREFIX = "已选择 "
+MISSING_AXES_PREFIX = "仍需选择："
+NO_OPTIONS_LINE = "- 此商品没有规格选项"
+SEARCH_CAPABILITY_LINE = "- 支持商品搜索"  # under 页面能力：
+ASK_USER_CAPABILITY = "- 可以使用 ask_user 向顾客提问"  # the dialogue line while ask_user is offered
+QUESTIONS_USED_UP = "- 提问次数已用完"
 
 
 # --------------------------------------------------------------------------------------------- renderer
@@ -408,3 +237,122 @@ def render_observation(state: Mapping[str, Any]) -> str:
     if not search_available and not actions:
         lines.append("当前页面没有可交互元素。")
     return "\n".join(lines).strip() + "\n"
+
+
+def dialogue_lines(dialogue: Mapping[str, Any]) -> str:
+    """The dialogue part of the observation text (appended after the page)."""
+    asked, limit = dialogue.get("questions_asked", 0), dialogue.get("max_questions", 0)
+    if dialogue.get("ask_user_available"):
+        return f"\n{DIALOGUE_HEADING}\n{ASK_USER_CAPABILITY}（已提问 {asked}/{limit} 次）\n"
+    return f"\n{DIALOGUE_HEADING}\n{QUESTIONS_USED_UP}（已提问 {asked}/{limit} 次）\n"
+
+
+def render_dialogue_observation(state: Mapping[str, Any]) -> str:
+    """The page text followed, on non-terminal pages of a dialogue episode, by the dialogue lines."""
+    text = render_observation(state)
+    dialogue = state.get("dialogue")
+    if isinstance(dialogue, Mapping) and state.get("page_type") != TERMINAL:
+        text += dialogue_lines(dialogue)
+    return text
+
+
+# --------------------------------------------------------------------------------------------- reader
+
+_PAGE_TYPES = {heading: kind for kind, heading in PAGE_HEADINGS.items()}
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_RANK_LINE = re.compile(r"^(\d+)\. (.*)$")
+_FIELDS = {"ASIN": "asin", "价格": "price", "品牌": "brand", "类别": "category", "关键属性": "key_attributes",
+           "标题": "title"}
+
+
+def _field(item: dict[str, Any], key: str, value: str) -> None:
+    name = _FIELDS.get(key)
+    if name == "key_attributes":
+        item[name] = [part for part in value.split("；") if part]
+    elif name is not None:
+        item[name] = value
+
+
+def read_observation(text: str) -> dict[str, Any]:
+    """The ``observation_state`` fields a page text shows, read back from :func:`render_observation`'s output
+    (with the dialogue lines): ``page_type`` (``"unknown"`` for a foreign first line), ``search_available``,
+    ``actions``, the results' ``search_text``/``page``/``total_pages``/``products``, the product page's
+    ``product``/``available_options``/``selected_options``/``missing_option_axes``, ``last_action``
+    (``valid``, ``message``, and the shopper's ``reply``) and ``dialogue`` (``ask_user_available``).
+
+    Values are as displayed (one line each, ``未提供`` for a missing one); unknown lines are ignored, so a
+    newer renderer degrades gracefully. One pass over the lines (linear time).
+    """
+    lines = text.splitlines()
+    state: dict[str, Any] = {"page_type": _PAGE_TYPES.get(lines[0] if lines else "", "unknown"),
+                             "search_available": False, "actions": []}
+    section = ""
+    current: dict[str, Any] | None = None
+    axis: str | None = None
+    for line in lines[1:]:
+        if line in SECTION_HEADINGS or line == DIALOGUE_HEADING:
+            section = line
+            continue
+        if not line:
+            continue
+        if section == CLICKABLES_HEADING and line.startswith("- "):
+            state["actions"].append(line[2:])
+        elif section == CAPABILITIES_HEADING and line == SEARCH_CAPABILITY_LINE:
+            state["search_available"] = True
+        elif section == DIALOGUE_HEADING:
+            numbers = _NUMBER.findall(line)
+            dialogue: dict[str, Any] = {"ask_user_available": line.startswith(ASK_USER_CAPABILITY)}
+            if len(numbers) >= 2:
+                dialogue["questions_asked"], dialogue["max_questions"] = int(numbers[-2]), int(numbers[-1])
+            state["dialogue"] = dialogue
+        elif section == LAST_ACTION_HEADING and line.startswith(RESULT_PREFIX):
+            state["last_action"] = {"valid": line.endswith("成功")}
+        elif section == LAST_ACTION_HEADING and line.startswith(FEEDBACK_MESSAGE_PREFIX) and "last_action" in state:
+            message = line[len(FEEDBACK_MESSAGE_PREFIX):]
+            state["last_action"]["message"] = message
+            if message.startswith(REPLY_PREFIX):
+                state["last_action"]["reply"] = message[len(REPLY_PREFIX):]
+        elif line.startswith(SEARCH_TEXT_PREFIX):
+            state["search_text"] = line.split("：", 1)[1]
+        elif line.startswith(RESULTS_LINE_PREFIX):
+            numbers = _NUMBER.findall(line)
+            if len(numbers) >= 2:
+                state["page"], state["total_pages"] = int(numbers[0]), int(numbers[1])
+        elif section == PRODUCTS_HEADING:
+            rank_match = _RANK_LINE.match(line)
+            if rank_match and not line.startswith("   "):
+                current = {"rank": int(rank_match.group(1)), "title": rank_match.group(2)}
+                state.setdefault("products", []).append(current)
+            elif current is not None and "：" in line:
+                key, value = line.strip().split("：", 1)
+                _field(current, key, value)
+        elif section == PRODUCT_HEADING and line.startswith("- ") and "：" in line:
+            key, value = line[2:].split("：", 1)
+            _field(state.setdefault("product", {}), key, value)
+        elif section == OPTIONS_HEADING:
+            available = state.setdefault("available_options", {})
+            if line.startswith(OPTION_VALUES_PREFIX) and axis is not None:
+                available[axis] = line.split("：", 1)[1].split(" / ")
+            elif line.startswith("- ") and "：" in line and line != NO_OPTIONS_LINE:
+                axis, shown = line[2:].rsplit("：", 1)
+                available.setdefault(axis, [])
+                if shown.startswith(SELECTED_PREFIX):
+                    state.setdefault("selected_options", {})[axis] = shown[len(SELECTED_PREFIX):]
+            elif line.startswith(MISSING_AXES_PREFIX):
+                state["missing_option_axes"] = line.split("：", 1)[1].split("、")
+    return state
+
+
+__all__ = [
+    "check_observation_state",
+    "display",
+    "home_state",
+    "is_product_id",
+    "product_state",
+    "product_summary",
+    "read_observation",
+    "render_dialogue_observation",
+    "render_observation",
+    "results_state",
+    "terminal_state",
+]

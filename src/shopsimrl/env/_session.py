@@ -18,25 +18,22 @@ from ..contract import (
     ACTION_LIMIT,
     BACK_TO_SEARCH,
     BUY_NOW,
-    CLICK_TOOL,
     CONTINUE_MESSAGE,
     INVALID_MESSAGE,
     NEXT,
-    OPTION_SEPARATOR,
     PREV,
     PRODUCT_DETAIL,
     PURCHASE,
     SEARCH_HOME,
     SEARCH_RESULTS,
-    SEARCH_TOOL,
     SINGLE_TURN,
     TERMINAL,
-    TERMINATION_REASONS,
     extract_action,
     require_action_text,
     terminated_message,
 )
-from ..errors import EpisodeTerminatedError, InvalidRequestError
+from ..contract import TERMINATION_REASONS as TERMINATION_REASONS  # re-exported (old import path)
+from ..errors import DialogueError, EpisodeTerminatedError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import _actions as act
@@ -44,6 +41,8 @@ from ._observation import home_state, product_state, render_observation, results
 from ._product_view import ProductView
 from ._reward import empty_reward_detail, score_purchase
 from ._variant_price import resolve_variant_price
+from .requests import check_interaction_mode, check_termination_reason
+from .tools import tool_named
 
 SearchFn = Callable[[str], tuple[str, ...]]
 ViewFn = Callable[[str], ProductView]
@@ -58,6 +57,8 @@ def _public_copy(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 class ShopSession:
     """State of one episode; ``step`` applies one canonical action string and returns the interact result."""
+
+    dialogue = False  # whether dialogue-only tools (``ask_user``) apply
 
     __slots__ = (
         "_search",
@@ -97,10 +98,7 @@ class ShopSession:
         interaction_mode: str = SINGLE_TURN,
         session_id: str | None = None,
     ) -> None:
-        if interaction_mode not in EPISODE_LIMITS:
-            raise InvalidRequestError(
-                f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}"
-            )
+        check_interaction_mode(interaction_mode)
         self._search = search
         self._view = view
         self.goal = goal
@@ -148,7 +146,7 @@ class ShopSession:
         if self.page == PRODUCT_DETAIL:
             assert self.view is not None
             labels = [BACK_TO_SEARCH, PREV]
-            if self._missing_axes() == []:
+            if self.missing_axes() == []:
                 labels.append(BUY_NOW)
             selected = self.options
             labels.extend(
@@ -161,7 +159,7 @@ class ShopSession:
         start = (self.page_number - 1) * PAGE_SIZE
         return self.result_asins[start : start + PAGE_SIZE]
 
-    def _missing_axes(self) -> list[str]:
+    def missing_axes(self) -> list[str]:
         assert self.view is not None
         return self.view.check_selection(self.options)[2]
 
@@ -223,8 +221,7 @@ class ShopSession:
         return self._result(feedback)
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
-        if reason not in TERMINATION_REASONS:
-            raise InvalidRequestError(f"unsupported termination reason: {reason}")
+        check_termination_reason(reason)
         if self.done:
             raise EpisodeTerminatedError("episode is already terminated")
         self._end(reason)
@@ -263,44 +260,26 @@ class ShopSession:
         return result
 
     def _apply(self, action: object) -> dict[str, Any]:
+        """Parse the action and hand it to the tool it names (``env/tools``); an unknown name is invalid."""
         parsed = act.parse_action(action)
         shown = action if isinstance(action, str) else repr(action)
         if parsed.error_code is not None:  # a parse error: no name, so no later check could match
             return act.feedback(shown, False, parsed.error_code, parsed.error_message or "")
-        name = (parsed.name or "").casefold()
-        argument = parsed.argument
-        if name == SEARCH_TOOL:
-            if argument is None or not argument.strip():
-                return act.feedback(shown, False, act.EMPTY_ARGUMENT, act.MSG_EMPTY_SEARCH)
-            if self.page != SEARCH_HOME:
-                return act.feedback(shown, False, act.SEARCH_UNAVAILABLE, act.MSG_SEARCH_UNAVAILABLE)
-            self._do_search(argument)
-            return act.feedback(shown, True, act.EXECUTED, act.MSG_SEARCH_EXECUTED)
-        if name == CLICK_TOOL:
-            if argument is None or not argument.strip():
-                return act.feedback(shown, False, act.EMPTY_ARGUMENT, act.MSG_EMPTY_CLICK)
-            if self.page == PRODUCT_DETAIL and self._is_selected(argument):
-                return act.feedback(shown, False, act.ALREADY_SELECTED, act.MSG_ALREADY_SELECTED + argument)
-            if argument == BUY_NOW and self.page == PRODUCT_DETAIL:
-                missing = self._missing_axes()
-                if missing:
-                    return act.feedback(
-                        shown, False, act.INCOMPLETE_OPTIONS, act.MSG_INCOMPLETE_OPTIONS + act.MISSING_AXES_SEPARATOR.join(missing),
-                        missing_option_axes=missing,
-                    )
-                self._buy()
-                return act.feedback(shown, True, act.EXECUTED, act.MSG_PURCHASE_EXECUTED)
-            if argument in self.clickables():
-                self._click(argument)
-                return act.feedback(shown, True, act.EXECUTED, act.MSG_CLICK_EXECUTED)
-            return act.feedback(shown, False, act.UNAVAILABLE_ACTION, act.MSG_UNAVAILABLE_ACTION + argument)
-        return act.feedback(shown, False, act.INVALID_FORMAT, act.MSG_UNKNOWN_ACTION_NAME)
+        tool = tool_named((parsed.name or "").casefold())
+        if tool is None or not tool.applies_to(self):
+            return act.feedback(shown, False, act.INVALID_FORMAT, act.MSG_UNKNOWN_ACTION_NAME)
+        return tool.apply(self, parsed.argument, shown)
 
-    def _is_selected(self, argument: str) -> bool:
-        axis, sep, value = argument.partition(OPTION_SEPARATOR)
-        return bool(sep) and self.options.get(axis) == value
+    # ----------------------------------------------------------------- transitions the tools call
+    def questions_left(self) -> int:
+        """Questions the agent may still ask (none outside dialogue mode)."""
+        return 0
 
-    def _do_search(self, query: str) -> None:
+    def ask(self, question: str) -> str:
+        """Never called: ``ask_user`` applies to dialogue sessions only (``Tool.applies_to``)."""
+        raise DialogueError("only a dialogue episode has a shopper to ask")
+
+    def run_search(self, query: str) -> None:
         keywords = query.split(" ")
         self.search_text = " ".join(keywords)
         self.normalized_query = normalize_query(self.search_text)
@@ -325,7 +304,7 @@ class ShopSession:
         assert self.view is not None
         self.price_resolution = resolve_variant_price(self.view.product.raw, self.options)
 
-    def _click(self, label: str) -> None:
+    def click_label(self, label: str) -> None:
         if label == BACK_TO_SEARCH:
             self.page = SEARCH_HOME
             self.page_number = 0
@@ -353,7 +332,7 @@ class ShopSession:
         self.counters["options"] += 1
         self._resolve_price()
 
-    def _buy(self) -> None:
+    def buy(self) -> None:
         assert self.view is not None
         product = self.view.product
         detail = score_purchase(product.raw, self.goal, dict(self.options), self.price_resolution)

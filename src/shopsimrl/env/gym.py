@@ -156,7 +156,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         reason = result.get("termination_reason")
         terminated = bool(result["done"]) and reason == PURCHASE
         truncated = bool(result["done"]) and not terminated
-        info = {
+        info: dict[str, Any] = {
             "action_feedback": result["action_feedback"],
             "observation_state": result["observation_state"],
             "reward_detail": result["reward_detail"],

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from ..catalog.goals import strip_reasoning
 from ..catalog.store import SEARCH_CACHE_SIZE as SEARCH_CACHE_SIZE  # re-exported (old import path)
@@ -20,15 +20,13 @@ from ..catalog.store import Catalog
 from ..contract import (
     ACTION_LIMIT,
     MULTI_TURN,
-    SHOPPER_NAMES,
     SINGLE_TURN,
-    check_task_id,
     started_message,
     task_mode,
     visible_instruction,
 )
 from ..dialogue.config import ShopperConfig
-from ..dialogue.llm_shopper import NO_ENDPOINT, LLMShopper, LLMShopperSettings, ShopperEndpoint
+from ..dialogue.llm_shopper import LLMShopper, LLMShopperSettings, ShopperEndpoint
 from ..dialogue.rule_shopper import RuleShopper
 from ..dialogue.shopper import Shopper
 from ..errors import DialogueError, NoActiveEpisodeError, PersonaUnavailableError
@@ -37,6 +35,15 @@ from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVI
 from ._dialogue_session import DialogueSession
 from ._product_view import ProductView
 from ._session import ShopSession
+from .interface import ResetResult, StepResult, TerminateResult
+from .requests import (
+    MAX_RESPONSE_CHARS,
+    check_reset,
+    check_response,
+    check_termination_reason,
+    check_transcript_access,
+)
+from .requests import check_shopper as check_shopper  # re-exported (old import path)
 from .tools import tools_for_state
 
 
@@ -110,22 +117,18 @@ class ShopWorld:
                     view = self._views[asin] = ProductView.listed(asin, record, partial(products.__getitem__, asin))
         return view
 
-    def new_env(self, *, llm_shopper: ShopperEndpoint | None = None) -> ShopEnv:
+    def new_env(self, *, llm_shopper: ShopperEndpoint | None = None, max_response_chars: int = MAX_RESPONSE_CHARS
+                ) -> ShopEnv:
         """A new session over this world.
 
         Args:
             llm_shopper: the endpoint ``reset(..., shopper="llm")`` asks (None: no LLM shopper).
+            max_response_chars: the longest action text a step accepts.
 
         Returns:
             A ``ShopEnv`` with no episode yet (call ``reset``).
         """
-        return ShopEnv(self, llm_shopper=llm_shopper)
-
-
-def check_shopper(shopper: object) -> None:
-    """Refuse a dialogue shopper this version does not know (the service checks before it waits for a slot)."""
-    if shopper is not None and shopper not in SHOPPER_NAMES:
-        raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
+        return ShopEnv(self, llm_shopper=llm_shopper, max_response_chars=max_response_chars)
 
 
 def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | None) -> bool:
@@ -142,11 +145,15 @@ class ShopEnv:
     """One shopping session: ``reset`` a task, then ``step`` canonical actions until ``done``."""
 
     def __init__(
-        self, world: ShopWorld, *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None
+        self, world: ShopWorld, *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None,
+        max_response_chars: int = MAX_RESPONSE_CHARS,
     ) -> None:
-        """``llm_shopper``: the endpoint ``reset(..., shopper="llm")`` asks (settings get their own client)."""
+        """``llm_shopper``: the endpoint ``reset(..., shopper="llm")`` asks (settings get their own client);
+        ``max_response_chars``: the longest action text ``step`` accepts (the service passes its own cap)."""
         self.world = world
+        self.max_response_chars = max_response_chars
         self._session: ShopSession | None = None
+        self._private = False  # the last reset's include_private_goal (the transcript's access rule)
         self._persona = False
         if isinstance(llm_shopper, LLMShopperSettings):
             llm_shopper = ShopperEndpoint(llm_shopper)
@@ -173,7 +180,7 @@ class ShopEnv:
         shopper: str | None = None,
         shopper_config: ShopperConfig | None = None,
         shopper_seed: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ResetResult:
         """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
 
         A persona reset of a standard task raises :class:`PersonaUnavailableError` (it used to return
@@ -194,7 +201,8 @@ class ShopEnv:
             session_id: an id recorded in the session (the HTTP service passes its lease id).
             shopper: None (no dialogue), ``"rule"`` or ``"llm"``.
             shopper_config: question limit, sample seed and noise of the shopper.
-            shopper_seed: the episode seed for the shopper (replaces ``shopper_config.sample_seed``).
+            shopper_seed: the episode seed for the shopper, a 64-bit integer (replaces
+                ``shopper_config.sample_seed``); it needs a shopper.
 
         Returns:
             The reset result (docs/contract.md#reset): ``task_instruction``, ``observation``,
@@ -204,14 +212,11 @@ class ShopEnv:
             UnknownTaskError, InvalidTaskIdError, InvalidRequestError, PersonaUnavailableError, DialogueError,
             ShopperCallError (the LLM shopper's opening failed).
         """
-        check_task_id(task_id)
-        check_shopper(shopper)
-        if shopper == "llm" and self.llm_shopper is None:
-            raise DialogueError(NO_ENDPOINT)
+        check_reset(task_id, persona=persona, interaction_mode=interaction_mode,
+                    include_private_goal=include_private_goal, shopper=shopper, shopper_seed=shopper_seed,
+                    has_llm_endpoint=self.llm_shopper is not None)
         if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
             raise DialogueError("shopper_config must be a ShopperConfig")
-        if shopper_seed is not None and shopper is None:
-            raise DialogueError("shopper_seed is the shopper's seed: it needs shopper='rule' or 'llm'")
         if shopper_seed is not None:  # the episode seed (eval passes the job's): it replaces the config's sample seed
             base = shopper_config or ShopperConfig()
             shopper_config = ShopperConfig(max_questions=base.max_questions, sample_seed=shopper_seed, noise=base.noise)
@@ -246,6 +251,7 @@ class ShopEnv:
                 session_id=session_id,
             )
         self._session = session
+        self._private = include_private_goal
         persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
         visible = visible_instruction(goal, persona) if chat_shopper is None else ""
         observation, state = session.observe()
@@ -272,9 +278,9 @@ class ShopEnv:
             payload["reason_key"] = goal.get("reason_key")
             if chat_shopper is not None:
                 payload["shopper_slots"] = [slot.name for slot in chat_shopper.slots]
-        return payload
+        return cast(ResetResult, payload)
 
-    def step(self, action: str) -> dict[str, Any]:
+    def step(self, action: str) -> StepResult:
         """Apply ``action``: a canonical ``search[...]`` / ``click[...]`` string, or a model's whole answer whose
         one ``Action:`` line holds it (read the same way on every path: docs/contract.md#model-text).
 
@@ -287,11 +293,13 @@ class ShopEnv:
 
         Raises:
             NoActiveEpisodeError before a reset, EpisodeTerminatedError after the end, InvalidActionError when
-            ``action`` is not a string, ShopperCallError when the LLM shopper fails to answer a question.
+            ``action`` is not a string, ResponseTooLong beyond ``max_response_chars`` (65,536 by default, as
+            behind the service), ShopperCallError when the LLM shopper fails to answer a question.
         """
-        return self._require_session().step(action)
+        session = self._require_session()
+        return cast(StepResult, session.step(check_response(action, self.max_response_chars)))
 
-    def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
+    def terminate(self, reason: str = ACTION_LIMIT) -> TerminateResult:
         """End the episode with zero reward, shaped as the reference's ``terminate`` result (docs/contract.md#http-reference-api): no
         ``action_feedback`` (no action was taken) and the message ``Episode terminated: <reason>``.
 
@@ -304,7 +312,8 @@ class ShopEnv:
         Raises:
             NoActiveEpisodeError, EpisodeTerminatedError (already ended), InvalidRequestError (unknown reason).
         """
-        return self._require_session().terminate(reason)
+        session = self._require_session()
+        return cast(TerminateResult, session.terminate(check_termination_reason(reason)))
 
     def tools(self) -> list[dict[str, Any]]:
         """The function tools the current page offers (docs/contract.md#tools): ``search`` where a search box is
@@ -340,17 +349,20 @@ class ShopEnv:
     def dialogue_transcript(self) -> list[dict[str, Any]] | None:
         """The questions, replies, matched slots and noise events so far (None outside dialogue mode).
 
-        Private (it names slots): for traces and metrics, never for the agent.
+        Private (it names slots): for traces and metrics, never for the agent, so it is available once the
+        episode is over, or throughout an episode reset with ``include_private_goal`` (the same rule behind the
+        service: ``ShopClient.dialogue_transcript``, ``GET /v1/sessions/{id}/dialogue_transcript``).
 
         Returns:
             One fresh dict per question, in order; None when the episode has no shopper.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            NoActiveEpisodeError before the first reset; InvalidRequestError while a non-private episode runs.
         """
         session = self._require_session()
         if not isinstance(session, DialogueSession):
             return None
+        check_transcript_access(session.done, self._private)
         return [dict(entry) for entry in session.shopper.transcript]
 
     @property

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from .rundir import is_completed
 from .summary import reward_detail
+from .taxonomy import CAUSE_TITLES
 
 
 def _pct(value: Any) -> str:
@@ -101,6 +102,23 @@ def summary_table(summary: Mapping[str, Any], title: str) -> Table:
              f"{dialogue['purchases_after_incomplete']} (of {dialogue['episodes_told_incomplete']} told)"),
             ("unanswered-question rate", f"{_pct(dialogue['unanswered_question_rate'])}"),
         ]
+    repeats = summary.get("repeats")
+    if repeats:  # --repeats K > 1
+        k = str(repeats["repeats"])
+        rows += [
+            (f"success over {k} repeats (mean ± std)",
+             f"{_pct(repeats['success_rate_mean'])} ± {_pct(repeats['success_rate_std'] or 0.0)}"),
+            (f"pass^{k} / pass@{k}", f"{_pct(repeats['pass_hat_k'][k])} / {_pct(repeats['pass_at_k'][k])}"),
+            ("flip rate (tasks)", f"{_pct(repeats['flip_rate'])} of {repeats['tasks']}"
+             + (" · repeats byte-identical" if repeats["identical"] else "")),
+        ]
+    tiers = summary.get("by_difficulty")
+    if tiers:
+        rows.append(("success by difficulty tier", ", ".join(f"{tier} {_pct(v['success_rate'])} ({v['episodes']})"
+                                                            for tier, v in tiers.items())))
+    taxonomy = summary.get("failure_taxonomy")
+    if taxonomy and taxonomy["causes"]:
+        rows.append(("failure causes", ", ".join(f"{CAUSE_TITLES[c]} {n}" for c, n in taxonomy["causes"].items())))
     if summary.get("errors"):
         rows.append(("error types", ", ".join(f"{k} {v}" for k, v in summary["errors"].items())))
     for key, value in rows:

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..agent.policies import POLICY_NAMES, policy_help, policy_spec
+from ..agent.shopper_backend import SHOPPER_POLICY
+from ..cli_data import add_data_argument, resolve_data
 from ..contract import MULTI_TURN, SHOPPER_NAMES, SINGLE_TURN
 from ..dialogue.llm_shopper import add_shopper_arguments, shopper_settings_from_args
 from ..errors import ShopSimError
@@ -18,7 +21,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..agent.builtin_backend import policy_label
     from ..agent.model_client import ModelSettings
     from ._console import LiveProgress, summary_table
-    from .runner import EvalSettings, evaluate, parse_extra_body
+    from .runner import EvalSettings, check_persona_request, evaluate, parse_extra_body
 
     model = None
     if args.base_url or args.model:
@@ -36,12 +39,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..catalog.store import check_data_dir
 
     # mistakes are reported before the catalog is opened (seconds on the default catalog)
+    args.data = resolve_data(args.data)
     declared = check_data_dir(args.data, args.split)
-    if args.persona is not None and declared is not None and args.persona != declared:
-        raise ShopSimError(f"split {args.split!r} is declared persona={declared}; --persona/--no-persona disagrees")
+    check_persona_request(args.split, declared, args.persona)
     if args.skills:
         SkillBank.load(args.skills)
-    out = args.out or f"runs/{args.policy or args.model.replace('/', '_')}-{args.split}"
+    difficulty = _difficulty(args)
+    out = args.out or (f"runs/{args.policy or args.model.replace('/', '_')}-{args.split}"
+                       + ("-scenarios" if args.scenarios else ""))
+    if args.scenarios and (args.persona is not None or args.max_steps):
+        raise ShopSimError("--scenarios sets the mode and turn limit of each scenario: drop --persona/--max-steps")
     settings = EvalSettings(
         data=args.data, out=out, split=args.split, policy=args.policy, model=model, env_url=args.env_url,
         concurrency=args.concurrency, repeats=args.repeats, limit=args.limit, sample_size=args.sample_size,
@@ -49,12 +56,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
         shopper_llm=shopper_settings_from_args(args),
         max_steps=args.max_steps or EPISODE_LIMITS[MULTI_TURN if args.shopper else SINGLE_TURN],
         experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
-        ray_data=args.ray_data,
+        ray_data=args.ray_data, difficulty=difficulty,
     )
     label = policy_label(args.policy) if args.policy else args.model
+    console = _console()
+    if args.scenarios:
+        return _eval_scenarios(args, settings, label, console)
     if args.force:
         _clear_run_dir(Path(out))
-    console = _console()
     progress = LiveProgress(f"{label} · {args.split}", enabled=not args.no_progress)
     try:
         result = evaluate(settings, on_start=progress.start, on_record=progress.record, on_warning=_warn)
@@ -64,8 +73,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     first = _first_failure(result.run_dir.traces_path) if result.summary["counts"]["failed"] else None
     if first:
         print(f"first failure: {first}")
-    if args.policy == "oracle":
-        print("note: the oracle reads the private goal — this is a solvability check, not a baseline")
+    if args.policy and policy_spec(args.policy).private_goal:
+        print(f"note: {args.policy} reads the private goal — this is a solvability check, not a baseline")
     if result.extra.get("ray_workers"):
         print(f"ray:     {result.extra['ray_workers']} workers")
     print(f"traces:  {result.run_dir.traces_path}")
@@ -77,6 +86,59 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"report:  {paths['html']}  ({paths['md']})")
     sys.stdout.flush()
     return 0 if result.summary["counts"]["failed"] == 0 else 1
+
+
+def _difficulty(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """``--difficulty`` parsed; the catalog's tiers computed first if it has none yet (once per catalog)."""
+    from ..catalog.tiers import parse_difficulty, stored_tiers
+
+    wanted = parse_difficulty(args.difficulty)
+    if wanted is not None and stored_tiers(args.data) is None:
+        from ..agent.tiers import compute_tiers
+        from ..cli import _episode_bars
+
+        print(f"[shopsimrl] {args.data} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
+              file=sys.stderr, flush=True)
+        with _episode_bars(False) as progress:
+            compute_tiers(args.data, progress=progress)
+    return wanted
+
+
+def _eval_scenarios(args: argparse.Namespace, base: Any, label: str, console: Any) -> int:
+    """``eval --scenarios``: one run directory per scenario under ``--out``, then the four-scenario table."""
+    from ._console import LiveProgress
+    from .runner import evaluate
+    from .scenarios import (
+        parse_scenarios,
+        scenario_settings,
+        scenario_table,
+        scenarios_terminal,
+        write_scenarios,
+    )
+
+    chosen = parse_scenarios(args.scenarios)
+    failed = 0
+    for scenario in chosen:
+        settings = scenario_settings(base, scenario)
+        if args.force:
+            _clear_run_dir(Path(settings.out))
+        progress = LiveProgress(f"{label} · {scenario.title}", enabled=not args.no_progress)
+        try:
+            result = evaluate(settings, on_start=progress.start, on_record=progress.record, on_warning=_warn)
+        finally:
+            progress.stop()
+        failed += result.summary["counts"]["failed"]
+        if not args.no_report:
+            from .report import write_report
+
+            write_report(settings.out)
+    table = scenario_table(base.out, chosen, label=f"{label} on {args.split}")
+    console.print(scenarios_terminal(table))
+    paths = write_scenarios(base.out, table)
+    print(f"runs:    {', '.join(str(Path(base.out) / s.name) for s in chosen)}")
+    print(f"table:   {paths['md']}  ({paths['html']}, {paths['json']})")
+    sys.stdout.flush()
+    return 0 if failed == 0 else 1
 
 
 def _warn(message: str) -> None:
@@ -151,6 +213,7 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
     )
     from ..catalog.store import check_data_dir
 
+    args.data = resolve_data(args.data)
     check_data_dir(args.data)
     world = ShopWorld.from_data_dir(args.data)
     app = create_policy_app(world, policy=args.policy, faults=faults, model_name=args.model_name)
@@ -168,11 +231,11 @@ def _positive_int(text: str) -> int:
 def add_commands(commands: Any) -> None:
     """Register the evaluation subcommands on the top-level subparsers object."""
     ev = commands.add_parser("eval", help="evaluate a built-in policy or a served model on a task split")
-    ev.add_argument("--data", required=True, help="a prepared data directory")
+    add_data_argument(ev)
     ev.add_argument("--split", default="test")
     who = ev.add_mutually_exclusive_group()
-    who.add_argument("--policy", choices=("heuristic", "oracle", "random", "dialogue-heuristic", "dialogue-oracle"),
-                     help="built-in policy (oracle = solvability check: it reads the private goal)")
+    who.add_argument("--policy", choices=POLICY_NAMES, metavar="NAME",
+                     help=f"built-in policy ({policy_help()})")
     who.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     ev.add_argument("--model", help="model name at --base-url")
     ev.add_argument("--api-key-env", help="environment variable holding the API key (none: no key)")
@@ -191,7 +254,16 @@ def add_commands(commands: Any) -> None:
                          "ray://HOST:10001: connect); needs the `ray` extra")
     ev.add_argument("--ray-cpus", type=int, help="CPUs of the local Ray instance --ray starts (default: all)")
     ev.add_argument("--ray-data", help="the --data directory's path on the Ray nodes (default: the same, absolute)")
-    ev.add_argument("--repeats", type=_positive_int, default=1)
+    ev.add_argument("--scenarios", metavar="all|NAMES",
+                    help="ShopSimulator's four scenarios over the same tasks: 'all' or some of single-standard, "
+                         "single-persona, multi-standard, multi-persona (one run directory each under --out, "
+                         "then a table; multi-turn: --shopper, default rule; docs/scenarios.md)")
+    ev.add_argument("--repeats", type=_positive_int, default=1,
+                    help="episodes per task with distinct sampling seeds: mean ± std over repeats, pass^k, "
+                         "pass@k and the flip rate in the summary")
+    ev.add_argument("--difficulty", metavar="TIERS",
+                    help="only tasks of these difficulty tiers, comma-separated: first, heuristic, strong, none "
+                         "(the first public-information policy that solves the task; `shopsimrl data tiers`)")
     ev.add_argument("--limit", type=_positive_int, help="only the first N tasks of the split")
     ev.add_argument("--sample-size", type=_positive_int, help="a seeded random sample of N tasks")
     ev.add_argument("--seed", type=int, default=20260830)
@@ -230,11 +302,12 @@ def add_commands(commands: Any) -> None:
     rep.set_defaults(func=cmd_report)
 
     ps = commands.add_parser("policy-server", help="an OpenAI-compatible chat server driven by a built-in policy")
-    ps.add_argument("--data", required=True, help="a prepared data directory (the oracle resolves tasks in it)")
+    add_data_argument(ps)
     ps.add_argument("--policy", default="heuristic",
-                    choices=("heuristic", "oracle", "random", "dialogue-heuristic", "dialogue-oracle", "rule-shopper"),
-                    help="dialogue-heuristic / dialogue-oracle: for `eval --shopper rule` (dialogue-oracle needs "
-                         "eval --send-task-id); rule-shopper: a scripted shopper for `eval --shopper llm`")
+                    choices=(*POLICY_NAMES, SHOPPER_POLICY), metavar="NAME",
+                    help=f"a built-in policy ({', '.join(POLICY_NAMES)}; dialogue-heuristic / dialogue-oracle: for "
+                         f"`eval --shopper rule`, dialogue-oracle needs eval --send-task-id) or {SHOPPER_POLICY}: a "
+                         "scripted shopper for `eval --shopper llm`")
     ps.add_argument("--host", default="127.0.0.1")
     ps.add_argument("--port", type=int, default=8100)
     ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")

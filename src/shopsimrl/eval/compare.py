@@ -22,6 +22,7 @@ from rich.table import Table
 from ..errors import ShopSimError
 from .rundir import RunDir, is_completed
 from .summary import reward_detail, step_counts
+from .taxonomy import CAUSE_TITLES, cause_changes
 
 BOOTSTRAP_SEED = 20260901
 DEFAULT_RESAMPLES = 10_000
@@ -188,14 +189,15 @@ def compare_runs(
         "both_success": sum(1 for x, y in zip(success_a, success_b, strict=True) if x and y),
         "neither": sum(1 for x, y in zip(success_a, success_b, strict=True) if not x and not y),
     }
+    taxonomy = cause_changes((done_a[key], done_b[key]) for key in keys)
     return {
-        "schema_version": "shopsimrl-comparison-v1",
+        "schema_version": "shopsimrl-comparison-v1",  # "taxonomy" was added without a version change
         "run_a": {"path": str(run_a), "experiment": plan_a.get("experiment"), "model_id": plan_a.get("model_id"),
                   "plan_fingerprint": dir_a.manifest().get("plan_fingerprint")},
         "run_b": {"path": str(run_b), "experiment": plan_b.get("experiment"), "model_id": plan_b.get("model_id"),
                   "plan_fingerprint": dir_b.manifest().get("plan_fingerprint")},
         "difference": "run_b - run_a", "paired_episodes": len(keys), "alignment": alignment,
-        "metrics": metrics, "transitions": transitions,
+        "metrics": metrics, "transitions": transitions, "taxonomy": taxonomy,
     }
 
 
@@ -216,4 +218,15 @@ def comparison_tables(result: Mapping[str, Any]) -> list[Table]:
     for column in ("fail → success", "success → fail", "both succeed", "neither"):
         trans.add_column(column, justify="right")
     trans.add_row(str(t["fail_to_success"]), str(t["success_to_fail"]), str(t["both_success"]), str(t["neither"]))
-    return [table, trans]
+    tables = [table, trans]
+    changes = result.get("taxonomy")
+    if changes:
+        titles = {**CAUSE_TITLES, "success": "success"}
+        causes = Table(title=f"outcome / primary failure cause (A → B; {changes['changed']} episodes changed)",
+                       header_style="bold")
+        for column in ("outcome", "A", "B", "B − A"):
+            causes.add_column(column, justify="left" if column == "outcome" else "right")
+        for cause, v in changes["causes"].items():
+            causes.add_row(titles[cause], str(v["a"]), str(v["b"]), f"{v['diff']:+d}")
+        tables.append(causes)
+    return tables

@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..agent.runtime import EpisodeJob, RuntimeStats, failure_record
+from ..agent.episode import EpisodeStats
+from ..agent.runtime import EpisodeJob, failure_record
 from ..errors import ShopSimError
 
 RAY_EXTRA = "pip install 'shopsimrl[ray]'  (or: pip install 'ray>=2.9')"
@@ -124,15 +125,14 @@ class RayEpisodePool:
         finally:
             self._load[index] -= 1
 
-    def stats(self) -> RuntimeStats:
-        total = RuntimeStats()
+    def stats(self) -> EpisodeStats:
+        total = EpisodeStats()
         try:
             parts = self.ray.get([actor.stats.remote() for actor in self.actors])
         except Exception:
             return total
         for part in parts:
-            for key in ("episodes", "turns", "total_s", "model_s", "env_s"):
-                setattr(total, key, getattr(total, key) + part[key])
+            total.add(EpisodeStats(**part))
         return total
 
     async def close(self) -> None:

@@ -21,6 +21,7 @@ from ..contract import MISSING_TEXT
 from .rundir import RunDir, is_completed, write_json_atomic
 from .runner import run_summary
 from .summary import reward_detail, step_counts
+from .taxonomy import CAUSE_TITLES, FLAG_TITLES
 
 FIGURE_DIR = "report_figures"
 CJK_FONTS = ("Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "SimHei",
@@ -125,6 +126,17 @@ def _figures(summary: Mapping[str, Any], tables: Mapping[str, Any], comparison: 
     figures["error_rates.png"] = _png(fig)
     plt.close(fig)
 
+    taxonomy = summary.get("failure_taxonomy") or {}
+    causes = taxonomy.get("causes") or {}
+    if causes:
+        fig, ax = plt.subplots(figsize=(6.4, max(2.2, 0.34 * len(causes) + 0.9)))
+        names = [CAUSE_TITLES[c] for c in causes][::-1]
+        ax.barh(names, list(causes.values())[::-1], color="#937860")
+        ax.set_xlabel("failed episodes")
+        ax.set_title("Failure causes (primary)")
+        figures["failure_causes.png"] = _png(fig)
+        plt.close(fig)
+
     if comparison is not None:
         metrics = comparison["metrics"]
         names = [n for n in metrics if n.startswith("r_")] + ["steps"]
@@ -184,6 +196,15 @@ def _markdown(title: str, summary: Mapping[str, Any], tables: Mapping[str, Any],
         *[f"| {i + 1} | {name} | {n} | {_fmt(rate, True)} |" for i, (name, n, rate) in enumerate(tables["categories"])],
         "", "## Error rates", "", f"![error rates]({figure_paths['error_rates.png']})", "",
     ]
+    lines += _repeats_markdown(summary.get("repeats"))
+    if summary.get("by_difficulty"):
+        lines += ["## Success by difficulty tier", "",
+                  "Tier: the first public-information policy (`first`, `heuristic`, `strong`) that solves the task; "
+                  "`none`: none does (`shopsimrl data tiers`).", "",
+                  "| tier | episodes | success | r_strict |", "|---|---|---|---|",
+                  *[f"| {tier} | {v['episodes']} | {_fmt(v['success_rate'], True)} | {_fmt(v['reward_mean'])} |"
+                    for tier, v in summary["by_difficulty"].items()], ""]
+    lines += _taxonomy_markdown(summary.get("failure_taxonomy"), figure_paths)
     if summary.get("errors"):
         lines += ["Failed episodes by error type: " + ", ".join(f"{k} {v}" for k, v in summary["errors"].items()), ""]
     if comparison is not None:
@@ -200,9 +221,67 @@ def _markdown(title: str, summary: Mapping[str, Any], tables: Mapping[str, Any],
             "| {fail_to_success} | {success_to_fail} | {both_success} | {neither} |".format(**comparison["transitions"]),
             "",
         ]
+        lines += _cause_changes_markdown(comparison.get("taxonomy"))
         for warning in comparison["alignment"]["warnings"]:
             lines.append(f"> note: {warning}")
     return "\n".join(lines) + "\n"
+
+
+def _repeats_markdown(repeats: Mapping[str, Any] | None) -> list[str]:
+    """``--repeats K``: spread over repeats, pass^k / pass@k for every k, the flip rate."""
+    if not repeats:
+        return []
+    k = repeats["repeats"]
+    lines = ["## Repeats", "",
+             f"{k} repeats of each of {repeats['tasks']} tasks (distinct sampling seeds)"
+             + (f"; {repeats['tasks_left_out']} tasks without {k} completed repeats left out" if repeats[
+                 "tasks_left_out"] else "") + ".", ""]
+    if repeats["identical"]:
+        lines += ["> note: the repeats are byte-identical episodes (this policy and shopper ignore the sampling "
+                  "seed): a spread of zero and a flip rate of zero are by construction, not a measured noise floor.",
+                  ""]
+    lines += ["| figure | value |", "|---|---|",
+              f"| success rate, mean ± std over repeats | {_fmt(repeats['success_rate_mean'], True)} ± "
+              f"{_fmt(repeats['success_rate_std'] or 0.0, True)} |",
+              f"| r_strict, mean ± std over repeats | {_fmt(repeats['reward_mean_mean'])} ± "
+              f"{_fmt(repeats['reward_mean_std'] or 0.0)} |",
+              f"| flip rate (tasks whose success differs between repeats) | {_fmt(repeats['flip_rate'], True)} |",
+              "", "| k | pass^k | pass@k |", "|---|---|---|",
+              *[f"| {n} | {_fmt(repeats['pass_hat_k'][n], True)} | {_fmt(repeats['pass_at_k'][n], True)} |"
+                for n in repeats["pass_hat_k"]], ""]
+    return lines
+
+
+def _taxonomy_markdown(taxonomy: Mapping[str, Any] | None, figure_paths: Mapping[str, str]) -> list[str]:
+    """The failure-taxonomy section: primary causes (table and bar chart) and behaviour flags."""
+    if not taxonomy:
+        return []
+    lines = ["## Failure taxonomy", "",
+             f"{taxonomy['failures']} of {taxonomy['episodes']} episodes failed; each has one primary cause "
+             "(first match in this order). Flags count purchases.", ""]
+    if "failure_causes.png" in figure_paths:
+        lines += [f"![failure causes]({figure_paths['failure_causes.png']})", ""]
+    lines += ["| primary cause | episodes | share of failures |", "|---|---|---|",
+              *[f"| {CAUSE_TITLES[c]} | {n} | {_fmt(taxonomy['cause_shares'][c], True)} |"
+                for c, n in taxonomy["causes"].items()],
+              "", "| behaviour flag | purchases | of which failed | share of purchases |", "|---|---|---|---|",
+              *[f"| {FLAG_TITLES[f]} | {v['purchases']} | {v['failed']} | {_fmt(v['share_of_purchases'], True)} |"
+                for f, v in taxonomy["flags"].items()], ""]
+    return lines
+
+
+def _cause_changes_markdown(changes: Mapping[str, Any] | None) -> list[str]:
+    if not changes:
+        return []
+    title = {**CAUSE_TITLES, "success": "success"}
+    lines = ["### Failure causes: A → B", "",
+             f"{changes['changed']} paired episodes changed their outcome or primary cause.", "",
+             "| outcome | A | B | B − A |", "|---|---|---|---|",
+             *[f"| {title[c]} | {v['a']} | {v['b']} | {v['diff']:+d} |" for c, v in changes["causes"].items()], ""]
+    if changes["moves"]:
+        lines += ["| A | → B | episodes |", "|---|---|---|",
+                  *[f"| {title[m['a']]} | {title[m['b']]} | {m['episodes']} |" for m in changes["moves"][:10]], ""]
+    return lines
 
 
 def _html(markdown: str, figures: Mapping[str, bytes], figure_paths: Mapping[str, str]) -> str:
@@ -252,6 +331,11 @@ def _html(markdown: str, figures: Mapping[str, bytes], figure_paths: Mapping[str
     flush()
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def html_page(markdown: str) -> str:
+    """A report-styled HTML page of ``markdown`` (no figures)."""
+    return _html(markdown, {}, {})
 
 
 def write_report(run: str, *, vs: str | None = None, out: str | None = None) -> dict[str, str]:

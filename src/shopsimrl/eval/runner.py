@@ -30,6 +30,7 @@ from ..agent.runtime import (
 )
 from ..agent.skills import NO_SKILLS, SkillBank
 from ..catalog.store import Catalog
+from ..catalog.tiers import TIERS_FILE, filter_by_difficulty, read_tiers, stored_tiers
 from ..contract import MULTI_TURN, SHOPPER_NAMES, SINGLE_TURN
 from ..dialogue.llm_shopper import LLMShopperSettings, ShopperEndpoint
 from ..dialogue.reply_cache import CACHE_DIRNAME
@@ -46,7 +47,7 @@ from ..versions import (
 from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
 from .ray_runner import RayEpisodePool, import_ray
 from .rundir import RunDir, describe_unparseable, is_completed, write_json_atomic
-from .summary import summarize
+from .summary import summarize, tier_summary
 
 MAX_ATTEMPTS = 3  # one run plus two retries of a technically failed episode
 ProgressCallback = Callable[[dict[str, Any]], None]
@@ -84,6 +85,7 @@ class EvalSettings:
     ray: str | None = None  # None: local; "": start a local Ray instance; else the address to connect to
     ray_cpus: int | None = None  # CPUs of a local Ray instance (default: all)
     ray_data: str | None = None  # the data directory as the Ray workers see it (default: ``data``, absolute)
+    difficulty: tuple[str, ...] | None = None  # only tasks of these tiers (DATA/difficulty_tiers.json)
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.model is None):
@@ -115,22 +117,32 @@ class EvalResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, ids: Sequence[int]) -> dict[str, Any]:
+def _task_split(catalog: Catalog, data: str, split: str, persona: bool | None, ids: Sequence[int],
+                difficulty: Sequence[str] | None = None) -> dict[str, Any]:
     from ..agent.prompt import sha256_json
 
-    return {"name": split, "path": str(Path(data) / "task_splits.json"),
-            "version": catalog.task_splits.get("version"), "persona": persona, "task_count": len(ids),
-            "task_ids_sha256": sha256_json(list(ids))}
+    out = {"name": split, "path": str(Path(data) / "task_splits.json"),
+           "version": catalog.task_splits.get("version"), "persona": persona, "task_count": len(ids),
+           "task_ids_sha256": sha256_json(list(ids))}
+    if difficulty is not None:  # absent otherwise: plans made before tiers existed keep their fingerprints
+        out["difficulty"] = list(difficulty)
+    return out
 
 
 def _persona(catalog: Catalog, split: str, requested: bool | None) -> bool | None:
-    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode."""
+    """The split's mode; None for a mixed split (``all``): each task then runs in its own mode. Standard mode
+    on a persona split is allowed (every task has its full instruction: the scenarios' single-turn standard);
+    persona mode on a standard split is not (its tasks have no persona)."""
     declared = catalog.split_is_persona(split)
-    if requested is not None and declared is not None and requested != declared:
-        raise ShopSimError(f"split {split!r} is declared persona={declared}; --persona/--no-persona disagrees")
+    check_persona_request(split, declared, requested)
     if requested is not None:
         return requested
     return None if declared is None else bool(declared)
+
+
+def check_persona_request(split: str, declared: bool | None, requested: bool | None) -> None:
+    if requested and declared is False:
+        raise ShopSimError(f"split {split!r} holds standard tasks only (no persona): --persona cannot apply")
 
 
 def environment_identity(
@@ -157,7 +169,12 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
     """The plan and the runtime for ``settings`` (opens the catalog, the model client and the env factory)."""
     world = world or ShopWorld.shared(settings.data)
     catalog = world.catalog
-    ids = catalog.split(settings.split)
+    ids: Sequence[int] = catalog.split(settings.split)
+    if settings.difficulty is not None:
+        ids = filter_by_difficulty(ids, read_tiers(settings.data), settings.difficulty)
+        if not ids:
+            raise ShopSimError(f"no task of split {settings.split!r} is in difficulty tiers "
+                               f"{', '.join(settings.difficulty)}")
     persona = _persona(catalog, settings.split, settings.persona)
     jobs = build_jobs(ids, split=settings.split, seed=settings.seed, repeats=settings.repeats,
                       limit=settings.limit, sample_size=settings.sample_size)
@@ -183,7 +200,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
     experiment = settings.experiment or Path(settings.out).name
     plan = EvalPlan.create(
         experiment=experiment, model=model.identity(),
-        task_split=_task_split(catalog, settings.data, settings.split, persona, ids), jobs=jobs,
+        task_split=_task_split(catalog, settings.data, settings.split, persona, ids, settings.difficulty), jobs=jobs,
         environment=environment_identity(catalog, environment.identity(), persona, settings.shopper,
                                          settings.shopper_llm),
         runtime={**config.identity(), "concurrency": settings.concurrency},
@@ -243,7 +260,15 @@ def run_summary(
     meta = {"experiment": plan.plan["experiment"], "plan_fingerprint": plan.fingerprint,
             "model_id": plan.plan["model_id"], "model_label": label, "split": plan.plan["task_split"]["name"]}
     ids = [job.episode_id for job in plan.jobs()]
-    return summarize(run_dir.records() if records is None else records, episode_ids=ids, meta=meta)
+    summary = summarize(run_dir.records() if records is None else records, episode_ids=ids, meta=meta)
+    data_dir = Path(str(plan.plan["task_split"].get("path") or "")).parent
+    document = stored_tiers(data_dir) if (data_dir / TIERS_FILE).is_file() else None
+    if document is not None:  # the catalog's tiers are known: success per tier
+        tiers = {int(task): tier for tier, tasks in document["tiers"].items() for task in tasks}
+        wanted = set(ids)
+        latest = run_dir.records() if records is None else records
+        summary["by_difficulty"] = tier_summary([r for eid, r in latest.items() if eid in wanted], tiers)
+    return summary
 
 
 async def evaluate_async(

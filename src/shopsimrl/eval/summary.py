@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .dialogue_metrics import dialogue_summary
+from .repeats import repeat_summary
 from .rundir import is_completed
+from .taxonomy import failure_taxonomy
 
 SUMMARY_SCHEMA = "shopsimrl-eval-summary-v2"
 
@@ -63,6 +65,24 @@ def step_counts(record: Mapping[str, Any]) -> dict[str, int]:
             tokens["reasoning_tokens"] += int(details["reasoning_tokens"])
     return {"steps": len(steps), "protocol_errors": protocol, "policy_failures": policy,
             "actions": len(actions), "invalid_actions": invalid, **tokens}
+
+
+def tier_summary(records: Iterable[Mapping[str, Any]], tiers: Mapping[int, str]) -> dict[str, Any]:
+    """Completed episodes, success rate and mean r_strict per difficulty tier (tiers with episodes only)."""
+    from ..catalog.tiers import TIERS
+
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        if is_completed(record):
+            by.setdefault(tiers.get(int(record["job"]["task_id"]), "unlabelled"), []).append(record)
+    out = {}
+    for tier in (*TIERS, "unlabelled"):
+        if tier in by:
+            details = [reward_detail(r) for r in by[tier]]
+            out[tier] = {"episodes": len(details),
+                         "success_rate": _mean([float(d.get("r_success") or 0) for d in details]),
+                         "reward_mean": _mean([float(d.get("r_strict") or 0.0) for d in details])}
+    return out
 
 
 def summarize(
@@ -114,6 +134,10 @@ def summarize(
     dialogue = dialogue_summary(completed)
     if dialogue is not None:  # dialogue runs only
         summary["dialogue"] = dialogue
+    summary["failure_taxonomy"] = failure_taxonomy([*completed, *failed])
+    repeats = repeat_summary(completed)
+    if repeats is not None:  # runs with --repeats K > 1 only
+        summary["repeats"] = repeats
     if meta:
         summary["run"] = dict(meta)
     return summary

@@ -55,8 +55,12 @@ def build_default_catalog(
     options: PrepareOptions | None = None,
     force: bool = False,
     progress: Callable[[str], None] | None = None,
+    generated: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Generate (if needed) and prepare (if needed) the default catalog into ``out``; returns the manifest."""
+    """Generate (if needed) and prepare (if needed) the default catalog into ``out``; returns the manifest.
+
+    ``progress`` hears each stage; ``generated(n)``: ``n`` more products were written to the archive.
+    """
     say = progress or (lambda message: None)
     config = config or GeneratorConfig()
     out_dir = Path(out)
@@ -75,7 +79,7 @@ def build_default_catalog(
     else:
         say(f"generating {config.products} products (seed {seed}, {GENERATOR_VERSION})")
         archive.parent.mkdir(parents=True, exist_ok=True)
-        write_catalog(archive, seed, config)
+        write_catalog(archive, seed, config, progress=generated)
     # The guard above made sure the directory is ours (or the user forced it), so prepare may rebuild it;
     # prepare itself does nothing when its outputs already match this archive and these options.
     return prepare_dataset(archive, out_dir, options=options, force=True, progress=say)

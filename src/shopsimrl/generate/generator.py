@@ -19,7 +19,7 @@ import os
 import random
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -534,6 +534,7 @@ def write_catalog(
     config: GeneratorConfig | None = None,
     *,
     in_memory: bool = False,
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Write the archive and ``<path>.manifest.json`` atomically (temp file + rename); returns the manifest.
 
@@ -541,7 +542,8 @@ def write_catalog(
     The manifest holds the generator version, seed, config, counts and the SHA-256 of the archive file and
     of its decompressed data; it has no timestamps, so it is byte-identical for the same seed too.
     Products are streamed (``CatalogStream``): drafts wait in an unlinked spill file next to the archive
-    unless ``in_memory`` (the reference the byte-identity test compares with).
+    unless ``in_memory`` (the reference the byte-identity test compares with). ``progress(n)``: ``n`` more
+    records were written (every 500, and the rest at the end).
     """
     config = config or GeneratorConfig()
     target = Path(path)
@@ -550,9 +552,15 @@ def write_catalog(
     counts = _Counts()
 
     def records() -> Iterator[dict[str, Any]]:
+        written = 0
         for record, audit in stream:
             counts.add(audit)
             yield record
+            written += 1
+            if progress is not None and written % 500 == 0:
+                progress(500)
+        if progress is not None and written % 500:
+            progress(written % 500)
 
     archive_sha, data_sha = _stream_archive(target, records())
     manifest = {

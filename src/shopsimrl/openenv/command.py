@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..cli_data import add_data_argument, resolve_data
 from ..errors import ShopSimError
 
 INSTALL_HINT = "the OpenEnv server needs the openenv extra: pip install 'shopsimrl[openenv]'"
@@ -13,6 +14,7 @@ INSTALL_HINT = "the OpenEnv server needs the openenv extra: pip install 'shopsim
 def cmd_serve_openenv(args: argparse.Namespace) -> int:
     from ..catalog.store import check_data_dir
 
+    args.data = resolve_data(args.data)
     check_data_dir(args.data)
     try:
         from .server import serve_openenv
@@ -26,7 +28,7 @@ def cmd_serve_openenv(args: argparse.Namespace) -> int:
 
 def add_command(commands: Any) -> None:
     parser = commands.add_parser("serve-openenv", help="OpenEnv server (WebSocket sessions; needs the openenv extra)")
-    parser.add_argument("--data", default="data/default", help="a prepared data directory")
+    add_data_argument(parser)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8010)
     parser.add_argument("--slots", type=int, default=8, help="concurrent sessions (OpenEnv's max_concurrent_envs)")

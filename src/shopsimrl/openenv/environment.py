@@ -14,9 +14,9 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from ..contract import ACTION_LIMIT, ARGUMENT_KEYS, PERSONA_MODE, SINGLE_TURN, format_action
+from ..contract import ACTION_LIMIT, PERSONA_MODE, SINGLE_TURN
 from ..env.shop_env import ShopEnv, ShopWorld
-from ..env.tools import tools_for_state
+from ..env.tools import tool_named, tools_for_state
 from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
 from ..versions import (
     ENVIRONMENT_VERSION,
@@ -103,10 +103,12 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def step(self, action: ShopSimAction, timeout_s: float | None = None, **kwargs: Any) -> ShopSimObservation:
         if self._env.session is None:
             raise NoActiveEpisodeError(NO_EPISODE)
-        value = action.arguments.get(ARGUMENT_KEYS[action.tool])
-        if not isinstance(value, str):
-            raise InvalidActionError(f"{action.tool} needs a string argument {ARGUMENT_KEYS[action.tool]!r}")
-        result = self._env.step(format_action(action.tool, value))
+        tool = tool_named(action.tool)
+        value = action.arguments.get(tool.argument) if tool is not None else None
+        if tool is None or not isinstance(value, str):
+            key = tool.argument if tool is not None else None
+            raise InvalidActionError(f"{action.tool} needs a string argument {key!r}")
+        result = self._env.step(tool.action(value))
         self._state.step_count += 1
         return self._observation(result)
 

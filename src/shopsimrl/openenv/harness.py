@@ -5,7 +5,8 @@ A session is one episode: ``initial_messages`` are the runtime's exact system pr
 forwards the environment's own ``r_strict`` (0 without a purchase) with the public components as metrics.
 
 OpenEnv's ``MCPHarnessAdapter`` lists the tools once per episode; for such harnesses ``per_page_tools=False``
-lists both tools for the whole episode, ``click`` without an enum (the page text lists the clickable values), and
+lists the environment's whole-episode tools (``env.tools.episode_tools``: ``click`` without an enum, the page text
+lists the clickable values, the same list the chat templates render), and
 leaves a tool the page does not offer to the environment (an invalid action), as verifiers does.
 
 Dialogue mode: ``ShopSimSessionFactory(world, shopper="rule")`` (or a task spec ``{"id": …,
@@ -21,22 +22,15 @@ from openenv.core.env_server.mcp_types import Tool
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, VerifyResult
 
 from ..agent.prompt import first_user_message, system_message
-from ..contract import BACK_TO_SEARCH, VALUE_ARGUMENT
 from ..env.shop_env import ShopWorld
-from ..env.tools import tools_for_state
+from ..env.tools import episode_tools
 from .environment import OpenEnvUsageError, ShopSimEnvironment
 from .models import ShopSimAction
 
 
 def _static_tools(dialogue: bool = False) -> list[dict[str, Any]]:
-    """``search`` and ``click`` (and, in dialogue mode, ``ask_user``) for a whole episode: the environment's own
-    tools, the click schema without the page's enum."""
-    state: dict[str, Any] = {"search_available": True, "actions": [BACK_TO_SEARCH]}
-    if dialogue:
-        state["dialogue"] = {"ask_user_available": True}
-    tools = tools_for_state(state)
-    del tools[1]["function"]["parameters"]["properties"][VALUE_ARGUMENT]["enum"]
-    return tools
+    """The environment's whole-episode tools (``click`` without the page's enum; ``ask_user`` in dialogue mode)."""
+    return episode_tools(dialogue=dialogue)
 
 
 class ShopSimSession(ResourceSession):

@@ -6,21 +6,29 @@ that a model trained through OpenEnv sees what the runtime shows it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from ..contract import SINGLE_TURN
-from ..contract import ToolName as ToolName
+from ..env.tools import TOOLS, tool_named
 from ..versions import EPISODE_LIMITS
+
+
+def _registered(name: str) -> str:
+    if tool_named(name) is None:
+        raise ValueError(f"unknown tool {name!r}; the tools are {[tool.name for tool in TOOLS]}")
+    return name
 
 
 class ShopSimAction(Action):
     """One tool call: ``search`` with ``{"query": …}``, ``click`` with ``{"value": …}`` (a value of the enum), or
     ``ask_user`` with ``{"question": …}`` (dialogue episodes only: reset with a ``shopper``)."""
 
-    tool: ToolName = Field(description="the tool called: search, click, or ask_user (dialogue mode)")
+    tool: Annotated[str, AfterValidator(_registered)] = Field(
+        description="the tool called: search, click, or ask_user (dialogue mode)",
+        json_schema_extra={"enum": [tool.name for tool in TOOLS]})
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description='{"query": text} for search, {"value": enum value} for click, '
                                                   '{"question": text} for ask_user')

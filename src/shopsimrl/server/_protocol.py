@@ -15,6 +15,10 @@ from typing import Any
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 DEFAULT_HEADER_TIMEOUT = 10.0
+# Idle keep-alive connections stay open this long: longer than the clients' own expiry (httpx closes an idle
+# pooled connection after 5 s, aiohttp after 15 s), so a client never sends on a connection the server is
+# closing at that moment (uvicorn's default of 5 s equals httpx's and lost requests sent after ~4.97 s idle).
+KEEP_ALIVE_S = 75
 
 
 class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]

@@ -17,6 +17,7 @@ from ..errors import LeaseError, SessionNotFound
 from .leases import Lease
 from .models import (
     CreateSession,
+    DialogueTranscript,
     ErrorBody,
     Released,
     SessionCreated,
@@ -90,6 +91,12 @@ def v1_router(service: EnvService) -> APIRouter:
                  summary="End the episode with zero reward (action_limit or generation_length)")
     async def terminate(body: TerminateRequest | None = None, session_id: str = SessionId) -> dict[str, Any]:
         return service.terminate(find(session_id), body.reason if body is not None else ACTION_LIMIT)
+
+    @router.get("/sessions/{session_id}/dialogue_transcript", response_model=DialogueTranscript,
+                responses=_errors(400, 404),
+                summary="The shopper's private transcript (after the episode, or for an include_private_goal reset)")
+    async def transcript(session_id: str = SessionId) -> dict[str, Any]:
+        return service.dialogue_transcript(find(session_id))
 
     @router.delete("/sessions/{session_id}", response_model=Released, responses=_errors(404),
                    summary="Release the session's slot")

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError, WorkerUnavailableError
-from ._protocol import DEFAULT_HEADER_TIMEOUT, http_protocol
+from ._protocol import DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
 from .app import FREE_SLOTS_HEADER, decode, encode
 from .guard import Guard, Refusal, read_limited, run_cancelling_on_disconnect, send_refusal
 from .http_errors import error_payload, status_of
@@ -309,7 +309,7 @@ def serve_workers(*, data: str, host: str, port: int, slots: int, workers: int, 
             progress(f"{workers} workers ready ({', '.join(f'slots {w.first_slot}-{w.first_slot + w.size - 1}' for w in pool)})")
         uvicorn.run(Front(pool, guard), host=host, port=port, log_level=log_level, access_log=False,
                     proxy_headers=False, server_header=False, date_header=False, timeout_graceful_shutdown=10,
-                    http=http_protocol(header_timeout))
+                    timeout_keep_alive=KEEP_ALIVE_S, http=http_protocol(header_timeout))
     finally:
         signal.signal(signal.SIGTERM, previous)
         for worker in pool:

@@ -63,10 +63,12 @@ REFERENCE_BODY = {
                  shopper={"type": ["string", "null"], "enum": [*SHOPPER_NAMES, None]},
                  shopper_seed={"type": ["integer", "null"], "minimum": -(2**63), "maximum": 2**63 - 1},
                  wait_timeout={"type": "number", "minimum": 0, "maximum": 86_400}),
-        _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"}),
+        _variant("interact", ["env_idx", "lease_id", "response"], **_LEASE, response={"type": "string"},
+                 step_index={"type": "integer", "minimum": 1, "maximum": 2**63 - 1}),
         _variant("terminate", ["env_idx", "lease_id"], **_LEASE,
                  termination_reason={"type": "string", "enum": list(TERMINATION_REASONS)}),
         _variant("release_one", ["env_idx", "lease_id"], **_LEASE),
+        _variant("dialogue_transcript", ["env_idx", "lease_id"], **_LEASE),
         _variant("release_all", []),
     ]}}},
 }
@@ -218,7 +220,7 @@ def create_app(
 
     async def _interact(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "interact")
-        result = await service.step_async(lease, body.get("response"))
+        result = await service.step_async(lease, body.get("response"), body.get("step_index"))
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
 
@@ -227,6 +229,9 @@ def create_app(
         result = service.terminate(lease, body.get("termination_reason", ACTION_LIMIT))
         result.update(env_idx=lease.slot, lease_id=lease.lease_id)
         return result
+
+    async def _transcript(body: dict[str, Any]) -> dict[str, Any]:
+        return service.dialogue_transcript(_lease(body, "dialogue_transcript"))
 
     async def _release_one(body: dict[str, Any]) -> dict[str, Any]:
         lease = _lease(body, "release_one")
@@ -239,7 +244,7 @@ def create_app(
 
     handlers = {
         "reset": _reset, "interact": _interact, "terminate": _terminate,
-        "release_one": _release_one, "release_all": _release_all,
+        "release_one": _release_one, "release_all": _release_all, "dialogue_transcript": _transcript,
     }
 
     app.include_router(v1_router(service))

@@ -5,8 +5,14 @@ either. Errors too: an error answer names its class by a stable code (``http_err
 raises that class with the service's message, so ``UnknownTaskError``, ``EpisodeTerminatedError``,
 ``PersonaUnavailableError``, ``DialogueError``, ``InvalidRequestError``/``InvalidActionError``, ``LeaseError``
 and ``PoolTimeout`` are caught the same way in process and over HTTP. ``ServiceError`` is left for the
-transport: no connection, a 5xx or a body that is not the service's JSON. Connection errors are retried only
-on idempotent calls (health, release); the lease is released on ``close()`` and on context-manager exit.
+transport: no connection, a 5xx or a body that is not the service's JSON. The lease is released on ``close()``
+and on context-manager exit.
+
+Retries never execute anything twice. Every step carries its ``step_index``, which the service checks: the
+next index executes, a repeat of the last executed one gets that step's result back without executing it.
+So a step whose connection broke without an answer (the server closed a reused keep-alive connection, a reset
+or write error) is sent again with the same index; a timeout is not retried (the step may still be running).
+Release is retried on the same errors; reset and terminate only when the connection was never made.
 """
 
 from __future__ import annotations
@@ -32,6 +38,10 @@ from .http_errors import rebuild
 
 LEASE_FIELDS = ("env_idx", "lease_id")
 IDEMPOTENT_RETRIES = 3
+# No answer byte came back: the request was not processed, or (a step with its index) processing it twice is
+# impossible. Timeouts are not here: the server may still be working on the request.
+UNANSWERED = (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+NEVER_SENT = (httpx.ConnectError,)
 
 
 def auth_headers(api_key: str | None) -> dict[str, str]:
@@ -75,6 +85,10 @@ class _Base:
         self._lease: dict[str, Any] | None = None
         self._state: dict[str, Any] | None = None
         self._done = False
+        self._steps = 0  # steps executed in this episode: the next step's index is this + 1
+
+    def _step_body(self, action: str) -> dict[str, Any]:
+        return {"action": "interact", **self._require_lease(), "response": action, "step_index": self._steps + 1}
 
     def _strip(self, result: dict[str, Any]) -> dict[str, Any]:
         for key in LEASE_FIELDS:
@@ -150,13 +164,14 @@ class ShopClient(_Base):
         self._http = httpx.Client(base_url=base_url, timeout=timeout, headers=auth_headers(api_key))
 
     def _post(self, body: dict[str, Any], *, idempotent: bool = False, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> dict[str, Any]:
-        for attempt in range(IDEMPOTENT_RETRIES if idempotent else 1):
+        retry_on = UNANSWERED if idempotent else NEVER_SENT
+        for attempt in range(IDEMPOTENT_RETRIES):
             try:
                 return _unwrap(self._http.post("/api/shop_agent", json=body, timeout=timeout))
             except httpx.TransportError as exc:
-                if attempt + 1 >= (IDEMPOTENT_RETRIES if idempotent else 1):
+                if attempt + 1 >= IDEMPOTENT_RETRIES or not isinstance(exc, retry_on):
                     raise _unreachable(self._http.base_url, exc) from exc
-                time.sleep(0.2 * 2**attempt)
+                time.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
 
     def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
@@ -187,6 +202,7 @@ class ShopClient(_Base):
             exc.task_id = task_id  # as ShopEnv's (the message is the service's)
             raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
+        self._steps = 0
         return self._strip(result)
 
     def step(self, action: str) -> dict[str, Any]:
@@ -202,7 +218,9 @@ class ShopClient(_Base):
             The errors ``ShopEnv.step`` raises, ``LeaseError`` for a stale lease, ``ServiceError`` for transport
             failures.
         """
-        return self._strip(self._post({"action": "interact", **self._require_lease(), "response": action}))
+        result = self._strip(self._post(self._step_body(action), idempotent=True))
+        self._steps += 1
+        return result
 
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         """End the episode, as ``ShopEnv.terminate`` (the lease stays held until ``release`` or the next reset).
@@ -215,6 +233,12 @@ class ShopClient(_Base):
         """
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(self._post(body))
+
+    def dialogue_transcript(self) -> list[dict[str, Any]] | None:
+        """The shopper's transcript, as ``ShopEnv.dialogue_transcript`` (after the episode, or a private reset)."""
+        transcript: list[dict[str, Any]] | None = self._post(
+            {"action": "dialogue_transcript", **self._require_lease()})["transcript"]
+        return transcript
 
     def release(self) -> None:
         """Give the slot back to the service's pool (a no-op without a lease, or when it was already reclaimed)."""
@@ -250,14 +274,14 @@ class AsyncShopClient(_Base):
     async def _post(self, body: dict[str, Any], *, idempotent: bool = False, timeout: Any = httpx.USE_CLIENT_DEFAULT) -> dict[str, Any]:
         import asyncio
 
-        attempts = IDEMPOTENT_RETRIES if idempotent else 1
-        for attempt in range(attempts):
+        retry_on = UNANSWERED if idempotent else NEVER_SENT
+        for attempt in range(IDEMPOTENT_RETRIES):
             try:
                 return _unwrap(await self._http.post("/api/shop_agent", json=body, timeout=timeout))
             except httpx.TransportError as exc:
-                if attempt + 1 >= attempts:
+                if attempt + 1 >= IDEMPOTENT_RETRIES or not isinstance(exc, retry_on):
                     raise _unreachable(self._http.base_url, exc) from exc
-                await asyncio.sleep(0.2 * 2**attempt)
+                await asyncio.sleep(0.05 * 2**attempt)
         raise AssertionError("unreachable")
 
     async def reset(self, task_id: int, persona: bool | None = None, interaction_mode: str = SINGLE_TURN, *,
@@ -285,6 +309,7 @@ class AsyncShopClient(_Base):
             exc.task_id = task_id
             raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
+        self._steps = 0
         return self._strip(result)
 
     async def step(self, action: str) -> dict[str, Any]:
@@ -300,7 +325,9 @@ class AsyncShopClient(_Base):
             The errors ``ShopEnv.step`` raises, ``LeaseError`` for a stale lease, ``ServiceError`` for transport
             failures.
         """
-        return self._strip(await self._post({"action": "interact", **self._require_lease(), "response": action}))
+        result = self._strip(await self._post(self._step_body(action), idempotent=True))
+        self._steps += 1
+        return result
 
     async def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         """End the episode, as ``ShopEnv.terminate`` (the lease stays held until ``release`` or the next reset).
@@ -313,6 +340,12 @@ class AsyncShopClient(_Base):
         """
         body = {"action": "terminate", **self._require_lease(), "termination_reason": reason}
         return self._strip(await self._post(body))
+
+    async def dialogue_transcript(self) -> list[dict[str, Any]] | None:
+        """The shopper's transcript, as ``ShopEnv.dialogue_transcript`` (after the episode, or a private reset)."""
+        answer = await self._post({"action": "dialogue_transcript", **self._require_lease()})
+        transcript: list[dict[str, Any]] | None = answer["transcript"]
+        return transcript
 
     async def release(self) -> None:
         """Give the slot back to the service's pool (a no-op without a lease, or when it was already reclaimed)."""

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..env.requests import MAX_RESPONSE_CHARS
 from ..errors import InvalidRequestError, ShopSimError
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step is a few hundred bytes, a full model response a few KiB
-DEFAULT_MAX_RESPONSE_CHARS = 65_536  # the ``response``/``action`` text of one step
+DEFAULT_MAX_RESPONSE_CHARS = MAX_RESPONSE_CHARS  # the ``response``/``action`` text of one step (the env's cap)
 API_KEY_ENV = "SHOPSIM_API_KEY"  # where the Python clients look for the key when none is passed
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 OPEN_PATHS = frozenset({"/healthz"})  # liveness probes work without the key (they reveal only counts)

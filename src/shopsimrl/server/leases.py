@@ -13,7 +13,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..errors import InvalidRequestError, LeaseError, PoolTimeout
 
@@ -26,6 +26,8 @@ class Lease(Generic[T]):
     lease_id: str
     session: T
     last_used: float = field(default_factory=time.monotonic)
+    steps: int = 0  # steps executed under this lease (the step index the service checks)
+    last_step: Any = None  # the last step's result, replayed to a retry of that same step index
 
 
 class LeasePool(Generic[T]):

@@ -46,8 +46,8 @@ class CreateSession(BaseModel):
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
     shopper_seed: Seed | None = Field(
         None,
-        description="the shopper's sample seed (the LLM shopper sends it with each request); null: 0; ignored "
-                    "without a shopper")
+        description="the shopper's sample seed (the LLM shopper sends it with each request); null: 0; it needs a "
+                    "shopper (a 400 without one, as ShopEnv.reset)")
 
 
 class StepRequest(BaseModel):
@@ -113,6 +113,12 @@ class SessionState(BaseModel):
     termination_reason: str | None
     observation: str
     observation_state: dict[str, Any]
+
+
+class DialogueTranscript(BaseModel):
+    transcript: list[dict[str, Any]] | None = Field(
+        description="one entry per question (reply, matched slots, noise), as ShopEnv.dialogue_transcript; null "
+                    "outside dialogue mode")
 
 
 class Released(BaseModel):

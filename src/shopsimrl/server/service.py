@@ -12,23 +12,16 @@ import asyncio
 import functools
 from typing import Any
 
-from ..contract import (
-    ACTION_LIMIT,
-    LLM_SHOPPER,
-    SINGLE_TURN,
-    TERMINATION_REASONS,
-    check_task_id,
-    require_action_text,
-)
-from ..dialogue.llm_shopper import NO_ENDPOINT, ShopperEndpoint
-from ..env.shop_env import ShopEnv, ShopWorld, check_shopper, resolve_persona_mode
-from ..errors import DialogueError, InvalidRequestError, NoActiveEpisodeError, ResponseTooLong
-from ..versions import EPISODE_LIMITS
+from ..contract import ACTION_LIMIT, LLM_SHOPPER, SINGLE_TURN
+from ..dialogue.llm_shopper import ShopperEndpoint
+from ..env.requests import MAX_RESPONSE_CHARS, check_reset
+from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
+from ..errors import InvalidRequestError, NoActiveEpisodeError
 from .leases import Lease, LeasePool
 
 DEFAULT_SLOTS = 256
 DEFAULT_IDLE_TIMEOUT = 600.0
-DEFAULT_MAX_RESPONSE_CHARS = 65_536  # one step's model text; the parsers are linear, this bounds the work
+DEFAULT_MAX_RESPONSE_CHARS = MAX_RESPONSE_CHARS  # one step's model text: the environment's own cap
 
 
 # The service's own name for a malformed request: the same class ShopEnv raises, so a caller catches one.
@@ -61,25 +54,18 @@ class EnvService:
         self,
         task_id: int,
         *,
-        persona: bool | None = False,
+        persona: bool | None = None,
         interaction_mode: str = SINGLE_TURN,
         include_private_goal: bool = False,
         wait_timeout: float | None = None,
         shopper: str | None = None,
         shopper_seed: int | None = None,
     ) -> tuple[Lease[ShopEnv], dict[str, Any]]:
-        """Check the request, wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
-        check_task_id(task_id)
-        if interaction_mode not in EPISODE_LIMITS:
-            raise InvalidRequestError(
-                f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
-        if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
-            raise InvalidRequestError("if_persona must be a boolean or null (the task's own mode); "
-                                      "include_private_goal must be a boolean")
-        check_shopper(shopper)  # dialogue mode: the same DialogueError as ShopEnv.reset, before waiting for a slot
-        if shopper_seed is not None and (isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int)
-                                         or not -(2**63) <= shopper_seed < 2**63):
-            raise InvalidRequestError("shopper_seed must be a 64-bit integer or null")
+        """Check the request (the environment's own checks, ``env.requests``, and the service's wait timeout),
+        wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
+        check_reset(task_id, persona=persona, interaction_mode=interaction_mode,
+                    include_private_goal=include_private_goal, shopper=shopper, shopper_seed=shopper_seed,
+                    has_llm_endpoint=self.llm_shopper is not None)
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
@@ -87,28 +73,29 @@ class EnvService:
             raise InvalidRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
         # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
         resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
-        env = self.world.new_env(llm_shopper=self.llm_shopper)
-        if shopper == "llm" and self.llm_shopper is None:
-            raise DialogueError(NO_ENDPOINT)  # 400, before a slot is taken
+        env = self.world.new_env(llm_shopper=self.llm_shopper, max_response_chars=self.max_response_chars)
         lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
         try:
             call = functools.partial(
                 env.reset, task_id, persona=persona, interaction_mode=interaction_mode,
                 include_private_goal=include_private_goal, session_id=f"slot-{lease.slot}-{task_id}", shopper=shopper,
-                shopper_seed=shopper_seed if shopper is not None else None,  # ignored without a shopper
+                shopper_seed=shopper_seed,
             )
             # the LLM shopper's opening is an HTTP call: a worker thread keeps the event loop free
             payload = await asyncio.to_thread(call) if shopper == "llm" else call()
         except BaseException:
             self.pool.release(lease.slot, lease.lease_id)
             raise
-        return lease, payload
+        return lease, dict(payload)
 
-    async def step_async(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+    async def step_async(self, lease: Lease[ShopEnv], response: object, step_index: object = None) -> dict[str, Any]:
         """``step`` for the HTTP handlers: in a worker thread when an LLM shopper may be asked (a blocking call)."""
+        replay = self._replay(lease, step_index)
+        if replay is not None:
+            return replay
         if lease.session.shopper_name == LLM_SHOPPER:
-            return await asyncio.to_thread(self.step, lease, response)
-        return self.step(lease, response)
+            return await asyncio.to_thread(self._record, lease, response)
+        return self._record(lease, response)
 
     def lease(self, slot: object, lease_id: object) -> Lease[ShopEnv]:
         return self.pool.get(slot, lease_id)
@@ -116,20 +103,45 @@ class EnvService:
     def find(self, session_id: str) -> Lease[ShopEnv]:
         return self.pool.find(session_id)
 
+    @staticmethod
+    def _replay(lease: Lease[ShopEnv], step_index: object) -> dict[str, Any] | None:
+        """The step-index check that makes a retried step idempotent (docs/contract.md#http-reference-api).
+
+        ``step_index`` (optional, 1-based) names the step the client means: the next one executes; the last
+        executed one is a retry whose request reached the server but whose answer did not reach the client,
+        and gets that step's result again without executing anything; any other index is refused.
+        """
+        if step_index is None:
+            return None
+        if isinstance(step_index, bool) or not isinstance(step_index, int) or step_index < 1:
+            raise InvalidRequestError(f"step_index must be a positive integer, got {step_index!r}")
+        if step_index == lease.steps and lease.last_step is not None:
+            return dict(lease.last_step)
+        if step_index != lease.steps + 1:
+            raise InvalidRequestError(f"step_index {step_index}: this episode has executed {lease.steps} step(s), "
+                                      f"so the next step is {lease.steps + 1}")
+        return None
+
+    def _record(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
+        result = self.step(lease, response)
+        lease.steps += 1
+        lease.last_step = dict(result)
+        return result
+
     def step(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
         """One step; ``response`` is the model's text (the session reads the action out of it, as on every
         path: docs/contract.md#model-text)."""
-        response = require_action_text(response)
-        if len(response) > self.max_response_chars:
-            raise ResponseTooLong(f"response is {len(response)} characters; this server accepts at most "
-                                  f"{self.max_response_chars} per step (--max-response-chars)")
-        return lease.session.step(response)
+        return dict(lease.session.step(response))  # type: ignore[arg-type]  # ShopEnv checks it (env.requests)
 
     @staticmethod
     def terminate(lease: Lease[ShopEnv], reason: object = ACTION_LIMIT) -> dict[str, Any]:
-        if reason not in TERMINATION_REASONS:
-            raise InvalidRequestError(f"unsupported termination reason: {reason}")
-        return lease.session.terminate(str(reason))  # reward 0, no action_feedback, "Episode terminated: …"
+        # reward 0, no action_feedback, "Episode terminated: …"; the reason is checked by ShopEnv (env.requests)
+        return dict(lease.session.terminate(reason))  # type: ignore[arg-type]
+
+    @staticmethod
+    def dialogue_transcript(lease: Lease[ShopEnv]) -> dict[str, Any]:
+        """The session's shopper transcript, under ShopEnv's own access rule (after the episode, or private)."""
+        return {"transcript": lease.session.dialogue_transcript()}
 
     def release(self, lease: Lease[ShopEnv]) -> None:
         self.pool.release(lease.slot, lease.lease_id)

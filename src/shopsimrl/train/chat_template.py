@@ -3,11 +3,13 @@
 Policy for templates that rewrite earlier turns (documented in docs/training.md, tested in
 tests/test_train_templates.py):
 
-- ``training_template="auto"`` (default): when TRL is installed and knows the tokenizer's template, and that
-  template is *not* prefix-preserving (Qwen3's original drops/adds an empty ``<think>`` block depending on
-  the turn's position), the tokenizer's template is swapped for TRL's patched training template, exactly as
-  TRL's own GRPO tool loop does (``trl.chat_template_utils.get_training_chat_template``). Prefix-preserving
-  templates are left alone. ``"off"`` never swaps.
+- ``training_template="auto"`` (default): when the tokenizer's template is *not* prefix-preserving (Qwen3's
+  original drops/adds an empty ``<think>`` block depending on the turn's position), it is swapped for its
+  patched training template, exactly as TRL's own GRPO tool loop does
+  (``trl.chat_template_utils.get_training_chat_template``). Without TRL (verl's environment has none) the
+  project's own copies of the training templates it needs are used (``training_templates/``: Qwen3, Qwen3.5
+  think/nothink, Qwen3.6, gpt-oss; each file's source is named in its ``manifest.json``), matched by the
+  original template's SHA-256. Prefix-preserving templates are left alone. ``"off"`` never swaps.
 - The rollout core still checks every turn: a re-rendered prompt that is not an extension of the sequence
   starts a new segment (re-segment mode) or fails the episode with a template error (append mode).
 
@@ -26,41 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..contract import ARGUMENT_KEYS, ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL
-from ..env.tools import (
-    ASK_USER_DESCRIPTION,
-    CLICK_DESCRIPTION,
-    QUERY_DESCRIPTION,
-    QUESTION_DESCRIPTION,
-    SEARCH_DESCRIPTION,
-)
-from ..env.tools import VALUE_DESCRIPTION as _VALUE_DESCRIPTION
+from ..env.tools import EPISODE_VALUE_DESCRIPTION as EPISODE_VALUE_DESCRIPTION
+from ..env.tools import episode_tools as episode_tools
 
 # Stop tokens of the template families the project is tested with (model-emitted end-of-turn markers).
 KNOWN_STOPS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|call|>", "<|return|>", "<|end|>", "<|observation|>",
                "<|user|>", "<|endoftext|>")
-EPISODE_VALUE_DESCRIPTION = _VALUE_DESCRIPTION + "（当前可点击值见观察文本的“可点击元素”）"
-
-
-def episode_tools(*, dialogue: bool = False) -> list[dict[str, Any]]:
-    """The tool list rendered once per episode: ``search`` and ``click`` without the per-page enum.
-
-    Templates that put tools in the system block (Qwen, GLM, gpt-oss) would otherwise change the first
-    message every turn. The page's clickable values are in the observation text (``可点击元素``), and the
-    validator still checks each call against the page's own tools.
-    """
-    def tool(name: str, description: str, key_description: str) -> dict[str, Any]:
-        key = ARGUMENT_KEYS[name]
-        return {"type": "function", "function": {
-            "name": name, "description": description,
-            "parameters": {"type": "object", "properties": {key: {"type": "string", "description": key_description}},
-                           "required": [key], "additionalProperties": False}}}
-
-    tools = [tool(SEARCH_TOOL, SEARCH_DESCRIPTION, QUERY_DESCRIPTION),
-             tool(CLICK_TOOL, CLICK_DESCRIPTION, EPISODE_VALUE_DESCRIPTION)]
-    if dialogue:  # dialogue mode: ask_user is rendered for the whole episode (offered or not on a page)
-        tools.append(tool(ASK_USER_TOOL, ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION))
-    return tools
 
 
 @dataclass
@@ -87,6 +60,14 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
             from trl.chat_template_utils import add_response_schema, get_training_chat_template
         except ImportError:
             info.note = "TRL not installed: template used as shipped"
+            if training_template == "auto" and not prefix_preserving(tokenizer):
+                shipped = shipped_training_template(template)
+                if shipped is not None:
+                    tokenizer.chat_template = shipped
+                    info.swapped_to_training = True
+                    info.note = "not prefix-preserving: swapped for the shipped training template (TRL's)"
+                else:
+                    info.note = "TRL not installed and no shipped training variant: segments may fork"
         else:
             try:
                 add_response_schema(tokenizer)  # matched against the original template, so before any swap
@@ -98,6 +79,7 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
                     patched = get_training_chat_template(tokenizer)
                 except Exception:
                     patched = None
+                patched = patched if patched is not None else shipped_training_template(template)
                 if patched is not None:
                     tokenizer.chat_template = patched
                     info.swapped_to_training = True
@@ -109,6 +91,23 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
     with contextlib.suppress(AttributeError):
         tokenizer._shopsimrl_template_info = info
     return info
+
+
+TRAINING_TEMPLATES = "training_templates"
+
+
+def shipped_training_template(template: str) -> str | None:
+    """The project's copy of the training variant of ``template`` (matched by SHA-256), if it ships one."""
+    import hashlib
+    from importlib import resources
+
+    folder = resources.files(__package__).joinpath(TRAINING_TEMPLATES)
+    manifest = json.loads(folder.joinpath("manifest.json").read_text(encoding="utf-8"))
+    digest = hashlib.sha256(template.encode("utf-8")).hexdigest()
+    for name, entry in manifest.items():
+        if entry["replaces_sha256"] == digest:
+            return folder.joinpath(name).read_text(encoding="utf-8")
+    return None
 
 
 _PROBE_CALL = {"id": "call-0", "type": "function", "function": {"name": "search", "arguments": {"query": "q"}}}

@@ -76,7 +76,7 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
     captured: list[Any] = []
     inner = trl_adapter.make_rollout_func(InProcessEnvironment(world), max_new_tokens=cfg.max_new_tokens,
                                           temperature=cfg.temperature, max_steps=cfg.max_turns, concurrency=1,
-                                          generate_factory=factory, max_context_len=cfg.max_context,
+                                          generate_factory=factory, max_context=cfg.max_context,
                                           on_trajectories=lambda trajectories, trainer: captured.append(trajectories))
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:

@@ -1,6 +1,12 @@
 """GRPO groups (docs/contract.md#grpo): n siblings per task sharing one context, the dynamic-sampling filter and the
 per-group advantage over unique rollouts.
 
+**The unscored-sibling rule** (written here once; every adapter cites it): a group with any unscored sibling (an
+aborted or failed episode) is dropped whole — none of its rows gets an advantage. A trainer that can remove
+groups removes it (slime's dynamic-sampling filter, :func:`group_decision`); one that cannot gives every row of
+it advantage 0, so nothing of it moves the policy (verl's registered ``shopsim_grpo`` estimator and TRL's
+``None`` rewards both go through :func:`drop_unscored_groups`). An unscored row never enters a mean or a std.
+
 A rollout (one episode) may fan out into several segments; every rule here counts a rollout once, by its
 ``rollout_id``, so long episodes are not over-weighted: the spread test and the advantage are taken over one
 reward per rollout and the advantage is broadcast to all of its segments.
@@ -14,14 +20,14 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent.runtime import EnvironmentFactory
+from ..agent.environment import EnvironmentFactory
+from ..agent.episode import EpisodeStats
 from ..errors import ShopSimError
 from .rollout import (
     ChatTokenizer,
     GenerateFn,
     RolloutConfig,
     RolloutContext,
-    RolloutTimer,
     Trajectory,
     run_rollout,
 )
@@ -61,6 +67,33 @@ def unique_rewards(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, fl
         if rollout_id in out and abs(out[rollout_id] - reward) > 0.0:
             raise GroupError(f"segments of rollout {rollout_id!r} disagree on the reward")
         out[rollout_id] = reward
+    return out
+
+
+def drop_unscored_groups(rewards: Sequence[float | None], group_ids: Sequence[Hashable]) -> list[float | None]:
+    """The unscored-sibling rule on a flat batch: every row of a group holding a ``None`` reward becomes ``None``.
+
+    ``None`` marks an unscored row; the result marks every row whose group is dropped.
+    """
+    if len(rewards) != len(group_ids):
+        raise GroupError("one group id per reward")
+    dropped = {gid for gid, reward in zip(group_ids, rewards, strict=True) if reward is None}
+    return [None if gid in dropped else reward for gid, reward in zip(group_ids, rewards, strict=True)]
+
+
+def flat_advantages(rewards: Sequence[float | None], group_ids: Sequence[Hashable], *,
+                    std_normalization: bool = True, eps: float = STD_EPS) -> list[float]:
+    """Per-row GRPO advantages for a flat batch of one-row rollouts, the unscored-sibling rule applied first:
+    a dropped group's rows get 0, every other group gets :func:`group_advantages` over its rows."""
+    kept = drop_unscored_groups(rewards, group_ids)
+    per_group: dict[Hashable, dict[Hashable, float]] = {}
+    for row, (gid, reward) in enumerate(zip(group_ids, kept, strict=True)):
+        if reward is not None:
+            per_group.setdefault(gid, {})[row] = float(reward)
+    out = [0.0] * len(kept)
+    for members in per_group.values():
+        for key, value in group_advantages(members, std_normalization=std_normalization, eps=eps).items():
+            out[int(key)] = value  # type: ignore[call-overload]  # the keys are the row numbers set above
     return out
 
 
@@ -168,7 +201,7 @@ async def run_group(
     context: RolloutContext, tokenizer: ChatTokenizer, generate: GenerateFn, environment: EnvironmentFactory, *,
     n: int = DEFAULT_GROUP_SIZE, group_index: int = 0, first_rollout_id: int = 0,
     config: RolloutConfig | None = None, semaphore: asyncio.Semaphore | None = None,
-    timer: RolloutTimer | None = None,
+    timer: EpisodeStats | None = None,
 ) -> Group:
     """n siblings of one task under one context, run concurrently (bounded by ``semaphore``)."""
     if n < 1:
@@ -211,7 +244,7 @@ async def rollout_step(
     contexts: Sequence[RolloutContext], tokenizer: ChatTokenizer, generate: GenerateFn,
     environment: EnvironmentFactory, *, target_groups: int, n: int = DEFAULT_GROUP_SIZE,
     config: RolloutConfig | None = None, concurrency: int = 32, std_normalization: bool = True,
-    timer: RolloutTimer | None = None,
+    timer: EpisodeStats | None = None,
 ) -> RolloutStep:
     """Run one group per context (the over-sampled wave), filter, select ``target_groups`` and score them."""
     semaphore = asyncio.Semaphore(concurrency)

@@ -17,22 +17,21 @@ from __future__ import annotations
 
 import inspect
 import math
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..agent.environment import EnvironmentFactory
+from ..agent.episode import Episode, EpisodeRequest, EpisodeStats, run_episode
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, system_message
-from ..agent.runtime import AsyncEnv, EnvironmentFactory
 from ..agent.skills import Skill, render_skills
-from ..agent.turn import REPAIR, TERMINATE, decide_turn, observation_message
+from ..agent.turn import REPAIR, TERMINATE, TurnDecision, decide_turn, observation_message
 from ..agent.validation import ModelOutput, interpret
-from ..contract import ACTION_LIMIT, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
+from ..contract import GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..dialogue import SHOPPER_NAMES
-from ..env.tools import tools_for_state
 from ..errors import DialogueError, ShopSimError
-from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
+from ..versions import PRIMARY_REWARD
 from .chat_template import (
     KNOWN_STOPS,
     encode,
@@ -43,6 +42,7 @@ from .chat_template import (
     turn_suffix,
 )
 from .chat_template import stop_texts as template_stops
+from .step_keys import state_key
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
@@ -94,10 +94,16 @@ class RolloutContext:
     prompt: str = SYSTEM_PROMPT
     interaction_mode: str = SINGLE_TURN
     shopper: str | None = None  # dialogue mode: the shopper's replies come back as tool messages (mask 0)
+    seed: int = 0  # the shopper's episode seed (dialogue mode), shared by the siblings of a group
 
     def fingerprint(self) -> tuple[Any, ...]:
         return (self.task_id, self.persona, self.prompt, self.interaction_mode,
-                tuple((s.skill_id, s.version, s.content_sha256) for s in self.skills), self.shopper)
+                tuple((s.skill_id, s.version, s.content_sha256) for s in self.skills), self.shopper, self.seed)
+
+    def request(self, max_turns: int | None = None) -> EpisodeRequest:
+        """The episode loop's request: the environment's own turn limit unless ``max_turns`` lowers it."""
+        return EpisodeRequest(self.task_id, self.persona, self.interaction_mode, self.shopper,
+                              self.seed if self.shopper else None, max_turns)
 
     @classmethod
     def for_task(cls, task_id: int, shopper: str | None = None, **fields: Any) -> RolloutContext:
@@ -108,7 +114,7 @@ class RolloutContext:
     @property
     def turn_limit(self) -> int:
         """The episode's own turn limit (30 single-turn, 40 in dialogue mode: questions count)."""
-        return EPISODE_LIMITS[self.interaction_mode]
+        return self.request().turn_limit()
 
 
 def parse_shopper(raw: Any) -> str | None:
@@ -404,156 +410,118 @@ def _reward(final: Mapping[str, Any]) -> tuple[float, dict[str, Any]]:
     return float(value), dict(detail)
 
 
-@dataclass
-class RolloutTimer:
-    """Time split over rollouts (for the overhead benchmark; never part of a trajectory)."""
+class TokenTurns:
+    """The rollout core's hooks: each turn renders the prompt, samples it, keeps the token ledger, and applies
+    the runtime's turn rules to the parsed text."""
 
-    total_s: float = 0.0
-    generate_s: float = 0.0
-    env_s: float = 0.0
-    turns: int = 0
-    episodes: int = 0
+    def __init__(self, context: RolloutContext, tokenizer: ChatTokenizer, generate: GenerateFn,
+                 config: RolloutConfig) -> None:
+        self.context, self.tokenizer, self.generate, self.config = context, tokenizer, generate, config
+        self.template = prepare_tokenizer(tokenizer, training_template=config.training_template)
+        self.stops = _stop_texts(tokenizer, config)
+        self.ledger = TokenLedger()
+        self.messages: list[dict[str, Any]] = []
+        self.steps: list[dict[str, Any]] = []
+        self.fixed_tools = episode_tools(dialogue=context.shopper is not None) if config.episode_tools else None
+        self.turn_start: int | None = None  # append mode: where the last sampled turn's history messages begin
+        self.last_stop: str | None = None
+        self.reward = 0.0
+        self.detail: dict[str, Any] | None = None
+        self.termination: str | None = None
+        self.state: Mapping[str, Any] = {}  # the page the next turn acts on (its key goes into the step)
 
-    @property
-    def core_s(self) -> float:
-        return self.total_s - self.generate_s - self.env_s
+    def start(self, episode: Episode, reset: dict[str, Any]) -> None:
+        self.state = reset["observation_state"]
+        context = self.context
+        persona = reset.get("user_persona") or {}
+        self.messages.append({"role": "system",
+                              "content": system_message(persona, render_skills(list(context.skills)), context.prompt)})
+        visible = (reset.get("shopper_opening") or "") if context.shopper else reset["task_instruction"]
+        self.messages.append({"role": "user", "content": first_user_message(visible, reset["observation"])})
+
+    def _prompt(self, tools: list[dict[str, Any]]) -> list[int]:
+        shown_tools = self.fixed_tools if self.fixed_tools is not None else tools
+        template, messages = self.template, self.messages
+        if self.config.mode == "append" and self.turn_start is not None and self.ledger.segments:
+            return self.ledger.segments[-1].tokens + render_delta(
+                self.tokenizer, messages, self.turn_start, shown_tools, self.last_stop,
+                window=template.prefix_preserving, suffixes=template.suffixes if template.prefix_preserving else None)
+        return _first_or_render(self.tokenizer, template, messages, shown_tools, len(messages) == 2)
+
+    async def turn(self, episode: Episode, index: int, tools: list[dict[str, Any]]) -> TurnDecision:
+        prompt_ids = self._prompt(tools)
+        self.turn_start = len(self.messages)
+        if self.config.max_context_len is not None and len(prompt_ids) >= self.config.max_context_len:
+            self.steps.append({"step_index": index, "action": None, "context_overflow": len(prompt_ids),
+                               "state_key": state_key(self.state)})
+            return TurnDecision(TERMINATE, termination=GENERATION_LENGTH)
+        self.ledger.prompt(prompt_ids)
+        token, token_m = PAGE_TOOLS.set(tools), TURN_MESSAGES.set(self.messages)
+        try:
+            gen = await episode.model(_maybe_await(self.generate(prompt_ids)))
+        finally:
+            PAGE_TOOLS.reset(token)
+            TURN_MESSAGES.reset(token_m)
+        _check_generation(gen)
+        self.ledger.sample(gen.token_ids, gen.log_probs)
+        raw = self.tokenizer.decode(list(gen.token_ids), skip_special_tokens=False)
+        text = _strip_stops(raw, self.stops)
+        self.last_stop = next((s for s in self.stops if raw.rstrip().endswith(s)), None)
+        tail_ids = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
+
+        def prompt_tail() -> str:
+            return str(self.tokenizer.decode(tail_ids, skip_special_tokens=False))
+
+        out = parse_turn(self.tokenizer, raw, text, prompt_tail, gen.finish_reason, tools)
+        step: dict[str, Any] = {"step_index": index, "action": None, "sampled_tokens": len(gen.token_ids),
+                                "finish_reason": gen.finish_reason, "raw_output": text,
+                                "state_key": state_key(self.state)}
+        self.steps.append(step)
+        decision = decide_turn(out, tools, arguments="object")
+        if decision.kind == REPAIR:
+            step["protocol_error"] = out.protocol_error
+            self.messages.extend(decision.messages)
+        elif decision.kind == TERMINATE:
+            step["policy_failure"] = out.policy_failure
+        else:
+            step["action"] = decision.action
+            if self.config.keep_reasoning and out.reasoning:
+                decision.messages[0]["reasoning_content"] = out.reasoning
+            self.messages.extend(decision.messages)
+        return decision
+
+    def observe(self, episode: Episode, index: int, decision: TurnDecision, result: dict[str, Any]) -> None:
+        feedback = result.get("action_feedback") or {}
+        self.steps[-1]["valid"] = feedback.get("valid")
+        self.messages.append(observation_message(decision, result["observation"]))
+        self.state = result["observation_state"]
+
+    async def finish(self, episode: Episode, final: dict[str, Any]) -> None:
+        episode.stage = "scoring"
+        self.reward, self.detail = _reward(final)
+        self.termination = final.get("termination_reason")
+        if not self.ledger.trainable():
+            raise RolloutError("the episode produced no trainable token")
 
 
 async def run_rollout(
     context: RolloutContext, tokenizer: ChatTokenizer, generate: GenerateFn, environment: EnvironmentFactory, *,
     config: RolloutConfig | None = None, metadata: Mapping[str, Any] | None = None,
-    timer: RolloutTimer | None = None,
+    timer: EpisodeStats | None = None,
 ) -> Trajectory:
     """Run one episode; never raises for an episode failure (it comes back ``aborted`` with an error)."""
     cfg = config or RolloutConfig()
-    clock = time.perf_counter
-    t0 = clock()
-    gen_s = env_s = 0.0
-    template = prepare_tokenizer(tokenizer, training_template=cfg.training_template)
-    stops = _stop_texts(tokenizer, cfg)
-    ledger = TokenLedger()
-    messages: list[dict[str, Any]] = []
-    steps: list[dict[str, Any]] = []
-    status, reward, detail, error = ABORTED, 0.0, None, None
-    termination: str | None = None
-    stage = "reset"
-    env: AsyncEnv | None = None
-    try:
-        env = environment.new()
-        t = clock()
-        reset = await env.reset(context.task_id, context.persona, context.interaction_mode, context.shopper)
-        env_s += clock() - t
-        persona = reset.get("user_persona") or {}
-        messages.append({"role": "system",
-                         "content": system_message(persona, render_skills(list(context.skills)), context.prompt)})
-        messages.append({"role": "user",
-                         "content": first_user_message(
-                             (reset.get("shopper_opening") or "") if context.shopper else reset["task_instruction"],
-                             reset["observation"])})
-        state = reset["observation_state"]
-        final: Mapping[str, Any] | None = None
-        fixed_tools = episode_tools(dialogue=context.shopper is not None) if cfg.episode_tools else None
-        turn_start: int | None = None  # append mode: where the last sampled turn's history messages begin
-        last_stop: str | None = None
-        max_steps = cfg.max_steps if cfg.max_steps is not None else context.turn_limit
-        for step_index in range(1, max_steps + 1):
-            stage = f"model_step_{step_index}"
-            tools = tools_for_state(state)
-            if not tools:
-                raise RolloutError("the page offers no tool but the episode is not done")
-            shown_tools = fixed_tools if fixed_tools is not None else tools
-            if cfg.mode == "append" and turn_start is not None and ledger.segments:
-                prompt_ids = ledger.segments[-1].tokens + render_delta(
-                    tokenizer, messages, turn_start, shown_tools, last_stop, window=template.prefix_preserving,
-                    suffixes=template.suffixes if template.prefix_preserving else None)
-            else:
-                prompt_ids = _first_or_render(tokenizer, template, messages, shown_tools, len(messages) == 2)
-            turn_start = len(messages)
-            if cfg.max_context_len is not None and len(prompt_ids) >= cfg.max_context_len:
-                steps.append({"step_index": step_index, "action": None, "context_overflow": len(prompt_ids)})
-                decision = None
-            else:
-                ledger.prompt(prompt_ids)
-                t = clock()
-                token, token_m = PAGE_TOOLS.set(tools), TURN_MESSAGES.set(messages)
-                try:
-                    gen = await _maybe_await(generate(prompt_ids))
-                finally:
-                    PAGE_TOOLS.reset(token)
-                    TURN_MESSAGES.reset(token_m)
-                gen_s += clock() - t
-                _check_generation(gen)
-                ledger.sample(gen.token_ids, gen.log_probs)
-                raw = tokenizer.decode(list(gen.token_ids), skip_special_tokens=False)
-                text = _strip_stops(raw, stops)
-                last_stop = next((s for s in stops if raw.rstrip().endswith(s)), None)
-                tail_ids = list(prompt_ids[-PROMPT_TAIL_TOKENS:])
-                def prompt_tail(ids: list[int] = tail_ids) -> str:
-                    return str(tokenizer.decode(ids, skip_special_tokens=False))
-
-                out = parse_turn(tokenizer, raw, text, prompt_tail, gen.finish_reason, tools)
-                step: dict[str, Any] = {"step_index": step_index, "action": None,
-                                        "sampled_tokens": len(gen.token_ids), "finish_reason": gen.finish_reason,
-                                        "raw_output": text}
-                steps.append(step)
-                decision = decide_turn(out, tools, arguments="object")
-                if decision.kind == REPAIR:
-                    step["protocol_error"] = out.protocol_error
-                    messages.extend(decision.messages)
-                    continue
-                if decision.kind == TERMINATE:
-                    step["policy_failure"] = out.policy_failure
-            if decision is None or decision.kind == TERMINATE:
-                stage = f"policy_termination_step_{step_index}"
-                t = clock()
-                final = await env.terminate(GENERATION_LENGTH)
-                env_s += clock() - t
-                break
-            step["action"] = decision.action
-            if cfg.keep_reasoning and out.reasoning:
-                decision.messages[0]["reasoning_content"] = out.reasoning
-            messages.extend(decision.messages)
-            stage = f"environment_step_{step_index}"
-            t = clock()
-            result = await env.step(decision.action or "")  # an "act" decision always carries its action
-            env_s += clock() - t
-            feedback_block = result.get("action_feedback") or {}
-            step["valid"] = feedback_block.get("valid")
-            messages.append(observation_message(decision, result["observation"]))
-            if result.get("done"):
-                final = result
-                break
-            state = result["observation_state"]
-        if final is None:
-            stage = "action_limit_termination"
-            t = clock()
-            final = await env.terminate(ACTION_LIMIT)
-            env_s += clock() - t
-        stage = "scoring"
-        reward, detail = _reward(final)
-        termination = final.get("termination_reason")
-        if not ledger.trainable():
-            raise RolloutError("the episode produced no trainable token")
-        status = TRUNCATED if termination == GENERATION_LENGTH else COMPLETED
-    except Exception as exc:
+    hooks = TokenTurns(context, tokenizer, generate, cfg)
+    episode = await run_episode(environment, context.request(cfg.max_steps), hooks, stats=timer)
+    if episode.completed:
+        status = TRUNCATED if hooks.termination == GENERATION_LENGTH else COMPLETED
+        reward, detail = hooks.reward, hooks.detail
+    else:
         status, reward, detail = ABORTED, 0.0, None
-        error = {"stage": stage, "type": type(exc).__name__, "message": str(exc)}
-    finally:
-        if env is not None:
-            try:
-                await env.close()
-            except Exception as exc:
-                if error is None:
-                    error = {"stage": "cleanup", "type": type(exc).__name__, "message": str(exc)}
-    meta = {"schema_version": ROLLOUT_SCHEMA, "termination_reason": termination, "steps": len(steps),
-            "segments": len(ledger.trainable()), "chat_template": template.note or "as shipped",
-            **(metadata or {})}
-    if timer is not None:
-        timer.total_s += clock() - t0
-        timer.generate_s += gen_s
-        timer.env_s += env_s
-        timer.turns += len(steps)
-        timer.episodes += 1
+    ledger = hooks.ledger
+    meta = {"schema_version": ROLLOUT_SCHEMA, "termination_reason": hooks.termination,
+            "steps": len(hooks.steps), "segments": len(ledger.trainable()),
+            "chat_template": hooks.template.note or "as shipped", **(metadata or {})}
     return Trajectory(task_id=context.task_id, status=status, segments=ledger.trainable(), reward=reward,
-                      reward_detail=detail, generated_tokens=ledger.generated, messages=messages, steps=steps,
-                      metadata=meta, error=error)
+                      reward_detail=detail, generated_tokens=ledger.generated, messages=hooks.messages,
+                      steps=hooks.steps, metadata=meta, error=episode.error)

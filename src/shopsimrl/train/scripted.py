@@ -52,7 +52,11 @@ class TemplatePolicyGenerate:
         tools = self.tools if self.tools is not None else episode_tools()
         asked = render_text(self.tokenizer, _PROBE, tools, add_generation_prompt=True)
         head = render_text(self.tokenizer, [*_PROBE, dict(message)], tools, add_generation_prompt=False)
-        turn = head[len(asked):] if head.startswith(asked) else head
+        # a generation prompt that opens the turn differently from its history render (a think block it opens):
+        # the sample is what follows the part both share
+        shared = len(asked) if head.startswith(asked) else next(
+            (i for i, (a, b) in enumerate(zip(asked, head, strict=False)) if a != b), 0)
+        turn = head[shared:]
         cuts = [turn.index(stop) + len(stop) for stop in KNOWN_STOPS if stop in turn]
         turn = turn[: min(cuts)] if cuts else turn + OPEN_TURN_STOPS["call" if message.get("tool_calls") else "text"]
         self._cache[key] = turn

@@ -59,8 +59,12 @@ def parse_completion(payload: Mapping[str, Any]) -> Generation:
 def server_generate(base_url: str, model: str, *, max_tokens: int = 512, temperature: float = 1.0,
                     top_p: float = 1.0, stop_token_ids: Sequence[int] | None = None, timeout: float = 300.0,
                     api_key: str | None = None, extra_body: Mapping[str, Any] | None = None,
+                    max_context: int | None = None,
                     ) -> Callable[[list[int]], Awaitable[Generation]]:
-    """An async ``generate(prompt_ids)`` against ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``)."""
+    """An async ``generate(prompt_ids)`` against ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``).
+
+    ``max_context`` (the server's ``--max-model-len``): each turn asks for at most ``max_context − len(prompt)``
+    tokens, so the server never rejects a long episode's prompt (it would otherwise drop out of training)."""
     import httpx
 
     url = base_url.rstrip("/") + "/completions"
@@ -75,8 +79,9 @@ def server_generate(base_url: str, model: str, *, max_tokens: int = 512, tempera
         if client is None:
             clients.clear()
             client = clients[loop_id] = httpx.AsyncClient(timeout=timeout, headers=headers)
+        turn_cap = max_tokens if max_context is None else max(1, min(max_tokens, max_context - len(prompt_ids)))
         body: dict[str, Any] = {
-            "model": model, "prompt": list(prompt_ids), "max_tokens": max_tokens, "temperature": temperature,
+            "model": model, "prompt": list(prompt_ids), "max_tokens": turn_cap, "temperature": temperature,
             "top_p": top_p, "logprobs": 1, "echo": False, "return_tokens_as_token_ids": True,
             "return_token_ids": True, "skip_special_tokens": False, "include_stop_str_in_output": True,
         }

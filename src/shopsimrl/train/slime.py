@@ -21,9 +21,20 @@ What slime (checked against its source at commit 624b824, the v0.3.1 line) requi
   ``index``): slime refuses a multi-sample rollout without it and uses it to count a rollout once in the loss;
 * the group filter returns ``DynamicFilterOutput``; zero-spread groups are dropped with
   ``keep_when_insufficient=True``, so slime keeps them when the batch would otherwise run short (the
-  reference rule); groups with an unscored episode are always dropped;
+  reference rule); groups with an unscored episode are always dropped (the unscored-sibling rule of
+  :mod:`shopsimrl.train.groups`);
 * evaluation (slime calls the function with ``evaluation=True``): the same episode, returned as a one-element
   list (the last segment, with the episode's reward), on any split and with any sampling settings.
+
+At scale (slime's ``RolloutManager`` over many groups):
+
+* slime's abort is honoured: once slime sets ``GenerateState.aborted`` (its batch is full) an episode issues no
+  further generate call; it comes back as an unscored ``ABORTED`` placeholder at once, so slime's
+  ``abort`` does not wait for turns it will throw away;
+* concurrency is per group (``shopsim_group_concurrency`` groups in flight per rollout worker, every sibling of
+  an admitted group runs at once), so a group is never held back by a global per-episode cap while its siblings
+  finish;
+* one pooled HTTP client per worker's event loop talks to the SGLang router (not one per turn).
 
 This module imports without slime; slime itself is only needed for the tokenizer (``GenerateState``) and the
 filter's return type, and it is imported when used (``pip install slime`` from its repository: slime is not
@@ -34,32 +45,41 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.runtime import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
+from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..errors import ShopSimError
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision, segment_advantages, unique_rewards
+from .health import batch_health, turn_counts
 from .rollout import (
+    ABORTED,
     TRUNCATED,
     Generation,
     RolloutConfig,
     RolloutContext,
+    RolloutError,
     Trajectory,
     parse_shopper,
     run_rollout,
 )
+from .template_probe import check_template
 
 TASKS_SCHEMA = "shopsimrl-slime-tasks-v1"
 INSTALL_HINT = ("slime is not installed: install it from its repository (it is not on PyPI) together with "
                 "`pip install 'shopsimrl[train]'`")
-DEFAULT_EPISODE_CONCURRENCY = 16
+DEFAULT_GROUP_CONCURRENCY = 32  # groups in flight per rollout worker: the reference submits 32 groups a step
 
 
 class SlimeAdapterError(ShopSimError):
     """A slime setting this adapter refuses (partial rollout, eval mode, truncated sampling, …)."""
+
+
+class SlimeAborted(RolloutError):
+    """slime aborted the rollout step (its batch is full): the episode stops before its next generate call."""
 
 
 def _require_slime(module: str) -> Any:
@@ -78,10 +98,12 @@ class SlimeHooks:
     tokenizer: Callable[[Any], Any] | None = None
     backend: Callable[[Any, Mapping[str, Any]], Callable[[list[int]], Any]] | None = None
     environment: Callable[[Any], EnvironmentFactory] | None = None
+    aborted: Callable[[Any], bool] | None = None  # default: slime's GenerateState(args).aborted
 
 
 HOOKS = SlimeHooks()
-_SEMAPHORES: dict[int, asyncio.Semaphore] = {}
+_GATES: dict[int, GroupGate] = {}
+_CLIENTS: dict[int, Any] = {}
 _ENVIRONMENTS: dict[tuple[Any, ...], EnvironmentFactory] = {}
 
 
@@ -91,6 +113,70 @@ def configure(**hooks: Any) -> None:
         if not hasattr(HOOKS, name):
             raise SlimeAdapterError(f"unknown hook {name!r}")
         setattr(HOOKS, name, value)
+
+
+class GroupGate:
+    """At most ``limit`` groups in flight; every sibling of an admitted group runs without waiting."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self._slots = asyncio.Semaphore(self.limit)
+        self._running: dict[Any, int] = {}
+        self._admitting: dict[Any, asyncio.Future[None]] = {}
+
+    async def enter(self, group: Any) -> None:
+        if group in self._running:
+            self._running[group] += 1
+            return
+        pending = self._admitting.get(group)
+        if pending is not None:  # a sibling is already queued for this group's slot: wait for it
+            await asyncio.shield(pending)
+            self._running[group] += 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._admitting[group] = future
+        try:
+            await self._slots.acquire()
+        except BaseException:
+            del self._admitting[group]
+            future.cancel()
+            raise
+        self._running[group] = 1
+        del self._admitting[group]
+        future.set_result(None)
+
+    def leave(self, group: Any) -> None:
+        self._running[group] -= 1
+        if self._running[group] == 0:
+            del self._running[group]
+            self._slots.release()
+
+    @property
+    def groups_in_flight(self) -> int:
+        return len(self._running)
+
+
+def _gate(args: Any) -> GroupGate:
+    limit = getattr(args, "shopsim_group_concurrency", None)
+    if limit is None and getattr(args, "shopsim_episode_concurrency", None) is not None:  # the older key
+        per_group = max(1, int(getattr(args, "n_samples_per_prompt", 1) or 1))
+        limit = max(1, int(args.shopsim_episode_concurrency) // per_group)
+    limit = int(limit if limit is not None else DEFAULT_GROUP_CONCURRENCY)
+    return _GATES.setdefault(limit, GroupGate(limit))
+
+
+def slime_aborted(args: Any) -> bool:
+    """slime's own abort flag (``GenerateState(args).aborted``, set by ``abort`` once the batch is full)."""
+    if HOOKS.aborted is not None:
+        return HOOKS.aborted(args)
+    import importlib
+
+    try:
+        module = importlib.import_module("slime.rollout.sglang_rollout")
+    except ImportError:
+        return False
+    state = getattr(module, "GenerateState", None)
+    return bool(getattr(state(args), "aborted", False)) if state is not None else False
 
 
 def _tokenizer(args: Any) -> Any:
@@ -107,11 +193,16 @@ def sglang_backend(args: Any, sampling_params: Mapping[str, Any]) -> Callable[[l
     params = dict(sampling_params)
 
     async def generate(prompt_ids: list[int]) -> Generation:
-        async with httpx.AsyncClient(timeout=None) as client:
-            response = await client.post(url, json={"input_ids": prompt_ids, "sampling_params": params,
-                                                     "return_logprob": True})
-            response.raise_for_status()
-            out = response.json()
+        loop_id = id(asyncio.get_running_loop())  # one pooled client per worker's event loop
+        client = _CLIENTS.get(loop_id)
+        if client is None:
+            _CLIENTS.clear()
+            client = _CLIENTS[loop_id] = httpx.AsyncClient(
+                timeout=None, limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+        response = await client.post(url, json={"input_ids": prompt_ids, "sampling_params": params,
+                                                "return_logprob": True})
+        response.raise_for_status()
+        out = response.json()
         meta = out.get("meta_info") or {}
         pairs = meta.get("output_token_logprobs") or []
         finish = (meta.get("finish_reason") or {}).get("type", "stop")
@@ -193,7 +284,9 @@ def to_samples(sample: Any, trajectory: Trajectory, tokenizer: Any) -> list[Any]
     """Fan a trajectory out into slime ``Sample``s (copies of the input sample, one per segment)."""
     status_cls = type(sample).Status
     rollout_id = rollout_id_of(sample)
+    turns, errors = turn_counts(trajectory.steps)
     base_meta = {**(getattr(sample, "metadata", None) or {}), "rollout_id": rollout_id,
+                 "shopsim_turns": turns, "shopsim_protocol_errors": errors,
                  "termination_reason": trajectory.metadata.get("termination_reason"),
                  "shopsim_steps": len(trajectory.steps)}
     if not trajectory.scored:
@@ -245,18 +338,38 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     check_args(args, sampling_params, sample, evaluation)
     context = context_of(sample)
     tokenizer = _tokenizer(args)
+    check_template(tokenizer)  # refuses, loudly, a template whose tool calls cannot be read back
     backend = (HOOKS.backend or sglang_backend)(args, sampling_params)
-    limit = int(getattr(args, "shopsim_episode_concurrency", DEFAULT_EPISODE_CONCURRENCY))
-    semaphore = _SEMAPHORES.setdefault(limit, asyncio.Semaphore(limit))
+
+    async def guarded(prompt_ids: list[int]) -> Any:
+        if slime_aborted(args):  # slime's batch is full: no further generate call for this episode
+            raise SlimeAborted("slime aborted the rollout step before this turn")
+        out = backend(prompt_ids)
+        return await out if inspect.isawaitable(out) else out
+
     max_steps = getattr(args, "shopsim_max_steps", None)  # None: the episode's own limit (40 in dialogue)
     config = RolloutConfig(max_steps=None if max_steps is None else int(max_steps),
                            max_context_len=getattr(args, "rollout_max_context_len", None))
     meta = {"group_index": sample.group_index, "rollout_id": rollout_id_of(sample)}
-    async with semaphore:
-        trajectory = await run_rollout(context, tokenizer, backend, _environment(args),
-                                       config=config, metadata=meta)
+    gate = _gate(args)
+    await gate.enter(sample.group_index)
+    try:
+        if slime_aborted(args):
+            trajectory = aborted_trajectory(context, "slime aborted the rollout step before the episode began", meta)
+        else:
+            trajectory = await run_rollout(context, tokenizer, guarded, _environment(args),
+                                           config=config, metadata=meta)
+    finally:
+        gate.leave(sample.group_index)
     samples = to_samples(sample, trajectory, tokenizer)
     return [evaluation_sample(samples)] if evaluation else samples
+
+
+def aborted_trajectory(context: RolloutContext, message: str, metadata: Mapping[str, Any]) -> Trajectory:
+    """An unscored episode that never started (no environment session, no generate call)."""
+    return Trajectory(task_id=context.task_id, status=ABORTED, segments=[], reward=0.0, reward_detail=None,
+                      generated_tokens=[], messages=[], steps=[], metadata=dict(metadata),
+                      error={"stage": "start", "type": SlimeAborted.__name__, "message": message})
 
 
 def _flatten(samples: Sequence[Any]) -> list[Any]:
@@ -310,6 +423,11 @@ def fully_scored_group_filter(args: Any, samples: Sequence[Any], **kwargs: Any) 
 def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:
     """Raw rewards and GRPO advantages per segment: per group over unique rollouts, broadcast to segments."""
     flat = _flatten(samples)
+    seen: dict[Any, tuple[int, int]] = {}
+    for s in flat:  # one count per rollout (segments share their episode's metadata)
+        meta = getattr(s, "metadata", None) or {}
+        seen[_rollout_id(s)] = (int(meta.get("shopsim_turns", 0)), int(meta.get("shopsim_protocol_errors", 0)))
+    batch_health(list(seen.values()), "slime reward post-process")
     raw = [_reward(s) for s in flat]
     advantages = segment_advantages([_rollout_id(s) for s in flat], raw, [s.group_index for s in flat],
                                     std_normalization=bool(getattr(args, "grpo_std_normalization", True)))
@@ -322,12 +440,13 @@ __all__ = [
 ]
 
 
-def task_lines(task_ids: Sequence[int], split: str = "train", *, shopper: str | None = None
-               ) -> list[dict[str, Any]]:
+def task_lines(task_ids: Sequence[int], split: str = "train", *, shopper: str | None = None,
+               tiers: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
     """slime task data (JSONL lines): the prompt is the task id; the real prompt comes from the reset.
-    ``shopper`` adds ``metadata.shopper``: dialogue episodes."""
+    ``shopper`` adds ``metadata.shopper``: dialogue episodes; ``tiers`` (``catalog.tiers.read_tiers``) adds
+    ``metadata.difficulty``. Choose the ids with ``catalog.tiers.split_task_ids`` (its ``difficulty`` filter)."""
     shopper = parse_shopper(shopper)
     extra = {"shopper": shopper} if shopper else {}
     return [{"prompt": str(t), "metadata": {"schema_version": TASKS_SCHEMA, "task_id": int(t), "split": split,
-                                            **extra}}
+                                            **extra, **({"difficulty": tiers[int(t)]} if tiers else {})}}
             for t in task_ids]

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..agent.runtime import EnvironmentFactory
+from ..agent.environment import EnvironmentFactory
 from ..errors import ShopSimError
+from .groups import drop_unscored_groups
+from .health import batch_health, turn_counts
 from .rollout import (
     ABORTED,
     FINISH_LENGTH,
@@ -42,6 +44,7 @@ from .rollout import (
     run_rollout,
 )
 from .server_generate import server_generate
+from .template_probe import check_template
 from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 
 INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
@@ -99,13 +102,19 @@ def model_generate(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, tem
 SHOPPER_SEPARATOR = "@"
 
 
-def task_prompts(task_ids: Sequence[int], shopper: str | None = None) -> dict[str, list[Any]]:
+def task_prompts(task_ids: Sequence[int], shopper: str | None = None, *,
+                 tiers: Mapping[int, str] | None = None) -> dict[str, list[Any]]:
     """Dataset columns for :func:`make_rollout_func`: ``prompt`` (``"17"``, or ``"17@rule"`` with a shopper),
-    plus ``task_id`` and ``shopper`` for readers of the dataset."""
+    plus ``task_id`` and ``shopper`` for readers of the dataset; with ``tiers`` (``catalog.tiers.read_tiers``)
+    a ``difficulty`` column for a curriculum sampler. Choose the ids with ``catalog.tiers.split_task_ids``."""
     shopper = parse_shopper(shopper)
     suffix = f"{SHOPPER_SEPARATOR}{shopper}" if shopper else ""
-    return {"prompt": [f"{int(t)}{suffix}" for t in task_ids], "task_id": [int(t) for t in task_ids],
-            "shopper": [shopper or "" for _ in task_ids]}
+    columns: dict[str, list[Any]] = {"prompt": [f"{int(t)}{suffix}" for t in task_ids],
+                                     "task_id": [int(t) for t in task_ids],
+                                     "shopper": [shopper or "" for _ in task_ids]}
+    if tiers is not None:
+        columns["difficulty"] = [tiers[int(t)] for t in task_ids]
+    return columns
 
 
 def _context(prompt: Any) -> RolloutContext:
@@ -140,22 +149,40 @@ async def run_episodes(prompts: Sequence[Any], tokenizer: Any, generate: Callabl
     return list(await asyncio.gather(*(one(c) for c in contexts)))
 
 
+DEFAULT_MAX_CONTEXT = 24576  # the reference run's context (docs/training.md, GRPO settings)
+
+
+def sibling_groups(prompts: Sequence[Any], num_generations: int | None) -> list[int]:
+    """The GRPO group of each prompt: TRL's sampler repeats a prompt ``num_generations`` times in a row, so a
+    group is one such block (runs of equal prompts when the batch is not made of whole blocks)."""
+    keys = [repr(p) for p in prompts]
+    n = num_generations or 0
+    if n > 0 and len(keys) % n == 0 and all(len(set(keys[i:i + n])) == 1 for i in range(0, len(keys), n)):
+        return [i // n for i in range(len(keys))]
+    groups, current = [], -1
+    for i, key in enumerate(keys):
+        current += i == 0 or key != keys[i - 1]
+        groups.append(current)
+    return groups
+
+
 def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 256, temperature: float = 1.0,
                       max_steps: int | None = None, concurrency: int = 8, on_template_error: str = "raise",
                       generate_factory: Callable[[Any], Callable[[list[int]], Any]] | None = None,
-                      max_context_len: int | None = None,
+                      max_context: int | None = DEFAULT_MAX_CONTEXT,
                       on_trajectories: Callable[[list[Trajectory], Any], None] | None = None,
                       ) -> Callable[[list[Any], Any], dict[str, Any]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` (``max_steps`` None: each episode's own turn
-    limit, 30 or 40 in dialogue mode; ``max_context_len``: a prompt that long ends the episode as
-    ``generation_length``, the prompt cap; ``on_trajectories(trajectories, trainer)``: sees each batch's
-    episodes before they are converted, e.g. to record training curves)."""
+    limit, 30 or 40 in dialogue mode; ``max_context``: the episode's context budget, the inference server's
+    ``--max-model-len``, see the context policy in docs/training.md; ``on_trajectories(trajectories, trainer)``:
+    sees each batch's episodes before they are converted, e.g. to record training curves)."""
     if on_template_error not in ("raise", "metric"):
         raise TrlAdapterError("on_template_error must be 'raise' or 'metric'")
-    config = RolloutConfig(mode="append", max_steps=max_steps, max_context_len=max_context_len)
+    config = RolloutConfig(mode="append", max_steps=max_steps, max_context_len=max_context)
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         tokenizer = trainer.processing_class
+        check_template(tokenizer)  # refuses, loudly, a template whose tool calls cannot be read back
         generate = (generate_factory(trainer) if generate_factory is not None else
                     model_generate(trainer.accelerator.unwrap_model(trainer.model), tokenizer,
                                    max_new_tokens=max_new_tokens, temperature=temperature))
@@ -164,10 +191,16 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
         if on_trajectories is not None:
             on_trajectories(trajectories, trainer)
         out = trajectories_to_trl(trajectories, tokenizer)
+        # the unscored-sibling rule (shopsimrl.train.groups): TRL gives a None-reward row advantage 0 and keeps
+        # it out of the group mean, so every sibling of an unscored episode is handed None
+        out["shop_reward"] = drop_unscored_groups(
+            out["shop_reward"], sibling_groups(prompts, getattr(trainer, "num_generations", None)))
         template_errors = sum(1 for t in trajectories if (t.error or {}).get("type") == "ChatTemplateError")
         _log(trainer, {"shop/aborted_frac": sum(t.status == ABORTED for t in trajectories) / max(1, len(prompts)),
                        "shop/template_errors": float(template_errors),
-                       "shop/turns_mean": sum(len(t.steps) for t in trajectories) / max(1, len(prompts))})
+                       "shop/turns_mean": sum(len(t.steps) for t in trajectories) / max(1, len(prompts)),
+                       "shop/dropped_groups_frac": sum(r is None for r in out["shop_reward"]) / max(1, len(prompts)),
+                       **batch_health([turn_counts(t.steps) for t in trajectories], "TRL rollout_func")})
         if template_errors and on_template_error == "raise":
             first = next(t.error for t in trajectories
                          if t.error is not None and t.error.get("type") == "ChatTemplateError")

@@ -21,13 +21,14 @@ reply comes back as the tool result, which TRL masks like every tool result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
-from ..contract import ACTION_LIMIT, ASK_USER_TOOL, CLICK_TOOL, SEARCH_TOOL, format_action
-from ..env.tools import ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION
+from ..contract import ACTION_LIMIT
+from ..env.tools import TOOLS, Tool
 from ..errors import ShopSimError
 from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
 from .rollout import parse_shopper
@@ -35,10 +36,41 @@ from .rollout import parse_shopper
 EPISODE_OVER = "本回合已结束，不能再调用工具。"
 
 
+def _tool_method(tool: Tool) -> Callable[..., str]:
+    """The environment method TRL exposes for ``tool``: its name, its one ``str`` argument and the docstring TRL
+    builds the schema from, all from the environment's own tool (one definition)."""
+    signature = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         inspect.Parameter(tool.argument, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
+        return_annotation=str)
+
+    def call(*args: Any, **kwargs: Any) -> str:
+        bound = signature.bind(*args, **kwargs)  # a wrong or missing argument is a TypeError, as for a def
+        environment: ShopToolEnvironment = bound.arguments["self"]
+        return environment._act(tool.action(bound.arguments[tool.argument]))
+
+    call.__name__ = call.__qualname__ = tool.name
+    call.__doc__ = tool.google_docstring()
+    call.__annotations__ = {tool.argument: str, "return": str}
+    call.__signature__ = signature  # type: ignore[attr-defined]  # what inspect.signature reads
+    return call
+
+
+def _install_tools(cls: type[ShopToolEnvironment]) -> None:
+    for tool in TOOLS:
+        if cls.dialogue or not tool.dialogue_only:
+            setattr(cls, tool.name, _tool_method(tool))
+
+
 class ShopToolEnvironment:
-    """One shop session per rollout; ``search``/``click`` are the tools, ``get_reward`` the terminal r_strict."""
+    """One shop session per rollout; ``get_reward`` is the terminal r_strict. The tools (``search``, ``click``)
+    are methods installed from the environment's tool registry (:func:`_install_tools`)."""
 
     dialogue = False  # a class without ask_user plays single-turn rows only
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _install_tools(cls)  # a subclass (ShopDialogueToolEnvironment) gets the registry's tools for its mode
 
     def __init__(self, world: Any, *, max_steps: int | None = None, persona: bool | None = None) -> None:
         self.world = world
@@ -91,30 +123,6 @@ class ShopToolEnvironment:
             self._final = self._env.terminate(ACTION_LIMIT)
         return str(result["observation"])
 
-    def search(self, query: str) -> str:
-        """
-        Search the shop for products with keywords (only on pages that offer search).
-
-        Args:
-            query: Short keywords describing the product.
-
-        Returns:
-            The new page as text.
-        """
-        return self._act(format_action(SEARCH_TOOL, query))
-
-    def click(self, value: str) -> str:
-        """
-        Click a button, product or option of the current page.
-
-        Args:
-            value: Exactly one of the page's clickable values (listed under 可点击元素).
-
-        Returns:
-            The new page as text.
-        """
-        return self._act(format_action(CLICK_TOOL, value))
-
     def get_reward(self) -> float:
         """The episode's r_strict (an unfinished episode is ended with ``action_limit`` first)."""
         if self._env is None:
@@ -130,12 +138,8 @@ class ShopDialogueToolEnvironment(ShopToolEnvironment):
 
     dialogue = True
 
-    def ask_user(self, question: str) -> str:
-        return self._act(f"{ASK_USER_TOOL}[{question.strip()}]")
 
-    # TRL builds the schema from the docstring: the environment's own ask_user texts (one definition)
-    ask_user.__doc__ = (f"\n{ASK_USER_DESCRIPTION}\n\nArgs:\n    question: {QUESTION_DESCRIPTION}\n\n"
-                        "Returns:\n    The shopper's reply (the page does not change).\n")
+_install_tools(ShopToolEnvironment)  # subclasses install theirs when they are defined (__init_subclass__)
 
 
 def environment_rows(task_ids: Sequence[int], *, system_prompt: str = SYSTEM_PROMPT, shopper: str | None = None

@@ -15,6 +15,9 @@ needs, and this module guarantees for every row, so that one episode can never f
   over budget is cut at the end (``shopsim_response_cut``).
 * an aborted episode (environment or engine failure, a row without a task id) comes back as a masked
   zero-reward output (one masked token), never as an exception; ``shopsim_status`` says what happened.
+* unscored rows (aborted, invalid) never enter an advantage: the recipe's ``algorithm.adv_estimator=shopsim_grpo``
+  (:mod:`shopsimrl.train.verl_grpo`) applies the unscored-sibling rule of :mod:`shopsimrl.train.groups` and
+  drops their whole group; verl's stock ``grpo`` would average their reward 0 into the siblings' baseline.
 * ``response_logprobs`` is a list exactly when verl asked for log-probs (``rollout.calculate_log_probs``),
   else None, for every row alike (verl concatenates them batch-wide).
 
@@ -46,9 +49,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
+from ..agent.episode import EpisodeStats
 from ..agent.model_client import DEFAULT_MAX_TOKENS
-from ..agent.runtime import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..errors import ShopSimError
+from .health import turn_counts
 from .rollout import (
     ABORTED,
     FINISH_ABORT,
@@ -57,11 +62,11 @@ from .rollout import (
     Generation,
     RolloutConfig,
     RolloutContext,
-    RolloutTimer,
     Trajectory,
     parse_shopper,
     run_rollout,
 )
+from .template_probe import check_template
 
 VERL_VERSION = "0.9.1"
 INSTALL_HINT = (f"verl is not installed: `pip install 'shopsimrl[verl]'` (verl {VERL_VERSION}; it pins "
@@ -217,6 +222,7 @@ def output_fields(trajectory: Trajectory | None, episode: EpisodeLog, budget: Bu
         reward, overflow, cut = 0.0, max(0, len(first) - budget.prompt_length), 0
     detail = (trajectory.reward_detail or {}) if (trajectory is not None and usable) else {}
     termination = trajectory.metadata.get("termination_reason") if trajectory is not None else None
+    turns, errors = turn_counts(trajectory.steps) if trajectory is not None else (0, 0)
     return {
         "prompt_ids": [int(t) for t in prompt], "response_ids": [int(t) for t in response],
         "response_mask": [int(m) for m in response_mask],
@@ -230,7 +236,10 @@ def output_fields(trajectory: Trajectory | None, episode: EpisodeLog, budget: Bu
             # fixed numeric keys: verl stacks reward_extra_info key by key over the batch
             "reward_extra_info": {"r_strict": reward, "shopsim_aborted": float(not usable),
                                   "shopsim_truncated": float(status == "truncated"),
-                                  "r_success": float(detail.get("r_success", 0.0))},
+                                  "r_success": float(detail.get("r_success", 0.0)),
+                                  # the health metric (shopsimrl.train.health): its batch mean is 1.0 exactly
+                                  # when every turn of the batch was a protocol error
+                                  "shopsim_protocol_error_rate": errors / turns if turns else 0.0},
         },
     }
 
@@ -255,6 +264,7 @@ class ShopAgentLoopCore:
             log.warning("shopsim verl row skipped: %s", exc)
             return output_fields(None, episode, self.budget, self.tokenizer, want_log_probs=want_log_probs,
                                  status=STATUS_INVALID_ROW, error=str(exc))
+        check_template(self.tokenizer)  # refuses, loudly, a template whose tool calls cannot be read back
         request_id = uuid.uuid4().hex  # one id per episode: the server keeps its prefix cache warm
         eos_ids = _eos_ids(self.tokenizer)
 
@@ -276,11 +286,11 @@ class ShopAgentLoopCore:
         environment = self.environment or environment_from()
         config = RolloutConfig(mode="append", max_steps=self.max_steps,
                                max_context_len=self.budget.prompt_length + self.budget.response_length)
-        timer = RolloutTimer()
+        timer = EpisodeStats()
         trajectory = await run_rollout(context, self.tokenizer, generate, environment,
                                        config=config, timer=timer)
         fields = output_fields(trajectory, episode, self.budget, self.tokenizer, want_log_probs=want_log_probs)
-        fields["timing"] = {"generate_sequences": timer.generate_s, "tool_calls": timer.env_s}
+        fields["timing"] = {"generate_sequences": timer.model_s, "tool_calls": timer.env_s}
         if fields["extra_fields"]["shopsim_status"] == ABORTED:
             log.warning("shopsim episode (task %s) aborted: %s", context.task_id,
                         fields["extra_fields"]["shopsim_error"])
@@ -331,17 +341,22 @@ DATA_SOURCE = "shopsimrl"
 
 
 def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int | None = None, *,
-              shopper: str | None = None) -> list[dict[str, Any]]:
+              shopper: str | None = None, difficulty: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
     """verl dataset rows, one per task of ``split``: ``agent_name``, a ``prompt`` (the task instruction, for
     verl's dataset and logs; the model's real prompt comes from the environment's reset) and
     ``extra_info.task_id``. With ``shopper`` every row is a dialogue row (``extra_info.shopper``) and its
-    ``prompt`` names the task only: the agent never sees the instruction, so the row does not carry it."""
+    ``prompt`` names the task only: the agent never sees the instruction, so the row does not carry it.
+    ``difficulty`` keeps tasks of those tiers (``catalog/tiers.py``); when the catalog has tiers, every row
+    carries its own in ``extra_info.difficulty``."""
     from ..catalog.store import Catalog
+    from ..catalog.tiers import split_task_ids, stored_tiers
 
     shopper = parse_shopper(shopper)
+    ids = split_task_ids(data_dir, split, difficulty=difficulty, limit=limit)
+    document = stored_tiers(data_dir)
+    tiers = {int(t): tier for tier, tasks in document["tiers"].items() for t in tasks} if document else {}
     catalog = Catalog.from_data_dir(data_dir)
     try:
-        ids = catalog.split(split)[: limit if limit is not None else None]
         rows = []
         for t in ids:
             text = (f"shopsim dialogue task {int(t)} ({shopper} shopper)" if shopper
@@ -349,6 +364,8 @@ def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int
             extra: dict[str, Any] = {"task_id": int(t), "split": split, "index": int(t)}
             if shopper:
                 extra["shopper"] = shopper
+            if tiers:
+                extra["difficulty"] = tiers[int(t)]
             rows.append({
                 "data_source": DATA_SOURCE, "agent_name": AGENT_NAME, "prompt": [{"role": "user", "content": text}],
                 "ability": "shopping", "reward_model": {"style": "environment", "ground_truth": str(t)},

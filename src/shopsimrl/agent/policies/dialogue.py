@@ -3,24 +3,25 @@
 ``DialogueOraclePolicy`` asks about every private slot by name (it reads the goal) and then plays the oracle:
 the solvability check of dialogue mode (every slot revealed, then r_success = 1). ``DialogueHeuristicPolicy``
 uses public information only: it asks a fixed script of general questions until the shopper says it has
-nothing more, then runs the heuristic on the opening plus the replies. Both are stateless (the questions
+nothing more, then runs the heuristic (``dialogue-strong``: the strong rule policy) on the opening plus the
+replies. Both are stateless (the questions
 asked so far are read from the history).
 """
 
 from __future__ import annotations
 
 from ...contract import ASK_USER_TOOL as ASK
-from ...contract import FEEDBACK_MESSAGE_PREFIX, QUESTION_ARGUMENT, REPLY_PREFIX, SEARCH_TOOL, action_argument
+from ...contract import QUESTION_ARGUMENT, SEARCH_TOOL, action_argument
 from ...dialogue.replies import ALL_SAID, LEADS
 from ...dialogue.slots import ATTRIBUTE, BUDGET, OPTION, build_slots
+from ...env._observation import read_observation
 from ...env.shop_env import ShopWorld
-from ..policy import PolicyAction, PolicyContext
+from ..policy import Policy, PolicyAction, PolicyContext
 from .heuristic import HeuristicPolicy
 from .oracle import OraclePolicy
 
 GENERAL_SCRIPT = ("你的预算大概是多少？", "对商品有什么具体要求吗？", "规格上有什么要求吗？")
 FOLLOW_UP = "还有别的要求吗？"
-REPLY_LINE = FEEDBACK_MESSAGE_PREFIX + REPLY_PREFIX
 
 
 def ask(question: str, reasoning: str) -> PolicyAction:
@@ -32,14 +33,14 @@ def asked(context: PolicyContext) -> list[str]:
 
 
 def replies(context: PolicyContext) -> list[str]:
-    """The shopper's replies so far, read from the observations after each question."""
+    """The shopper's replies so far: the ``last_action.reply`` of the page after each question."""
     out: list[str] = []
     for turn in context.history:
         if action_argument(turn.action, ASK) is None:
             continue
-        for line in turn.observation.splitlines():
-            if line.startswith(REPLY_LINE):
-                out.append(line[len(REPLY_LINE) :])
+        last = read_observation(turn.observation).get("last_action") or {}
+        if "reply" in last:
+            out.append(last["reply"])
     return out
 
 
@@ -79,9 +80,11 @@ class DialogueHeuristicPolicy:
 
     name = "dialogue-heuristic"
 
-    def __init__(self, max_follow_ups: int = 4) -> None:
-        self.heuristic = HeuristicPolicy()
+    def __init__(self, max_follow_ups: int = 4, *, inner: Policy | None = None, name: str | None = None) -> None:
+        self.heuristic: Policy = inner or HeuristicPolicy()  # ``dialogue-strong``: the strong rule policy
         self.max_follow_ups = max_follow_ups
+        if name is not None:
+            self.name = name
 
     def act(self, context: PolicyContext) -> PolicyAction:
         said = replies(context)
@@ -113,3 +116,14 @@ def strip_lead(text: str) -> str:
         if text.startswith(lead):
             return text[len(lead) :]
     return text
+
+
+class DialogueStrongPolicy(DialogueHeuristicPolicy):
+    """The same question script, then the strong rule policy on the opening plus the replies."""
+
+    name = "dialogue-strong"
+
+    def __init__(self, max_follow_ups: int = 4) -> None:
+        from .strong_rule import StrongRulePolicy
+
+        super().__init__(max_follow_ups, inner=StrongRulePolicy())

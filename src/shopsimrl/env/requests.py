@@ -1,0 +1,95 @@
+"""The arguments of reset / step / terminate, checked in one place the environment owns.
+
+``ShopEnv`` calls these checks, and so does the HTTP service before it waits for a slot, so a malformed request
+fails the same way (same class, same message) in process, through either HTTP API and through the clients:
+the task id, the interaction mode, the persona and private-goal flags, the shopper and its seed (a 64-bit
+integer that needs a shopper), the LLM shopper's endpoint, the response cap and the termination reason.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..contract import (
+    LLM_SHOPPER,
+    SHOPPER_NAMES,
+    TERMINATION_REASONS,
+    TerminationReason,
+    check_task_id,
+    require_action_text,
+)
+from ..dialogue.llm_shopper import NO_ENDPOINT
+from ..errors import DialogueError, InvalidRequestError, ResponseTooLong
+from ..versions import EPISODE_LIMITS
+
+# One step's model text, in characters: the parsers are linear, this bounds the work on every path.
+MAX_RESPONSE_CHARS: Final = 65_536
+SEED_MIN: Final = -(2**63)
+SEED_MAX: Final = 2**63 - 1
+
+
+def check_interaction_mode(interaction_mode: object) -> str:
+    if not isinstance(interaction_mode, str) or interaction_mode not in EPISODE_LIMITS:
+        raise InvalidRequestError(
+            f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
+    return interaction_mode
+
+
+def check_shopper(shopper: object) -> None:
+    """Refuse a dialogue shopper this version does not know."""
+    if shopper is not None and shopper not in SHOPPER_NAMES:
+        raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
+
+
+def check_reset(
+    task_id: object,
+    *,
+    persona: object,
+    interaction_mode: object,
+    include_private_goal: object,
+    shopper: object,
+    shopper_seed: object,
+    has_llm_endpoint: bool,
+) -> int:
+    """Every check of a reset that needs no catalog (the task's existence and persona are the catalog's);
+    returns the task id. Raises InvalidTaskIdError, InvalidRequestError or DialogueError."""
+    check_task_id(task_id)
+    check_interaction_mode(interaction_mode)
+    if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
+        raise InvalidRequestError("if_persona must be a boolean or null (the task's own mode); "
+                                  "include_private_goal must be a boolean")
+    check_shopper(shopper)
+    if shopper == LLM_SHOPPER and not has_llm_endpoint:
+        raise DialogueError(NO_ENDPOINT)
+    if shopper_seed is not None:
+        if isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int) or not SEED_MIN <= shopper_seed <= SEED_MAX:
+            raise InvalidRequestError("shopper_seed must be a 64-bit integer or null")
+        if shopper is None:
+            raise DialogueError("shopper_seed is the shopper's seed: it needs shopper='rule' or 'llm'")
+    assert isinstance(task_id, int)
+    return task_id
+
+
+def check_response(response: object, max_chars: int = MAX_RESPONSE_CHARS) -> str:
+    """A step's action text: a string of at most ``max_chars`` characters (InvalidActionError, ResponseTooLong)."""
+    text = require_action_text(response)
+    if len(text) > max_chars:
+        raise ResponseTooLong(f"response is {len(text)} characters; this environment accepts at most "
+                              f"{max_chars} per step (serve --max-response-chars)")
+    return text
+
+
+TRANSCRIPT_PRIVATE: Final = ("the dialogue transcript names the private slots: it is available once the episode "
+                              "is over, or throughout one reset with include_private_goal")
+
+
+def check_transcript_access(done: bool, include_private_goal: bool) -> None:
+    """The shopper's transcript (matched slots, noise) is private: after the episode, or for a private reset."""
+    if not done and not include_private_goal:
+        raise InvalidRequestError(TRANSCRIPT_PRIVATE)
+
+
+def check_termination_reason(reason: object) -> TerminationReason:
+    if reason not in TERMINATION_REASONS:
+        raise InvalidRequestError(f"unsupported termination reason: {reason}")
+    return reason  # one of the Literal's values, checked above

@@ -1,0 +1,151 @@
+"""One object per tool (issue 23 item 2): every view of a tool derives from its :class:`Tool`, and a new tool is
+its own object plus one registry line.
+
+The registry tests walk every registered tool; the extension test registers a tool the project does not have
+(``note``) and checks that each path picks it up with no other change: the session's dispatch and feedback, the
+per-page and whole-episode lists, the validator (its ``maxLength`` comes from the schema), the action reading and
+TRL's environment class.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from shopsimrl.agent.validation import interpret
+from shopsimrl.contract import EMPTY_ARGUMENT, EXECUTED, SEARCH_HOME
+from shopsimrl.env import ShopWorld
+from shopsimrl.env._actions import feedback
+from shopsimrl.env.tools import (
+    TOOLS,
+    Tool,
+    ToolSession,
+    action_of_call,
+    episode_tools,
+    tool_named,
+    tools_for_state,
+)
+
+DIALOGUE_STATE = {"search_available": True, "actions": ["back to search"], "dialogue": {"ask_user_available": True}}
+
+
+@pytest.fixture(scope="module")
+def world(prepared_dir: Path) -> ShopWorld:
+    return ShopWorld.from_data_dir(prepared_dir)
+
+
+@pytest.mark.parametrize("tool", TOOLS, ids=lambda tool: tool.name)
+def test_each_tool_derives_its_page_and_episode_schemas(tool: Tool) -> None:
+    assert tool.offered(DIALOGUE_STATE) and tool_named(tool.name) is tool
+    page = tool.schema(DIALOGUE_STATE)["function"]
+    whole = tool.episode_schema()["function"]
+    assert (page["name"], page["description"]) == (whole["name"], whole["description"]) == (tool.name,
+                                                                                             tool.description)
+    for parameters in (page["parameters"], whole["parameters"], tool.parameters()):
+        assert parameters["required"] == [tool.argument] and list(parameters["properties"]) == [tool.argument]
+        assert parameters["additionalProperties"] is False
+    argument = whole["parameters"]["properties"][tool.argument]
+    assert set(argument) == {"type", "description"}  # no per-page enum or bounds in the whole-episode list
+    assert "enum" not in tool.parameters()["properties"][tool.argument]  # the validator leaves the enum to the env
+    assert tool.feedback_codes and EXECUTED in tool.feedback_codes
+    assert tool.episode_schema() in episode_tools(dialogue=True)
+    assert (tool.episode_schema() in episode_tools()) is not tool.dialogue_only
+
+
+def test_trls_schemas_are_the_episode_schemas() -> None:
+    from transformers.utils import get_json_schema
+
+    from shopsimrl.train.trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
+
+    for cls, dialogue in ((ShopToolEnvironment, False), (ShopDialogueToolEnvironment, True)):
+        for schema in episode_tools(dialogue=dialogue):
+            function = schema["function"]
+            built = get_json_schema(getattr(cls, function["name"]))["function"]
+            assert (built["name"], built["description"]) == (function["name"], function["description"])
+            assert built["parameters"]["properties"] == function["parameters"]["properties"]
+            assert built["parameters"]["required"] == function["parameters"]["required"]
+    assert not hasattr(ShopToolEnvironment, "ask_user")
+
+
+# ------------------------------------------------------------------------------- adding a tool
+
+
+class NoteTool(Tool):
+    """A tool the project does not have: offered on the search home, it records a note and changes nothing."""
+
+    name: ClassVar[str] = "note"
+    argument: ClassVar[str] = "text"
+    description: ClassVar[str] = "记下一句话。"
+    argument_description: ClassVar[str] = "要记下的话。"
+    min_length: ClassVar[int | None] = 1
+    max_length: ClassVar[int | None] = 8
+    feedback_codes: ClassVar[tuple[str, ...]] = (EXECUTED, EMPTY_ARGUMENT)
+
+    def offered(self, state: Mapping[str, Any]) -> bool:
+        return state.get("page_type") == SEARCH_HOME
+
+    def apply(self, session: ToolSession, argument: str | None, shown: str) -> dict[str, Any]:
+        if argument is None or not argument.strip():
+            return feedback(shown, False, EMPTY_ARGUMENT, "空的")
+        return feedback(shown, True, EXECUTED, f"记下了：{argument}")
+
+
+@pytest.fixture
+def note() -> Iterator[Tool]:
+    tool = NoteTool()
+    TOOLS.append(tool)  # the one registry line
+    try:
+        yield tool
+    finally:
+        TOOLS.remove(tool)
+
+
+def _reply(name: str, arguments: dict[str, str]) -> dict[str, Any]:
+    call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    message = {"content": None, "tool_calls": [call]}
+    return {"id": "r", "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+
+
+def test_a_new_tool_is_its_own_object_plus_one_registry_line(world: ShopWorld, note: Tool) -> None:
+    env = world.new_env()
+    task_id = world.catalog.split("test")[0]
+    env.reset(task_id)
+    tools = env.tools()
+    assert [tool["function"]["name"] for tool in tools] == ["search", "note"]  # offered by its own rule
+    assert note.episode_schema() in episode_tools()
+
+    accepted = interpret(_reply("note", {"text": "便宜点"}), tools)  # the validator reads the schema
+    assert accepted.accepted and accepted.canonical_action() == "note[便宜点]"
+    too_long = interpret(_reply("note", {"text": "九个字九个字九个字"}), tools)
+    assert too_long.protocol_error == {"code": "invalid_tool_arguments", "message": "note.text must be at most 8 characters"}
+    assert interpret(_reply("note", {"txt": "x"}), tools).protocol_error["code"] == "invalid_tool_arguments"
+    assert action_of_call("note", {"text": "x"}) == "note[x]"
+
+    result = env.step(accepted.canonical_action())  # the session dispatches to the tool's own apply
+    assert result["action_feedback"] == {"action": "note[便宜点]", "valid": True, "reason": EXECUTED,
+                                         "message": "记下了：便宜点"}
+    assert env.step("note[ ]")["action_feedback"]["reason"] == EMPTY_ARGUMENT
+    assert result["observation_state"]["page_type"] == SEARCH_HOME
+
+    from shopsimrl.train.trl_environment import ShopToolEnvironment
+
+    class WithNote(ShopToolEnvironment):  # TRL's class installs the registry's tools
+        pass
+
+    trl_env = WithNote(world)
+    trl_env.reset(task_id=task_id)
+    assert "记下了：hi" in trl_env.note(text="hi")
+    with pytest.raises(TypeError):
+        trl_env.note(txt="hi")
+
+
+def test_without_the_registry_line_the_tool_does_not_exist(world: ShopWorld) -> None:
+    env = world.new_env()
+    env.reset(world.catalog.split("test")[0])
+    assert [tool["function"]["name"] for tool in env.tools()] == ["search"]
+    assert env.step("note[x]")["action_feedback"]["reason"] == "invalid_format"
+    assert tools_for_state({"page_type": SEARCH_HOME, "search_available": False, "actions": []}) == []
