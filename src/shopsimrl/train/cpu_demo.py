@@ -324,9 +324,15 @@ def stage_eval(cfg: RecipeConfig) -> dict[str, Any]:
 
 # --- the recipe ------------------------------------------------------------------------------------------------
 
-def run_recipe(cfg: RecipeConfig) -> dict[str, Any]:
+def _peak_mb(results: Mapping[str, Any]) -> float:
+    """Peak resident memory over every invocation that wrote ``results`` (stages may run one by one)."""
     import resource
 
+    now = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return max(now, float(results.get("peak_rss_mb") or 0.0))
+
+
+def run_recipe(cfg: RecipeConfig) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     _torch_setup(cfg)
@@ -349,11 +355,11 @@ def run_recipe(cfg: RecipeConfig) -> dict[str, Any]:
             continue
         results[name] = _timed(cfg, name, lambda name=name: stages[name](cfg))
         results.setdefault("timings", {}).update(cfg.timings)
-        results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        results["peak_rss_mb"] = _peak_mb(results)
         results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
     results.setdefault("timings", {}).update(cfg.timings)
     results["timings"]["total_this_invocation"] = round(time.perf_counter() - started, 1)
-    results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    results["peak_rss_mb"] = _peak_mb(results)
     results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
     return results
 

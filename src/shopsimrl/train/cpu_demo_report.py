@@ -5,7 +5,7 @@ sampled tokens per second), written next to the checkpoints."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,7 @@ def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: s
                              f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}] |")
         lines.append("")
     lines += ["## Stages", "", "| stage | wall s | notes |", "|---|---:|---|"]
-    notes = {
+    notes: dict[str, Callable[[Mapping[str, Any]], str]] = {
         "init": lambda r: f"{r.get('parameters')} parameters",
         "demos": lambda r: f"{r.get('episodes')} demonstration episodes ({r.get('turn_records')})",
         "sft": lambda r: (f"{r.get('steps')} optimizer steps ({r.get('examples_seen', '?')} of "

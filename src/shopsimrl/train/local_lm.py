@@ -6,8 +6,9 @@
 * :func:`build_model`: a Qwen2-architecture ``transformers`` model with random init (:data:`PRESETS`).
 * :class:`CachedGenerate`: ``generate(prompt_ids) -> Generation`` for ``make_rollout_func(generate_factory=...)``
   and the checkpoint server. Episodes grow by appending, so the key/value cache of the longest common prefix
-  with an earlier call is reused and only the new tokens (the observation) are encoded: on CPU this is what
-  makes multi-turn sampling affordable (``model.generate`` re-encodes the whole episode every turn).
+  with an earlier call is reused and only the new tokens (the observation) are encoded (``model.generate``
+  re-encodes the whole episode every turn: 3x the tokens; measured 1.1x the time on 2 CPU cores, where the
+  incremental attention is slower per token, benchmarks/bench_cpu_context.py).
 """
 
 from __future__ import annotations
