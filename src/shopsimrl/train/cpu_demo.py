@@ -17,6 +17,7 @@ Stages (each writes under ``--out``; docs/training.md#train-a-small-policy-on-cp
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -130,7 +131,7 @@ def load(path: Path, *, use_cpu: bool = True) -> tuple[Any, Any]:
 
     if not path.is_dir():
         raise RecipeError(f"{path} is missing: run the stage that writes it first")
-    model = AutoModelForCausalLM.from_pretrained(path)
+    model: Any = AutoModelForCausalLM.from_pretrained(path)
     if not use_cpu:
         import torch
 
@@ -142,8 +143,9 @@ def load(path: Path, *, use_cpu: bool = True) -> tuple[Any, Any]:
 # --- 2. demonstrations -----------------------------------------------------------------------------------------
 
 def _progress(total: int, desc: str) -> Any:
-    from tqdm.auto import tqdm
+    import importlib
 
+    tqdm: Any = importlib.import_module("tqdm.auto").tqdm
     return tqdm(total=total, desc=desc, unit="ep", mininterval=5.0)
 
 
@@ -213,8 +215,11 @@ def sft_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
+    import importlib
+
     import datasets
-    from trl import SFTConfig, SFTTrainer
+
+    trl: Any = importlib.import_module("trl")
 
     from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template
 
@@ -229,14 +234,14 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     random.Random(cfg.seed).shuffle(rows)
     model, tokenizer = load(paths["init"])
     tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)  # same text, plus the assistant-turn markers
-    args = SFTConfig(output_dir=str(paths["sft"] / "trainer"), max_steps=cfg.sft_steps,
+    args = trl.SFTConfig(output_dir=str(paths["sft"] / "trainer"), max_steps=cfg.sft_steps,
                      per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, lr_scheduler_type="constant_with_warmup",
                      warmup_steps=min(10, max(1, cfg.sft_steps // 20)), weight_decay=0.0, assistant_only_loss=True,
                      max_length=cfg.max_context + cfg.max_turns * cfg.max_new_tokens, logging_steps=1,
                      save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False, seed=cfg.seed,
                      dataloader_num_workers=0, dataset_num_proc=None,
                      gradient_checkpointing=False)  # on by default in TRL: pure overhead for a model this small
-    trainer = SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+    trainer: Any = trl.SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
                          processing_class=tokenizer, callbacks=time_budget(cfg.sft_minutes))
     trainer.train()
     tokenizer.chat_template = chat_template(TEMPLATE_FILE)
@@ -253,12 +258,14 @@ def time_budget(minutes: float | None) -> list[Any]:
         return []
     from transformers import TrainerCallback
 
-    class Budget(TrainerCallback):  # type: ignore[misc]
+    limit = minutes * 60
+
+    class Budget(TrainerCallback):
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.start = time.perf_counter()
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if time.perf_counter() - self.start > minutes * 60:
+            if time.perf_counter() - self.start > limit:
                 control.should_training_stop = True
 
     return [Budget()]
@@ -353,7 +360,7 @@ def run_recipe(cfg: RecipeConfig) -> dict[str, Any]:
 
             _timed(cfg, name, lambda: write_report(out, results))
             continue
-        results[name] = _timed(cfg, name, lambda name=name: stages[name](cfg))
+        results[name] = _timed(cfg, name, functools.partial(stages[name], cfg))
         results.setdefault("timings", {}).update(cfg.timings)
         results["peak_rss_mb"] = _peak_mb(results)
         results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")

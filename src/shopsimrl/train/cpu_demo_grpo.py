@@ -45,8 +45,11 @@ def rollout_metrics(out: dict[str, Any], trajectories_steps: list[list[dict[str,
 def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
              generate_factory: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """GRPO from ``model``; ``generate_factory`` replaces the model's own sampler (wiring checks in tests)."""
+    import importlib
+
     import datasets
-    from trl import GRPOConfig, GRPOTrainer
+
+    trl: Any = importlib.import_module("trl")
 
     from ..agent import InProcessEnvironment
     from ..env import ShopWorld
@@ -96,14 +99,14 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
         trl_adapter._log(trainer, {f"shop/{k}": float(v) for k, v in row.items() if k != "step"})
         return out
 
-    args = GRPOConfig(
+    args = trl.GRPOConfig(
         output_dir=str(target / "trainer"), num_generations=cfg.group_size, per_device_train_batch_size=batch,
         max_steps=cfg.grpo_steps, learning_rate=cfg.grpo_lr, lr_scheduler_type="constant", beta=0.0,
         temperature=cfg.temperature, top_p=1.0, max_completion_length=cfg.max_context + cfg.max_turns * 4096,
         scale_rewards="group", logging_steps=1, save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False,
         seed=cfg.seed, dataloader_num_workers=0, shuffle_dataset=False, weight_decay=0.0, max_grad_norm=1.0,
         gradient_checkpointing=False)  # TRL turns it on by default: pure overhead for a model this small
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=trl_adapter.shop_reward,
+    trainer: Any = trl.GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=trl_adapter.shop_reward,
                           train_dataset=dataset, rollout_func=rollout_func, args=args,
                           callbacks=time_budget(cfg.grpo_minutes))
     start = time.perf_counter()
