@@ -29,3 +29,36 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     export.add_argument("--granularity", choices=["episode", "turn"], default="episode",
                         help="one record per episode (default) or per accepted model turn")
     export.set_defaults(func=cmd_export_sft)
+    add_train_commands(commands)
+
+
+def cmd_cpu_demo(args: argparse.Namespace) -> int:
+    from .cpu_demo import config_from_args, run_recipe
+
+    results = run_recipe(config_from_args(args))
+    table = (results.get("eval") or {}).get("checkpoints")
+    if table:
+        for name, row in table.items():
+            print(f"{name:5s} success {row['success']:.4f}  r_strict {row['r_strict']:.4f}  "
+                  f"protocol errors {row['protocol_error_rate']:.4f}  steps {row['steps']:.2f}")
+    print(f"[cpu-demo] results: {args.out}/results.json, report: {args.out}/report.md")
+    return 0
+
+
+def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    train = commands.add_parser("train", help="training recipes").add_subparsers(dest="train_command", required=True)
+    demo = train.add_parser("cpu-demo", help="train a small policy from scratch: tokenizer, SFT, GRPO, val eval, report")
+    demo.add_argument("--data", default="data/default", help="a prepared data directory")
+    demo.add_argument("--out", default="runs/cpu-demo", help="output directory (checkpoints, runs, report)")
+    demo.add_argument("--preset", choices=["cpu", "smoke", "gpu"], default="cpu",
+                      help="cpu: the 2-core recipe (about 1 h); smoke: a minute-long check; gpu: larger model and batch")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--stages", help="comma-separated subset of init,demos,sft,grpo,eval,report (default: all)")
+    for name, kind in (("threads", int), ("sft_steps", int), ("grpo_steps", int), ("group_size", int),
+                       ("groups_per_step", int), ("sft_lr", float), ("grpo_lr", float), ("eval_tasks", int),
+                       ("max_turns", int), ("max_context", int), ("max_new_tokens", int),
+                       ("demo_train_tasks", int), ("demo_standard_tasks", int), ("temperature", float),
+                       ("eval_temperature", float), ("sft_minutes", float), ("grpo_minutes", float),
+                       ("sft_batch", int)):
+        demo.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None)
+    demo.set_defaults(func=cmd_cpu_demo)

@@ -167,10 +167,12 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
                       max_steps: int | None = None, concurrency: int = 8, on_template_error: str = "raise",
                       generate_factory: Callable[[Any], Callable[[list[int]], Any]] | None = None,
                       max_context: int | None = DEFAULT_MAX_CONTEXT,
+                      on_trajectories: Callable[[list[Trajectory], Any], None] | None = None,
                       ) -> Callable[[list[Any], Any], dict[str, Any]]:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` (``max_steps`` None: each episode's own turn
     limit, 30 or 40 in dialogue mode; ``max_context``: the episode's context budget, the inference server's
-    ``--max-model-len``, see the context policy in docs/training.md)."""
+    ``--max-model-len``, see the context policy in docs/training.md; ``on_trajectories(trajectories, trainer)``:
+    sees each batch's episodes before they are converted, e.g. to record training curves)."""
     if on_template_error not in ("raise", "metric"):
         raise TrlAdapterError("on_template_error must be 'raise' or 'metric'")
     config = RolloutConfig(mode="append", max_steps=max_steps, max_context_len=max_context)
@@ -183,6 +185,8 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
                                    max_new_tokens=max_new_tokens, temperature=temperature))
         trajectories = asyncio.run(run_episodes(prompts, tokenizer, generate, environment, config,
                                                 concurrency=concurrency))
+        if on_trajectories is not None:
+            on_trajectories(trajectories, trainer)
         out = trajectories_to_trl(trajectories, tokenizer)
         # the unscored-sibling rule (shopsimrl.train.groups): TRL gives a None-reward row advantage 0 and keeps
         # it out of the group mean, so every sibling of an unscored episode is handed None

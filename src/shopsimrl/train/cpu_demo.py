@@ -1,0 +1,381 @@
+"""``shopsimrl train cpu-demo``: a policy trained from scratch on a CPU through the production SFT → GRPO path.
+
+Stages (each writes under ``--out``; docs/training.md#train-a-small-policy-on-cpu):
+
+1. ``model/init``: a byte-level BPE trained on the catalog, the rules and the tool schemas, TRL's Qwen2.5 chat
+   template, and a Qwen2-architecture model with random init (:mod:`shopsimrl.train.local_lm`).
+2. ``demos``: the public-information policies (``heuristic``, ``strong``) played by ``shopsimrl eval`` on the
+   persona *train* split and a seeded sample of the ``standard`` split, exported with ``export-sft
+   --granularity turn`` (episodes with r_strict ≥ ``demo_min_reward``). Never the oracle, never val/test.
+3. ``model/sft``: TRL's ``SFTTrainer``, assistant-only loss (TRL's Qwen2.5 training template marks the turns).
+4. ``model/grpo``: TRL's ``GRPOTrainer`` with the project's ``make_rollout_func`` on train tasks, r_strict.
+5. ``eval/{init,sft,grpo}``: each checkpoint served on a loopback OpenAI-compatible endpoint
+   (:mod:`shopsimrl.train.checkpoint_server`) and measured by ``shopsimrl eval`` on the persona val split;
+   ``compare.json``: ``shopsimrl compare`` of SFT vs GRPO (paired bootstrap).
+6. ``report.md`` and ``curves.png`` (:mod:`shopsimrl.train.cpu_demo_report`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ShopSimError
+
+STAGES = ("init", "demos", "sft", "grpo", "eval", "report")
+
+
+class RecipeError(ShopSimError):
+    """A recipe setting that cannot work, or a stage whose input is missing."""
+
+
+@dataclass(frozen=True)
+class RecipeConfig:
+    """Every knob of the recipe (``config.json`` records it next to the checkpoints)."""
+
+    data: str
+    out: str
+    seed: int = 0
+    preset: str = "cpu"
+    threads: int = 2
+    use_cpu: bool = True  # False: the accelerator transformers finds (the gpu preset)
+    tokenizer_products: int = 6000
+    # demonstrations (public-information policies only)
+    demo_policies: tuple[str, ...] = ("heuristic", "strong")
+    demo_train_tasks: int | None = None  # None: the whole persona train split
+    demo_standard_tasks: int = 600  # a seeded sample of the standard (no persona) split
+    demo_min_reward: float = 1.0
+    # context: turns per episode and the prompt cap (tokens), the same in training and evaluation
+    max_turns: int = 8
+    max_context: int = 4096
+    max_new_tokens: int = 64
+    # SFT
+    sft_steps: int = 120
+    sft_batch: int = 4
+    sft_lr: float = 3e-3
+    sft_minutes: float | None = None  # a wall-clock cap: training stops after the step that crosses it
+    # GRPO
+    grpo_steps: int = 30
+    group_size: int = 4
+    groups_per_step: int = 2
+    grpo_lr: float = 5e-4
+    temperature: float = 1.0
+    grpo_minutes: float | None = None
+    # evaluation (persona val split, through the runtime a served model uses)
+    eval_split: str = "val"
+    eval_tasks: int | None = None  # None: the whole split (400)
+    eval_temperature: float = 0.6
+    eval_concurrency: int = 4
+    stages: tuple[str, ...] = STAGES
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.group_size < 2:
+            raise RecipeError("GRPO needs a group size of at least 2 (4 or more recommended)")
+        unknown = set(self.stages) - set(STAGES)
+        if unknown:
+            raise RecipeError(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}")
+
+
+SMOKE = dict(preset="tiny", tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6,
+             sft_steps=4, sft_batch=2, grpo_steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
+             max_new_tokens=48, demo_min_reward=0.0)
+GPU = dict(preset="gpu", use_cpu=False, threads=16, sft_steps=300, sft_batch=8, grpo_steps=40, group_size=8,
+           groups_per_step=2, grpo_lr=2e-4, sft_lr=1e-3, eval_concurrency=32, max_turns=8, max_context=8192,
+           demo_train_tasks=None, demo_standard_tasks=2000)
+
+
+def _paths(out: Path) -> dict[str, Path]:
+    return {"init": out / "model" / "init", "sft": out / "model" / "sft", "grpo": out / "model" / "grpo",
+            "demos": out / "demos", "eval": out / "eval"}
+
+
+def _torch_setup(cfg: RecipeConfig) -> None:
+    import torch
+
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+
+
+def _timed(cfg: RecipeConfig, name: str, fn: Callable[[], Any]) -> Any:
+    start = time.perf_counter()
+    print(f"[cpu-demo] stage {name} …", flush=True)
+    value = fn()
+    cfg.timings[name] = round(time.perf_counter() - start, 1)
+    print(f"[cpu-demo] stage {name} done in {cfg.timings[name]:.0f} s", flush=True)
+    return value
+
+
+# --- 1. tokenizer and model ------------------------------------------------------------------------------------
+
+def stage_init(cfg: RecipeConfig) -> dict[str, Any]:
+    from .local_lm import PRESETS, build_model, build_tokenizer, corpus, parameter_count
+
+    preset = PRESETS[cfg.preset]
+    tokenizer = build_tokenizer(corpus(cfg.data, products=cfg.tokenizer_products), preset)
+    model = build_model(tokenizer, preset, seed=cfg.seed)
+    target = _paths(Path(cfg.out))["init"]
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    return {"parameters": parameter_count(model), "vocab": len(tokenizer), "preset": asdict(preset)}
+
+
+def load(path: Path, *, use_cpu: bool = True) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if not path.is_dir():
+        raise RecipeError(f"{path} is missing: run the stage that writes it first")
+    model: Any = AutoModelForCausalLM.from_pretrained(path)
+    if not use_cpu:
+        import torch
+
+        if torch.cuda.is_available():
+            model = model.to("cuda")
+    return model, AutoTokenizer.from_pretrained(path)
+
+
+# --- 2. demonstrations -----------------------------------------------------------------------------------------
+
+def _progress(total: int, desc: str) -> Any:
+    import importlib
+
+    tqdm: Any = importlib.import_module("tqdm.auto").tqdm
+    return tqdm(total=total, desc=desc, unit="ep", mininterval=5.0)
+
+
+def _eval_run(settings: Any, desc: str) -> Any:
+    from ..eval.runner import evaluate
+
+    bar = None
+
+    def start(total: int, done: int) -> None:
+        nonlocal bar
+        bar = _progress(total, desc)
+        bar.update(done)
+
+    try:
+        return evaluate(settings, on_start=start, on_record=lambda record: bar.update(1) if bar else None)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def stage_demos(cfg: RecipeConfig) -> dict[str, Any]:
+    from ..eval.runner import EvalSettings
+    from .sft import collect, write_records
+
+    demos = _paths(Path(cfg.out))["demos"]
+    counts: dict[str, int] = {}
+    records: list[dict[str, Any]] = []
+    for policy in cfg.demo_policies:
+        for split, limit, sample in (("train", cfg.demo_train_tasks, None), ("standard", None, cfg.demo_standard_tasks)):
+            if sample == 0 or limit == 0:
+                continue
+            run = demos / f"{policy}-{split}"
+            settings = EvalSettings(data=cfg.data, out=str(run), split=split, policy=policy, limit=limit,
+                                    sample_size=sample, seed=cfg.seed, max_steps=cfg.max_turns, concurrency=8)
+            _eval_run(settings, f"demos {policy} {split}")
+            got = collect(run, min_reward=cfg.demo_min_reward, granularity="turn")
+            for record in got:
+                record["metadata"]["source"] = run.name
+            counts[f"{policy}-{split}"] = len(got)
+            records.extend(got)
+    write_records(records, demos / "sft_turns.jsonl")
+    return {"turn_records": counts,
+            "episodes": len({(r["metadata"]["source"], r["metadata"]["episode_id"]) for r in records})}
+
+
+# --- 3. SFT ----------------------------------------------------------------------------------------------------
+
+def sft_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Turn records → one conversation per episode, rendered with the episode tools (as the rollouts are).
+
+    A turn record is a prefix of its episode's last one and, since the rollouts render the same tool list every
+    turn, the last record carries every turn's exact context: training it with an assistant-only loss trains
+    each demonstrated turn once, for a quarter of the compute of one sequence per turn.
+    """
+    from .chat_template import episode_tools
+    from .checkpoint_server import template_messages
+
+    last: dict[tuple[Any, Any], Mapping[str, Any]] = {}
+    for record in records:
+        meta = record["metadata"]
+        key = (meta.get("source"), meta["episode_id"])
+        if key not in last or meta["turn"] > last[key]["metadata"]["turn"]:
+            last[key] = record
+    tools = episode_tools()
+    return [{"messages": template_messages(r["messages"]), "tools": tools}
+            for _, r in sorted(last.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))]
+
+
+def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
+    import importlib
+
+    import datasets
+
+    trl: Any = importlib.import_module("trl")
+
+    from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template
+
+    paths = _paths(Path(cfg.out))
+    source = paths["demos"] / "sft_turns.jsonl"
+    if not source.is_file():
+        raise RecipeError(f"{source} is missing: run the demos stage first")
+    records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = sft_rows(records)
+    if not rows:
+        raise RecipeError("no demonstration reached the reward threshold")
+    random.Random(cfg.seed).shuffle(rows)
+    model, tokenizer = load(paths["init"])
+    tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)  # same text, plus the assistant-turn markers
+    args = trl.SFTConfig(output_dir=str(paths["sft"] / "trainer"), max_steps=cfg.sft_steps,
+                     per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, lr_scheduler_type="constant_with_warmup",
+                     warmup_steps=min(10, max(1, cfg.sft_steps // 20)), weight_decay=0.0, assistant_only_loss=True,
+                     max_length=cfg.max_context + cfg.max_turns * cfg.max_new_tokens, logging_steps=1,
+                     save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False, seed=cfg.seed,
+                     dataloader_num_workers=0, dataset_num_proc=None,
+                     gradient_checkpointing=False)  # on by default in TRL: pure overhead for a model this small
+    trainer: Any = trl.SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+                         processing_class=tokenizer, callbacks=time_budget(cfg.sft_minutes))
+    trainer.train()
+    tokenizer.chat_template = chat_template(TEMPLATE_FILE)
+    trainer.model.save_pretrained(paths["sft"])
+    tokenizer.save_pretrained(paths["sft"])
+    _write_jsonl(paths["sft"] / "log.jsonl", trainer.state.log_history)
+    return {"episodes": len(rows), "steps": trainer.state.global_step, "batch": cfg.sft_batch,
+            "examples_seen": trainer.state.global_step * cfg.sft_batch}
+
+
+def time_budget(minutes: float | None) -> list[Any]:
+    """A trainer callback that stops training once ``minutes`` of wall time have passed (none: no cap)."""
+    if minutes is None:
+        return []
+    from transformers import TrainerCallback
+
+    limit = minutes * 60
+
+    class Budget(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if time.perf_counter() - self.start > limit:
+                control.should_training_stop = True
+
+    return [Budget()]
+
+
+def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(dict(r), ensure_ascii=False, sort_keys=True) + "\n" for r in rows),
+                    encoding="utf-8")
+
+
+# --- 4. GRPO ---------------------------------------------------------------------------------------------------
+
+def stage_grpo(cfg: RecipeConfig) -> dict[str, Any]:
+    from .cpu_demo_grpo import run_grpo
+
+    paths = _paths(Path(cfg.out))
+    model, tokenizer = load(paths["sft"])
+    return run_grpo(cfg, model, tokenizer, paths["grpo"])
+
+
+# --- 5. evaluation ---------------------------------------------------------------------------------------------
+
+def evaluate_checkpoint(cfg: RecipeConfig, name: str, path: Path, run: Path) -> dict[str, Any]:
+    """Serve ``path`` on loopback and run ``shopsimrl eval`` against it (persona val split)."""
+    from ..agent.model_client import ModelSettings
+    from ..eval.runner import EvalSettings
+    from .checkpoint_server import create_app, serving
+
+    model, tokenizer = load(path, use_cpu=cfg.use_cpu)
+    app = create_app(model, tokenizer, model_name=f"cpu-demo-{name}", max_new_tokens=cfg.max_new_tokens,
+                     max_context=cfg.max_context)
+    with serving(app) as url:
+        settings = EvalSettings(
+            data=cfg.data, out=str(run), split=cfg.eval_split, seed=cfg.seed, max_steps=cfg.max_turns,
+            concurrency=cfg.eval_concurrency, sample_size=cfg.eval_tasks,
+            model=ModelSettings(base_url=url, model=f"cpu-demo-{name}", temperature=cfg.eval_temperature,
+                                max_tokens=cfg.max_new_tokens, send_seed=True, checkpoint_id=str(path),
+                                timeout=600.0))
+        result = _eval_run(settings, f"eval {name}")
+    summary = result.summary
+    return {"success": summary["primary"]["success_rate"], "r_strict": summary["primary"]["reward_mean"],
+            "protocol_error_rate": summary["behavior"]["protocol_error_rate"],
+            "steps": summary["behavior"]["steps_mean"], "episodes": summary["counts"]["completed"],
+            "terminations": summary["behavior"]["termination_reasons"]}
+
+
+def stage_eval(cfg: RecipeConfig) -> dict[str, Any]:
+    from ..eval.compare import compare_runs
+
+    paths = _paths(Path(cfg.out))
+    table: dict[str, Any] = {}
+    for name in ("init", "sft", "grpo"):
+        start = time.perf_counter()
+        table[name] = evaluate_checkpoint(cfg, name, paths[name], paths["eval"] / name)
+        table[name]["wall_s"] = round(time.perf_counter() - start, 1)
+    comparison = compare_runs(str(paths["eval"] / "sft"), str(paths["eval"] / "grpo"))
+    (Path(cfg.out) / "compare.json").write_text(json.dumps(comparison, indent=2, ensure_ascii=False),
+                                                encoding="utf-8")
+    return {"checkpoints": table, "compare": {k: comparison["metrics"][k] for k in comparison["metrics"]},
+            "paired_episodes": comparison["paired_episodes"]}
+
+
+# --- the recipe ------------------------------------------------------------------------------------------------
+
+def _peak_mb(results: Mapping[str, Any]) -> float:
+    """Peak resident memory over every invocation that wrote ``results`` (stages may run one by one)."""
+    import resource
+
+    now = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return max(now, float(results.get("peak_rss_mb") or 0.0))
+
+
+def run_recipe(cfg: RecipeConfig) -> dict[str, Any]:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    _torch_setup(cfg)
+    results_path = out / "results.json"
+    results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    settings = json.dumps({k: v for k, v in asdict(cfg).items() if k != "timings"}, indent=2)
+    (out / "config.json").write_text(settings, encoding="utf-8")
+    for name in cfg.stages:  # the settings each stage last ran with (stages can be rerun one by one)
+        (out / f"config-{name}.json").write_text(settings, encoding="utf-8")
+    stages: dict[str, Callable[[RecipeConfig], dict[str, Any]]] = {
+        "init": stage_init, "demos": stage_demos, "sft": stage_sft, "grpo": stage_grpo, "eval": stage_eval}
+    started = time.perf_counter()
+    for name in STAGES:
+        if name not in cfg.stages:
+            continue
+        if name == "report":
+            from .cpu_demo_report import write_report
+
+            _timed(cfg, name, lambda: write_report(out, results))
+            continue
+        results[name] = _timed(cfg, name, functools.partial(stages[name], cfg))
+        results.setdefault("timings", {}).update(cfg.timings)
+        results["peak_rss_mb"] = _peak_mb(results)
+        results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+    results.setdefault("timings", {}).update(cfg.timings)
+    results["timings"]["total_this_invocation"] = round(time.perf_counter() - started, 1)
+    results["peak_rss_mb"] = _peak_mb(results)
+    results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+    return results
+
+
+def config_from_args(args: Any) -> RecipeConfig:
+    preset: dict[str, Any] = {"smoke": SMOKE, "gpu": GPU}.get(args.preset, {})
+    cfg = RecipeConfig(data=args.data, out=args.out, seed=args.seed, **preset)
+    overrides = {k: v for k, v in vars(args).items()
+                 if k in RecipeConfig.__dataclass_fields__ and v is not None and k not in ("data", "out", "seed", "preset")}
+    if args.stages:
+        overrides["stages"] = tuple(s.strip() for s in args.stages.split(",") if s.strip())
+    return replace(cfg, **overrides)

@@ -1,0 +1,128 @@
+"""The CPU recipe's report: ``report.md`` (val table, SFT vs GRPO paired CI, wall times, memory) and ``curves.png``
+(per optimizer step: SFT loss; GRPO reward, success, protocol-error rate, episode length, loss, clip fraction,
+sampled tokens per second), written next to the checkpoints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+CURVES = "curves.png"
+REPORT = "report.md"
+COMPARED = ("r_success", "r_strict")
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _series(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+    for row in rows:
+        value = row.get(key)
+        if isinstance(value, (int, float)) and "step" in row:
+            xs.append(float(row["step"]))
+            ys.append(float(value))
+    return xs, ys
+
+
+def plot_curves(out: Path, target: Path) -> Path | None:
+    """One small figure with a panel per curve (None when there is nothing to plot)."""
+    sft = [r for r in _jsonl(out / "model" / "sft" / "log.jsonl") if "loss" in r]
+    grpo = [r for r in _jsonl(out / "model" / "grpo" / "log.jsonl") if "shop/reward_mean" in r]
+    if not sft and not grpo:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("SFT loss", sft, "loss"), ("GRPO mean r_strict", grpo, "shop/reward_mean"),
+              ("GRPO success", grpo, "shop/success"), ("GRPO protocol-error rate", grpo, "shop/protocol_error_rate"),
+              ("GRPO turns per episode", grpo, "shop/episode_turns"), ("GRPO loss", grpo, "loss"),
+              ("GRPO clip fraction", grpo, "clip_ratio/region_mean"),
+              ("GRPO sampled tokens/s", grpo, "shop/sampled_tokens_per_s")]
+    fig, axes = plt.subplots(2, 4, figsize=(13, 5.5))
+    for ax, (title, rows, key) in zip(axes.flat, panels, strict=True):
+        xs, ys = _series(rows, key)
+        ax.plot(xs, ys, marker="." if len(xs) < 40 else None, linewidth=1)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("optimizer step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(target, dpi=72)
+    plt.close(fig)
+    return target
+
+
+def _pct(value: Any) -> str:
+    return f"{100 * value:.2f}%" if isinstance(value, (int, float)) else "—"
+
+
+def _num(value: Any, digits: int = 4) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "—"
+
+
+def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: str | None) -> str:
+    lines = ["# CPU recipe: SFT → GRPO from scratch", ""]
+    init = results.get("init") or {}
+    if init:
+        lines.append(f"Model: Qwen2 architecture, {init.get('parameters', 0) / 1e6:.2f} M parameters, "
+                     f"byte-level BPE vocabulary {init.get('vocab')}, preset `{config.get('preset')}`, seed "
+                     f"{config.get('seed')}.")
+        lines.append("")
+    evaluation = results.get("eval") or {}
+    table = evaluation.get("checkpoints") or {}
+    if table:
+        lines += [f"## Validation ({config.get('eval_split')} split, "
+                  f"{next(iter(table.values())).get('episodes')} episodes per checkpoint)", "",
+                  "| checkpoint | success | mean r_strict | protocol-error rate | steps | eval wall s |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name, row in table.items():
+            lines.append(f"| {name} | {_pct(row.get('success'))} | {_num(row.get('r_strict'))} | "
+                         f"{_pct(row.get('protocol_error_rate'))} | {_num(row.get('steps'), 2)} | "
+                         f"{_num(row.get('wall_s'), 0)} |")
+        lines.append("")
+    compare = evaluation.get("compare") or {}
+    if compare:
+        lines += [f"## GRPO − SFT (paired bootstrap, {evaluation.get('paired_episodes')} paired episodes)", "",
+                  "| metric | SFT | GRPO | difference | 95% CI |", "|---|---:|---:|---:|---:|"]
+        for name in COMPARED:
+            m = compare.get(name)
+            if m:
+                lines.append(f"| {name} | {_num(m['mean_a'])} | {_num(m['mean_b'])} | {m['diff']:+.4f} | "
+                             f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}] |")
+        lines.append("")
+    lines += ["## Stages", "", "| stage | wall s | notes |", "|---|---:|---|"]
+    notes: dict[str, Callable[[Mapping[str, Any]], str]] = {
+        "init": lambda r: f"{r.get('parameters')} parameters",
+        "demos": lambda r: f"{r.get('episodes')} demonstration episodes ({r.get('turn_records')})",
+        "sft": lambda r: (f"{r.get('steps')} optimizer steps ({r.get('examples_seen', '?')} of "
+                          f"{r.get('episodes')} demonstration episodes seen)"),
+        "grpo": lambda r: f"{r.get('steps')} optimizer steps, {r.get('episodes')} episodes",
+        "eval": lambda r: "init, SFT, GRPO through the served-model runtime",
+    }
+    timings = {k: v for k, v in (results.get("timings") or {}).items() if k in notes or k == "report"}
+    for name, seconds in timings.items():
+        stage = results.get(name)
+        note = notes[name](stage) if name in notes and isinstance(stage, Mapping) else ""
+        lines.append(f"| {name} | {seconds:.0f} | {note} |")
+    lines.append(f"| total | {sum(timings.values()):.0f} | all stages |")
+    lines += ["", f"Peak resident memory: {results.get('peak_rss_mb', '—')} MB.", ""]
+    if curves:
+        lines += [f"![training curves]({curves})", ""]
+    lines += ["## Configuration", "", "```json", json.dumps(dict(config), indent=2), "```", ""]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, results: Mapping[str, Any]) -> dict[str, Any]:
+    config_path = out / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    curves = plot_curves(out, out / CURVES)
+    (out / REPORT).write_text(report_text(results, config, curves.name if curves else None), encoding="utf-8")
+    return {"report": str(out / REPORT), "curves": str(curves) if curves else None}

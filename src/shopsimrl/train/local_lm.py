@@ -1,0 +1,189 @@
+"""A small causal LM made here from scratch (no download) and a KV-cached sampler for it, for the CPU recipe.
+
+* :func:`build_tokenizer`: a byte-level BPE trained on the catalog text, the system prompt and the tool schemas
+  (:func:`~shopsimrl.train.tiny_hf.build_bpe_tokenizer`), with the Qwen2.5 chat template TRL bundles, so the
+  rollout core, TRL's trainers and the served checkpoint all render exactly what a GPU user's Qwen model would.
+* :func:`build_model`: a Qwen2-architecture ``transformers`` model with random init (:data:`PRESETS`).
+* :class:`CachedGenerate`: ``generate(prompt_ids) -> Generation`` for ``make_rollout_func(generate_factory=...)``
+  and the checkpoint server. Episodes grow by appending, so the key/value cache of the longest common prefix
+  with an earlier call is reused and only the new tokens (the observation) are encoded (``model.generate``
+  re-encodes the whole episode every turn: 3x the tokens; measured 1.1x the time on 2 CPU cores, where the
+  incremental attention is slower per token, benchmarks/bench_cpu_context.py).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .chat_template import episode_tools
+from .rollout import FINISH_LENGTH, FINISH_STOP, Generation
+
+TEMPLATE_FILE = "qwen2_5.jinja"  # TRL's bundled Qwen2.5 template (tool calls as <tool_call> JSON)
+TRAINING_TEMPLATE_FILE = "qwen2_5_training.jinja"  # the same render plus {% generation %} markers (SFT loss mask)
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    """Size of the model and tokenizer (Qwen2 architecture)."""
+
+    vocab_size: int = 4000
+    hidden_size: int = 128
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate_size: int = 384
+    max_positions: int = 16384
+
+
+PRESETS = {
+    "tiny": ModelPreset(vocab_size=2000, hidden_size=64, layers=2, heads=2, kv_heads=1, intermediate_size=128),
+    "cpu": ModelPreset(),
+    "gpu": ModelPreset(vocab_size=8000, hidden_size=512, layers=8, heads=8, kv_heads=4, intermediate_size=1536),
+}
+
+
+def chat_template(name: str = TEMPLATE_FILE) -> str:
+    import trl
+
+    return (Path(trl.__file__).parent / "chat_templates" / name).read_text(encoding="utf-8")
+
+
+def corpus(data: str | Path, *, products: int = 6000) -> list[str]:
+    """Tokenizer training text: the rules, the tool schemas, and the first ``products`` catalog records."""
+    from ..agent.prompt import SYSTEM_PROMPT
+
+    items = json.loads(gzip.decompress((Path(data) / "products.json.gz").read_bytes()))[:products]
+    return [SYSTEM_PROMPT, json.dumps(episode_tools(), ensure_ascii=False),
+            *(json.dumps(p, ensure_ascii=False) for p in items)]
+
+
+def build_tokenizer(texts: Iterable[str], preset: ModelPreset) -> Any:
+    from .tiny_hf import build_bpe_tokenizer
+
+    return build_bpe_tokenizer(texts, vocab_size=preset.vocab_size, chat_template=chat_template())
+
+
+def build_model(tokenizer: Any, preset: ModelPreset, *, seed: int) -> Any:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=preset.hidden_size, intermediate_size=preset.intermediate_size,
+        num_hidden_layers=preset.layers, num_attention_heads=preset.heads, num_key_value_heads=preset.kv_heads,
+        max_position_embeddings=preset.max_positions, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    config.shopsimrl_preset = asdict(preset)
+    return Qwen2ForCausalLM(config)
+
+
+def parameter_count(model: Any) -> int:
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class CachedGenerate:
+    """Samples one turn; reuses the key/value cache of the longest common prefix among the last ``slots`` calls.
+
+    ``temperature == 0`` is greedy. Log-probs are those of the temperature-scaled distribution (what the
+    trainer's importance ratio compares against). ``seed`` per call (the eval runtime's per-turn seed) makes a
+    turn reproducible whatever the interleaving; without it one generator is drawn from in call order.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 64, temperature: float = 1.0,
+                 seed: int = 0, slots: int = 16) -> None:
+        import torch
+
+        self.model = model
+        self.eos = int(tokenizer.eos_token_id)
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.slots = slots
+        self.lock = threading.Lock()
+        self.cache: list[tuple[list[int], Any]] = []
+        self.generator = torch.Generator().manual_seed(seed)
+        self.prefill_tokens = 0
+        self.sampled_tokens = 0
+
+    def clear(self) -> None:
+        with self.lock:
+            self.cache.clear()
+
+    def __call__(self, prompt_ids: list[int], seed: int | None = None, temperature: float | None = None
+                 ) -> Generation:
+        import torch
+
+        with self.lock, torch.no_grad():
+            was_training = self.model.training
+            self.model.eval()
+            try:
+                return self._sample(list(prompt_ids), seed, self.temperature if temperature is None else temperature)
+            finally:
+                if was_training:
+                    self.model.train()
+
+    def _take(self, prompt: list[int]) -> tuple[int, Any]:
+        from transformers import DynamicCache
+
+        best, best_len = -1, 0
+        for i, (ids, _) in enumerate(self.cache):
+            n = _common_prefix(ids, prompt)
+            if n > best_len:
+                best, best_len = i, n
+        if best < 0:
+            return 0, DynamicCache()
+        ids, past = self.cache.pop(best)
+        keep = min(best_len, len(prompt) - 1)  # at least one new token is fed to get the next logits
+        drop = past.get_seq_length() - keep
+        if drop > 0:
+            past.crop(-drop)  # this transformers' crop takes the number of tokens to remove, negated
+        return keep, past
+
+    def _sample(self, prompt: list[int], seed: int | None, temperature: float) -> Generation:
+        import torch
+
+        gen = torch.Generator().manual_seed(seed) if seed is not None else self.generator
+        start, past = self._take(prompt)
+        device = next(self.model.parameters()).device
+        feed = torch.tensor([prompt[start:]], device=device)
+        self.prefill_tokens += feed.shape[1]
+        fed = list(prompt)
+        ids: list[int] = []
+        log_probs: list[float] = []
+        finish = FINISH_LENGTH
+        for _ in range(self.max_new_tokens):
+            out = self.model(input_ids=feed, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logits = out.logits[0, -1].float()
+            if temperature <= 0:
+                token = int(torch.argmax(logits))
+                logp = float(torch.log_softmax(logits, -1)[token])
+            else:
+                scaled = torch.log_softmax(logits / temperature, -1)
+                token = int(torch.multinomial(scaled.exp(), 1, generator=gen))
+                logp = float(scaled[token])
+            ids.append(token)
+            log_probs.append(logp)
+            if token == self.eos:
+                finish = FINISH_STOP
+                break
+            fed.append(token)
+            feed = torch.tensor([[token]], device=device)
+        self.sampled_tokens += len(ids)
+        self.cache.append((fed, past))
+        if len(self.cache) > self.slots:
+            self.cache.pop(0)
+        return Generation(ids, log_probs, finish)
