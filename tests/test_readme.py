@@ -35,6 +35,7 @@ PYTHON_NOT_RUN = {
 
 # line prefix → why the test does not run it (it is still checked against the parser)
 NOT_RUN = {
+    "shopsimrl train cpu-demo": "a 40-minute CPU training run (tests/test_train_cpu_demo.py runs the same stages)",
     "shopsimrl data prepare --archive PATH": "needs a full-size archive for the default split sizes",
     "shopsimrl data generate": "writes a full-scale archive (~12 s); tests/test_generate.py covers it",
     "shopsimrl data build-default": "builds the full default catalog (~40 s); make run covers it",

@@ -221,7 +221,7 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
 
     trl: Any = importlib.import_module("trl")
 
-    from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template
+    from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template, time_budget
 
     paths = _paths(Path(cfg.out))
     source = paths["demos"] / "sft_turns.jsonl"
@@ -250,25 +250,6 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     _write_jsonl(paths["sft"] / "log.jsonl", trainer.state.log_history)
     return {"episodes": len(rows), "steps": trainer.state.global_step, "batch": cfg.sft_batch,
             "examples_seen": trainer.state.global_step * cfg.sft_batch}
-
-
-def time_budget(minutes: float | None) -> list[Any]:
-    """A trainer callback that stops training once ``minutes`` of wall time have passed (none: no cap)."""
-    if minutes is None:
-        return []
-    from transformers import TrainerCallback
-
-    limit = minutes * 60
-
-    class Budget(TrainerCallback):
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.start = time.perf_counter()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            if time.perf_counter() - self.start > limit:
-                control.should_training_stop = True
-
-    return [Budget()]
 
 
 def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -54,8 +54,7 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
     from ..agent import InProcessEnvironment
     from ..env import ShopWorld
     from . import trl as trl_adapter
-    from .cpu_demo import time_budget
-    from .local_lm import CachedGenerate
+    from .local_lm import CachedGenerate, time_budget
 
     world = ShopWorld.from_data_dir(cfg.data)
     ids = list(world.catalog.split("train"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import json
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -187,3 +188,22 @@ class CachedGenerate:
         if len(self.cache) > self.slots:
             self.cache.pop(0)
         return Generation(ids, log_probs, finish)
+
+
+def time_budget(minutes: float | None) -> list[Any]:
+    """A trainer callback that stops training once ``minutes`` of wall time have passed (none: no cap)."""
+    if minutes is None:
+        return []
+    from transformers import TrainerCallback
+
+    limit = minutes * 60
+
+    class Budget(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if time.perf_counter() - self.start > limit:
+                control.should_training_stop = True
+
+    return [Budget()]
