@@ -124,7 +124,7 @@ def test_eval_with_the_rule_shopper_records_it_and_the_dialogue_oracle_matches_t
     questions = sum(len(r["dialogue"]["turns"]) for r in records.values())
     assert summary["dialogue"]["questions"] == questions
     with pytest.raises(Exception, match="plan"):  # a run directory never mixes dialogue and single-turn traces
-        evaluate(EvalSettings(out=str(tmp_path / "do"), policy="dialogue-oracle", max_steps=40, **base), world=world)
+        evaluate(EvalSettings(out=str(tmp_path / "do"), policy="oracle", **base), world=world)
     result = compare_runs(str(tmp_path / "h"), str(tmp_path / "do"), resamples=200)
     assert result["alignment"]["ignored"] == ["environment interaction_mode", "runtime max_steps"]
     assert result["paired_episodes"] == summary["counts"]["completed"]
