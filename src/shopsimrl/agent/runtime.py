@@ -6,7 +6,10 @@ message (rules, persona line, optional skill block) and the first user message, 
 current page, one model call and strict validation. A protocol error gets a repair turn (feedback JSON, same
 page, no environment action, the turn counts); a valid call becomes the canonical action, and the new
 observation comes back as a ``tool`` message. A cut-off generation ends the episode with
-``terminate("generation_length")``. The result is the trace record (``shopsimrl-episode-v4``).
+``terminate("generation_length")``, and so does a next prompt that would not fit the episode's context budget
+(the context policy of :mod:`.context`, estimated from the messages: the model is not called, the episode is
+scored and the trace's ``context`` block says ``context_ended``). The result is the trace record
+(``shopsimrl-episode-v4``).
 
 The environments the runtime plays on (:class:`InProcessEnvironment`, :class:`ServiceEnvironment`,
 :func:`as_async_env`) are defined in :mod:`.environment`.
@@ -19,8 +22,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from ..contract import ASK_USER_TOOL, MULTI_TURN, SINGLE_TURN, action_argument
+from ..contract import ASK_USER_TOOL, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN, action_argument
 from ..versions import TRACE_SCHEMA_VERSION
+from .context import (
+    DEFAULT_CONTEXT_BUDGET,
+    DEFAULT_CONTEXT_RESERVE,
+    MEASURE_ESTIMATE,
+    context_exceeded,
+    context_record,
+    estimate_tokens,
+)
 from .environment import AsyncEnv as AsyncEnv
 from .environment import EnvironmentFactory as EnvironmentFactory
 from .environment import EnvironmentSession as EnvironmentSession
@@ -73,6 +84,9 @@ class RuntimeConfig:
     interaction_mode: str = SINGLE_TURN
     prompt: str = SYSTEM_PROMPT
     shopper: str | None = None  # dialogue mode: "rule" or "llm"; None: the reference single-agent episode
+    # the episode's context budget (the context policy, :mod:`.context`), in estimated tokens; None: no budget
+    context_budget: int | None = DEFAULT_CONTEXT_BUDGET
+    context_reserve: int = DEFAULT_CONTEXT_RESERVE
 
     @property
     def turn_limit(self) -> int:
@@ -83,8 +97,14 @@ class RuntimeConfig:
         return EpisodeRequest(task_id, self.persona, MULTI_TURN if self.shopper else self.interaction_mode,
                               self.shopper, seed if self.shopper else None, self.max_steps)
 
+    def context(self, *, ended: bool, prompt_tokens: int | None = None, turn: int | None = None) -> dict[str, Any]:
+        """The trace's ``context`` block under this budget (the measure is the runtime's estimate)."""
+        return context_record(self.context_budget, self.context_reserve, MEASURE_ESTIMATE, ended=ended,
+                              prompt_tokens=prompt_tokens, turn=turn)
+
     def identity(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"max_steps": self.turn_limit, "action_protocol": ACTION_PROTOCOL}
+        context = {key: value for key, value in self.context(ended=False).items() if key != "context_ended"}
+        out: dict[str, Any] = {"max_steps": self.turn_limit, "action_protocol": ACTION_PROTOCOL, **context}
         if self.shopper is not None:  # absent otherwise, so single-turn plan fingerprints stay as they were
             out["shopper"] = self.shopper
         return out
@@ -116,6 +136,7 @@ class ChatTurns:
         self.messages: list[dict[str, Any]] = record["conversation"]
         self.steps: list[dict[str, Any]] = record["steps"]
         self.shown = self.page = ""
+        record["context"] = config.context(ended=False)
 
     def start(self, episode: Episode, reset: dict[str, Any]) -> None:
         self.record["reset"] = _without(reset, HIDDEN_RESET_FIELDS)
@@ -130,6 +151,12 @@ class ChatTurns:
         self.shown, self.page = self.messages[1]["content"], reset["observation"]
 
     async def turn(self, episode: Episode, index: int, tools: list[dict[str, Any]]) -> TurnDecision:
+        budget = self.config.context_budget
+        if budget is not None:
+            prompt_tokens = estimate_tokens(self.messages, tools)
+            if context_exceeded(prompt_tokens, budget, self.config.context_reserve):
+                self.record["context"] = self.config.context(ended=True, prompt_tokens=prompt_tokens, turn=index)
+                return TurnDecision(TERMINATE, termination=GENERATION_LENGTH)
         out = await episode.model(self.model.generate(self.messages, tools, seed=self.job.seed + index - 1,
                                                       task_id=self.job.task_id))
         step: dict[str, Any] = {"step_index": index, "observation": self.shown, "tools": tools,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..agent.context import DEFAULT_CONTEXT_BUDGET
 from ..agent.policies import POLICY_NAMES, policy_help, policy_spec
 from ..agent.shopper_backend import SHOPPER_POLICY
 from ..cli_data import add_data_argument, resolve_data
@@ -62,7 +63,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         shopper_llm=shopper_settings_from_args(args),
         max_steps=args.max_steps or EPISODE_LIMITS[MULTI_TURN if args.shopper else SINGLE_TURN],
         experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
-        ray_data=args.ray_data, difficulty=difficulty,
+        ray_data=args.ray_data, difficulty=difficulty, context_budget=args.context_budget,
     )
     label = policy_label(args.policy) if args.policy else args.model
     console = _console()
@@ -267,6 +268,10 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--seed", type=int, default=20260830, help="run seed (per-turn seeds, --sample-size draw)")
     ev.add_argument("--max-steps", type=int, default=None,
                     help=f"turn limit (default {EPISODE_LIMITS[SINGLE_TURN]}; {EPISODE_LIMITS[MULTI_TURN]} with --shopper)")
+    ev.add_argument("--context-budget", type=int, default=None, metavar="TOKENS",
+                    help=f"per-episode context budget, estimated tokens: a next prompt that would not fit ends the "
+                         f"episode with generation_length, scored (default {DEFAULT_CONTEXT_BUDGET} with --base-url, "
+                         f"none with --policy; 0: none; docs/evaluation.md)")
     ev.add_argument("--shopper", choices=SHOPPER_NAMES, default=None,
                     help="dialogue mode: a simulated shopper the agent can ask (ask_user); the instruction is withheld "
                          "(llm: an LLM plays the shopper, --shopper-base-url/--shopper-model; replies cached in --out)")

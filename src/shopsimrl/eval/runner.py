@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..agent.builtin_backend import BuiltinPolicyModel, policy_label
+from ..agent.context import DEFAULT_CONTEXT_BUDGET
 from ..agent.model_client import ModelSettings, OpenAIChatModel
 from ..agent.prompt import SYSTEM_PROMPT, prompt_identity
 from ..agent.runtime import (
@@ -87,6 +88,9 @@ class EvalSettings:
     ray_cpus: int | None = None  # CPUs of a local Ray instance (default: all)
     ray_data: str | None = None  # the data directory as the Ray workers see it (default: ``data``, absolute)
     difficulty: tuple[str, ...] | None = None  # only tasks of these tiers (DATA/difficulty_tiers.json)
+    # the episode's context budget (docs/training.md, "Context policy"; 0: none); None: the reference's 24,576
+    # for a served model, none for a built-in policy (it has no context window)
+    context_budget: int | None = None
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.model is None):
@@ -95,6 +99,8 @@ class EvalSettings:
             raise ShopSimError("concurrency must be at least 1")
         if self.max_steps < 1:
             raise ShopSimError("max_steps must be at least 1")
+        if self.context_budget is not None and self.context_budget < 0:
+            raise ShopSimError("context_budget must be 0 (none) or a number of tokens")
         if self.shopper is not None and self.shopper not in SHOPPER_NAMES:
             raise ShopSimError(f"unknown shopper {self.shopper!r}; choose 'rule' or 'llm'")
         if self.shopper_llm is not None and (self.shopper != "llm" or self.env_url):
@@ -204,8 +210,11 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
             endpoint.check_reachable()  # once, before the first episode
         environment = InProcessEnvironment(world, threaded=threaded, llm_shopper=endpoint)
     bank = SkillBank.load(settings.skills) if settings.skills else None
+    budget = settings.context_budget
+    if budget is None:
+        budget = DEFAULT_CONTEXT_BUDGET if settings.model is not None else 0
     config = RuntimeConfig(max_steps=settings.max_steps, persona=persona, prompt=SYSTEM_PROMPT,
-                           shopper=settings.shopper)
+                           shopper=settings.shopper, context_budget=budget or None)
     experiment = settings.experiment or Path(settings.out).name
     plan = EvalPlan.create(
         experiment=experiment, model=model.identity(),

@@ -2,7 +2,8 @@
 
 Primary cause, read from the trace and its reward detail, first match wins:
 
-- never purchased: ``action_limit`` (turns ran out), ``generation_length`` (the model's output was cut off),
+- never purchased: ``action_limit`` (turns ran out), ``generation_length`` (the model's output was cut off, or the
+  next request would not fit the context budget),
   ``technical`` (the episode failed with an error: endpoint, protocol, environment);
 - a purchase that scored below success: ``wrong_type`` (r_type < 1), ``missing_attribute`` (r_att < 1),
   ``wrong_option`` (r_option < 1), then on the price: ``price_unverifiable`` (no single price could be resolved

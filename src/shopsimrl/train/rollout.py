@@ -22,6 +22,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..agent.context import CONTEXT_POLICY as CONTEXT_POLICY
+from ..agent.context import DEFAULT_CONTEXT_BUDGET as DEFAULT_CONTEXT_BUDGET
+from ..agent.context import DEFAULT_CONTEXT_RESERVE as DEFAULT_CONTEXT_RESERVE
+from ..agent.context import MEASURE_TOKENS, context_exceeded
 from ..agent.environment import EnvironmentFactory
 from ..agent.episode import Episode, EpisodeRequest, EpisodeStats, run_episode
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, system_message
@@ -51,14 +55,11 @@ COMPLETED, TRUNCATED, ABORTED = "completed", "truncated", "aborted"
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
 
 
-# The context policy (docs/training.md, "Context policy"; the same in every adapter): an episode has a context
-# budget (default the reference run's 24,576 tokens: prompt plus everything generated). When the next prompt
-# would leave fewer than ``context_reserve`` tokens of it for the answer, the episode is not sent to the model:
-# it ends with terminate("generation_length") and is scored (status ``truncated``), never dropped; the step
-# records ``context_overflow`` (the prompt's length) and the metadata ``context_policy`` and ``context_ended``.
-DEFAULT_CONTEXT_BUDGET = 24576
-DEFAULT_CONTEXT_RESERVE = 256
-CONTEXT_POLICY = "end_scored_generation_length"
+# The context policy (docs/training.md, "Context policy") is :mod:`shopsimrl.agent.context`'s, the same in the
+# evaluation runtime and every adapter; here prompts are measured exactly (the template's token ids). An episode
+# that reaches the budget ends with terminate("generation_length") and is scored (status ``truncated``), never
+# dropped; the step records ``context_overflow`` (the prompt's length) and the metadata ``context_policy`` and
+# ``context_ended``.
 
 
 # The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick
@@ -480,7 +481,7 @@ class TokenTurns:
         prompt_ids = await off_loop(self._prompt, tools)
         self.turn_start = len(self.messages)
         budget = self.config.max_context_len
-        if budget is not None and len(prompt_ids) + min(self.config.context_reserve, budget // 2) > budget:
+        if context_exceeded(len(prompt_ids), budget, self.config.context_reserve):
             self.context_ended = True
             self.steps.append({"step_index": index, "action": None, "context_overflow": len(prompt_ids),
                                "state_key": state_key(self.state)})
@@ -546,7 +547,8 @@ async def run_rollout(
     meta = {"schema_version": ROLLOUT_SCHEMA, "termination_reason": hooks.termination,
             "steps": len(hooks.steps), "segments": len(ledger.trainable()),
             "chat_template": hooks.template.note or "as shipped", "context_budget": cfg.max_context_len,
-            "context_policy": CONTEXT_POLICY, "context_ended": hooks.context_ended, **(metadata or {})}
+            "context_policy": CONTEXT_POLICY, "context_measure": MEASURE_TOKENS, "context_ended": hooks.context_ended,
+            **(metadata or {})}
     return Trajectory(task_id=context.task_id, status=status, segments=ledger.trainable(), reward=reward,
                       reward_detail=detail, generated_tokens=ledger.generated, messages=hooks.messages,
                       steps=hooks.steps, metadata=meta, error=episode.error)
