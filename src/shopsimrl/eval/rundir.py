@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from ..agent.runtime import utc_now
+from ..dialogue.reply_cache import CACHE_DIRNAME
 from ..errors import RunDirError
 from ..jsonfile import read_json_file
 from ..versions import TRACE_SCHEMA_VERSION
@@ -33,6 +34,8 @@ FSYNC_INTERVAL_S = 1.0
 #: What a run writes into its directory (``eval --force`` removes these, and nothing else).
 RUN_ARTIFACTS = (MANIFEST_FILE, TRACES_FILE, SUMMARY_FILE, "report.md", "report.html", "comparison.json")
 RUN_FOLDERS = ("report_figures",)
+#: Caches a run keeps beside its results, keyed by request: a new run reads them as a cache, never as its results.
+RUN_CACHES = (CACHE_DIRNAME,)
 
 
 def trace_line(record: dict[str, Any]) -> str:
@@ -151,7 +154,7 @@ class RunDir:
         """
         self.root.mkdir(parents=True, exist_ok=True)
         if not self.manifest_path.exists() and not self.manifest_path.is_symlink():
-            foreign = sorted(entry.name for entry in self.root.iterdir())
+            foreign = sorted(entry.name for entry in self.root.iterdir() if entry.name not in RUN_CACHES)
             if foreign:
                 shown = ", ".join(foreign[:5]) + (f", … ({len(foreign) - 5} more)" if len(foreign) > 5 else "")
                 removable = all(name in RUN_ARTIFACTS or name in RUN_FOLDERS for name in foreign)
