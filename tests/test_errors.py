@@ -143,7 +143,7 @@ def _guard_classes() -> dict[type[ShopSimError], tuple[int, str]]:
     from shopsimrl.server import guard
 
     return {guard.BodyTooLarge: (413, "body_too_large"), guard.HostNotServed: (421, "host_not_served"),
-            guard.CrossOriginRefused: (403, "cross_origin_refused"), guard.CorsPreflight: (204, "cors_preflight"),
+            guard.CrossOriginRefused: (403, "cross_origin_refused"),
             guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type"),
             guard.InvalidText: (400, "invalid_text")}
 

@@ -29,14 +29,14 @@ from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from ._api_docs import install_offline_docs
 from ._v1 import v1_router
-from .guard import Guard, Refusal, check_text, read_limited, replay_receive, run_cancelling_on_disconnect
+from .guard import Guard, replay_receive, run_cancelling_on_disconnect
 from .http_errors import (
     INTERNAL_ERROR,
     VALIDATION_ERROR,
+    admit,
     encode,
     error_payload,
     http_code,
-    send_refusal,
     status_of,
 )
 from .leases import Lease
@@ -338,17 +338,10 @@ class ServiceApp(FastAPI):
         if self.state.advertise_free_slots:
             send = self._advertising(send)
         guard: Guard = self.state.guard
-        try:
-            cors = guard.admit(scope)
-            raw = await read_limited(receive, guard.max_body_bytes)
-            if raw is not None:
-                guard.check_type(scope, raw, cors)
-                check_text(raw)
-        except Refusal as refusal:
-            await send_refusal(send, refusal)
+        admitted = await admit(guard, scope, receive, send)
+        if admitted is None:
             return
-        if raw is None:
-            return
+        cors, raw = admitted
         if cors:
             send = _with_headers(send, cors)
         if scope["method"] == "HEAD":  # a GET without its body: the routes are GET-only in FastAPI
