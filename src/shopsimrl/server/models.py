@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 from ..contract import ACTION_LIMIT, SINGLE_TURN, ShopperName
 from ..contract import InteractionMode as InteractionMode
@@ -42,7 +42,8 @@ class CreateSession(BaseModel):
                           "own mode, as ShopEnv.reset; true on a standard task is a 400")
     interaction_mode: InteractionMode = SINGLE_TURN
     include_private_goal: StrictBool = False
-    wait_timeout: float | None = Field(None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
+    wait_timeout: StrictFloat | None = Field(  # strict: false or "5" is refused, as by the reference API
+        None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
     shopper: ShopperName | None = Field(
         None, description="dialogue mode: the simulated shopper the agent can ask (ask_user); implies multi_turn and "
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")
