@@ -18,7 +18,6 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -61,10 +60,22 @@ DEFAULT_CONTEXT_RESERVE = 256
 CONTEXT_POLICY = "end_scored_generation_length"
 
 
-# The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick
-# actions with a built-in policy; real inference engines see only the prompt ids.
-PAGE_TOOLS: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_page_tools", default=None)
-TURN_MESSAGES: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_turn_messages", default=None)
+class TurnRequest(list[int]):
+    """What ``generate`` is called with each turn: the prompt token ids (it *is* that list, so an engine that
+    takes ``list[int]`` needs nothing else), plus the conversation so far and the page's own tools, for
+    generators that act from them rather than from the ids (the scripted ones of ``shopsimrl.testing``).
+
+    ``messages`` is the episode's live history (the same list every turn of one episode; do not modify it);
+    ``tools`` are the page's own tools, with the click enum (the prompt may render the enum-free episode set).
+    """
+
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]]
+
+    def __init__(self, prompt_ids: Sequence[int], messages: Sequence[Mapping[str, Any]] = (),
+                 tools: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(prompt_ids)
+        self.messages, self.tools = messages, tools
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,8 @@ class Generation:
     finish_reason: str = FINISH_STOP
 
 
-GenerateFn = Callable[[list[int]], "Generation | Awaitable[Generation]"]
+#: The inference engine: a function of the turn's prompt (a ``list[int]``, a :class:`TurnRequest`).
+GenerateFn = Callable[[TurnRequest], "Generation | Awaitable[Generation]"]
 
 
 class ChatTokenizer(Protocol):
@@ -486,12 +498,7 @@ class TokenTurns:
                                "state_key": state_key(self.state)})
             return TurnDecision(TERMINATE, termination=GENERATION_LENGTH)
         self.ledger.prompt(prompt_ids)
-        token, token_m = PAGE_TOOLS.set(tools), TURN_MESSAGES.set(self.messages)
-        try:
-            gen = await episode.model(_maybe_await(self.generate(prompt_ids)))
-        finally:
-            PAGE_TOOLS.reset(token)
-            TURN_MESSAGES.reset(token_m)
+        gen = await episode.model(_maybe_await(self.generate(TurnRequest(prompt_ids, self.messages, tools))))
         _check_generation(gen)
         self.ledger.sample(gen.token_ids, gen.log_probs)
         raw, text, out = await off_loop(self._read, list(gen.token_ids), list(prompt_ids[-PROMPT_TAIL_TOKENS:]),
