@@ -45,7 +45,7 @@ def hf_tokenizer(data: Path, template: str):
     import trl
 
     from shopsimrl.agent.prompt import SYSTEM_PROMPT
-    from shopsimrl.train.tiny_hf import build_bpe_tokenizer
+    from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
 
     products = json.loads(gzip.decompress((data / "products.json.gz").read_bytes()))[:2000]
     text = (Path(trl.__file__).parent / "chat_templates" / f"{template}.jinja").read_text(encoding="utf-8")
@@ -54,7 +54,7 @@ def hf_tokenizer(data: Path, template: str):
 
 
 def grpo_step(world: ShopWorld, tokenizer, groups: int, n: int, mode: str) -> tuple[float, EpisodeStats, int]:
-    from shopsimrl.train.scripted import TemplatePolicyGenerate
+    from shopsimrl.testing.scripted import TemplatePolicyGenerate
 
     ids = world.catalog.split("all")
     contexts = [RolloutContext(ids[i % len(ids)]) for i in range(groups)]
@@ -68,7 +68,7 @@ def grpo_step(world: ShopWorld, tokenizer, groups: int, n: int, mode: str) -> tu
 
 def trl_throughput(world: ShopWorld, tokenizer, episodes: int, latency_s: float) -> dict[int, float]:
     """Episodes/s of the TRL adapter's episode runner against a generate with server-like latency."""
-    from shopsimrl.train.scripted import TemplatePolicyGenerate
+    from shopsimrl.testing.scripted import TemplatePolicyGenerate
     from shopsimrl.train.trl import run_episodes
 
     prompts = [str(t) for t in world.catalog.split("all")][:episodes]

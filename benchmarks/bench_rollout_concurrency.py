@@ -31,10 +31,10 @@ from bench_rollout import data_dir, hf_tokenizer  # noqa: E402
 from shopsimrl.agent import InProcessEnvironment  # noqa: E402
 from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.env import ShopWorld  # noqa: E402
+from shopsimrl.testing.scripted import TemplatePolicyGenerate  # noqa: E402
 from shopsimrl.train import rollout as core  # noqa: E402
 from shopsimrl.train.chat_template import encode, episode_tools  # noqa: E402
 from shopsimrl.train.rollout import Generation, RolloutConfig, RolloutContext, TokenTurns, run_rollout  # noqa: E402
-from shopsimrl.train.scripted import TemplatePolicyGenerate  # noqa: E402
 
 SIZES = (3000, 6000, 9000, 12000)
 SERVER_S = 0.05

@@ -53,6 +53,22 @@ def test_policy_server_refuses_foreign_pages_and_keyless_calls(policy_url):
     assert httpx.get(f"{policy_url}/healthz").status_code == 200  # liveness without the key
 
 
+def test_an_allowed_preflight_is_answered_not_refused(prepared_dir):
+    """A CORS preflight from a listed origin is a 204 answer (guard.Preflight), without a body, and leaves the
+    connection open; from any other origin it is refused like any request."""
+    app = GuardedApp(create_policy_app(ShopWorld.shared(prepared_dir)),
+                     Guard.build(api_key="s3cret", cors_origins=["https://lab.example"]))
+    ask = {"access-control-request-method": "POST", "access-control-request-headers": "content-type"}
+    with serve(app) as url, httpx.Client() as client:
+        answer = client.options(f"{url}/v1/chat/completions", headers={**ask, "Origin": "https://lab.example"})
+        assert answer.status_code == 204 and answer.content == b""
+        assert answer.headers["access-control-allow-origin"] == "https://lab.example"
+        assert "authorization" in answer.headers["access-control-allow-headers"]
+        assert answer.headers.get("connection") != "close"
+        refused = client.options(f"{url}/v1/chat/completions", headers={**ask, "Origin": "https://evil.example"})
+        assert (refused.status_code, refused.json()["code"]) == (403, "cross_origin_refused")
+
+
 @pytest.mark.parametrize("command", ["policy-server", "serve-openenv", "serve"])
 def test_every_server_refuses_a_non_loopback_bind_without_a_key(prepared_dir, command, capsys, monkeypatch):
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)

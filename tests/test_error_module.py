@@ -23,9 +23,9 @@ STAYING = {
     "SlimeAborted": "train/slime.py: slime's abort flag inside the adapter, recorded as an aborted episode",
     "OpenEnvUsageError": "openenv/environment.py: an InvalidRequestError of the OpenEnv wrapper (issue 28 reworks it)",
     "TaskIndexError": "openenv/environment.py: as OpenEnvUsageError",
-    # the HTTP guard's admission refusals (issue 29 reworks the guard; CorsPreflight should become a response)
+    # the HTTP guard's admission refusals (an allowed CORS preflight is a response: guard.Preflight)
     **{name: "server/guard.py: an admission refusal" for name in (
-        "Refusal", "BodyTooLarge", "HostNotServed", "CrossOriginRefused", "CorsPreflight", "Unauthorized",
+        "Refusal", "BodyTooLarge", "HostNotServed", "CrossOriginRefused", "Unauthorized",
         "UnsupportedMediaType", "InvalidText")},
 }
 

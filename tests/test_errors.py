@@ -14,6 +14,7 @@ import asyncio
 import builtins
 import importlib
 import inspect
+import json
 import pkgutil
 import re
 import types
@@ -22,6 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import shopsimrl
 from live_server import serve
@@ -40,7 +43,7 @@ from shopsimrl.errors import (
     UnknownTaskError,
 )
 from shopsimrl.server import AsyncShopClient, ServiceError, ShopClient, create_app
-from shopsimrl.server.http_errors import ERROR_CLASS_OF_CODE, ERROR_TABLE, rebuild, row_of, status_of
+from shopsimrl.server.http_errors import ERROR_CLASS_OF_CODE, ERROR_TABLE, encode, rebuild, row_of, status_of
 from shopsimrl.server.service import EnvService
 
 SRC = Path(shopsimrl.__file__).parent
@@ -143,7 +146,7 @@ def _guard_classes() -> dict[type[ShopSimError], tuple[int, str]]:
     from shopsimrl.server import guard
 
     return {guard.BodyTooLarge: (413, "body_too_large"), guard.HostNotServed: (421, "host_not_served"),
-            guard.CrossOriginRefused: (403, "cross_origin_refused"), guard.CorsPreflight: (204, "cors_preflight"),
+            guard.CrossOriginRefused: (403, "cross_origin_refused"),
             guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type"),
             guard.InvalidText: (400, "invalid_text")}
 
@@ -351,3 +354,50 @@ def test_http_answers_carry_the_code_of_the_table(base_url):
     assert bad_run.status_code == 400 and bad_run.json()["code"] == "invalid_replay_request"
     form = httpx.post(f"{base_url}/api/shop_agent", data={"action": "release_all"})  # the guard refuses it
     assert form.status_code == 415 and form.json()["code"] == "unsupported_media_type"
+
+
+# ------------------------------------------------------------------------------ no untyped error on a request path
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40) | st.sampled_from(["search[shoes]", "click[buy now]", "rule", "llm", "single_turn",
+                                              "action_limit", "multi_turn", "click[next >]", "ask_user[size?]"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+FIELDS = {
+    "reset": ("idx", "if_persona", "interaction_mode", "include_private_goal", "wait_timeout", "shopper",
+              "shopper_seed", "env_idx"),
+    "interact": ("env_idx", "lease_id", "response", "step_index"),
+    "terminate": ("env_idx", "lease_id", "termination_reason"),
+    "dialogue_transcript": ("env_idx", "lease_id"),
+    "release_one": ("env_idx", "lease_id"),
+}
+
+
+@pytest.fixture(scope="module")
+def reference_dispatch(world):
+    return create_app(world, slots=2, reset_wait_timeout=0.0).state.dispatch
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(action=st.sampled_from(sorted(FIELDS)), data=st.data())
+def test_any_json_in_any_reference_field_gets_a_typed_answer(reference_dispatch, action, data):
+    """With no catch-all in the reference dispatcher, any JSON value in any field (after a real reset, so the
+    lease is live) is answered from the error table: a bare ValueError/TypeError would escape here."""
+    async def run() -> None:
+        await reference_dispatch(encode({"action": "release_all"}))
+        status, started = await reference_dispatch(encode({"action": "reset", "idx": PERSONA_TASK,
+                                                           "shopper": "rule", "interaction_mode": "multi_turn"}))
+        assert status == 200, started
+        body: dict[str, Any] = {"action": action, "env_idx": started["result"]["env_idx"],
+                                "lease_id": started["result"]["lease_id"], "idx": STANDARD_TASK,
+                                "response": "search[shoes]", "wait_timeout": 0}
+        if action == "reset":
+            del body["env_idx"]
+        for name in data.draw(st.lists(st.sampled_from(FIELDS[action]), min_size=1, max_size=3, unique=True)):
+            body[name] = data.draw(JSON_VALUES, label=name)
+        status, payload = await reference_dispatch(json.dumps(body).encode())
+        if status != 200:
+            assert (payload["code"] in ERROR_CLASS_OF_CODE and status < 500) or payload["code"] == "no_free_slot", payload
+
+    asyncio.run(run())

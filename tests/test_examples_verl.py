@@ -3,7 +3,7 @@ verl's own code, and the first rollout step runs through verl's ``AgentLoopWorke
 
 Runs in the verl environment (``.venv-verl``; skipped elsewhere). The GPU parts (vLLM, FSDP, the optimizer
 step) do not run here. Checked with a tiny local Llama config and a character-level tokenizer with a
-tools-aware ChatML template (``shopsimrl.train.tiny_hf``), standing in for the recipe's Qwen3-4B-Instruct-2507.
+tools-aware ChatML template (``shopsimrl.testing.tiny_hf``), standing in for the recipe's Qwen3-4B-Instruct-2507.
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ def test_terminate_and_the_reference_api_share_one_pool(http):
     ("post", "/v1/sessions", {"task_id": 0, "interaction_mode": "chat"}, 422, "interaction_mode"),
     ("post", "/v1/sessions", {"task_id": 0, "extra": 1}, 422, "extra"),
     ("post", "/v1/sessions", {"task_id": 0, "wait_timeout": -1}, 422, "wait_timeout"),
+    ("post", "/v1/sessions", {"task_id": 0, "wait_timeout": False}, 422, "wait_timeout"),  # no bool as seconds
     ("post", "/v1/sessions/abc123/step", {"action": "click[x]"}, 404, "unknown, released or reclaimed"),
     ("post", "/v1/sessions/not-hex/step", {"action": "click[x]"}, 422, "session_id"),
     ("get", "/v1/nothing", None, 404, "Not Found"),

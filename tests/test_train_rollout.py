@@ -19,12 +19,12 @@ from shopsimrl.errors import ShopSimError
 from shopsimrl.train.rollout import (
     ABORTED,
     COMPLETED,
-    PAGE_TOOLS,
     TRUNCATED,
     Generation,
     RolloutConfig,
     RolloutContext,
     TokenLedger,
+    TurnRequest,
     run_rollout,
 )
 from toy import PolicyGenerate, ToyChatTokenizer, tool_call_text
@@ -72,9 +72,9 @@ class ScriptedGenerate:
             return "<think>" + "很长的思考" * (pick % 5 + 1), "length"
         return "Action: click[buy now]", "stop"  # text_only
 
-    def __call__(self, prompt_ids: list[int]) -> Generation:
+    def __call__(self, prompt_ids: TurnRequest) -> Generation:
         _messages, tools = self.tokenizer.conversation_for(prompt_ids)
-        tools = PAGE_TOOLS.get() or tools
+        tools = list(prompt_ids.tools) or tools  # the page's own tools (the render may show the enum-free set)
         kind, pick = self.script.pop(0) if self.script else ("valid", 1)
         text, finish = self.text(kind, pick, tools)
         ids = self.tokenizer.encode(text) + ([self.tokenizer.eos_token_id] if finish == "stop" else [])

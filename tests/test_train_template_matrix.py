@@ -25,11 +25,11 @@ from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.env import ShopWorld
+from shopsimrl.testing.scripted import TemplatePolicyGenerate
+from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
 from shopsimrl.train.health import batch_health, turn_counts
 from shopsimrl.train.rollout import ABORTED, RolloutConfig, RolloutContext, run_rollout
-from shopsimrl.train.scripted import TemplatePolicyGenerate
 from shopsimrl.train.template_probe import TemplateUnreadableError, check_template
-from shopsimrl.train.tiny_hf import build_bpe_tokenizer
 
 TEMPLATES = sorted((Path(trl.__file__).parent / "chat_templates").glob("*.jinja"))
 

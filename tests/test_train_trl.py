@@ -23,18 +23,18 @@ from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.env import ShopWorld
+from shopsimrl.testing.scripted import TemplatePolicyGenerate
+from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
 from shopsimrl.train import trl as trl_adapter
 from shopsimrl.train.rollout import (
     COMPLETED,
     FINISH_ABORT,
     TRUNCATED,
-    TURN_MESSAGES,
     Generation,
     RolloutConfig,
+    TurnRequest,
 )
-from shopsimrl.train.scripted import TemplatePolicyGenerate
 from shopsimrl.train.server_generate import ServerGenerateError, parse_completion, server_generate
-from shopsimrl.train.tiny_hf import build_bpe_tokenizer
 from shopsimrl.train.trl_environment import ShopToolEnvironment, environment_rows
 
 QWEN25 = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
@@ -70,11 +70,10 @@ class MixedPolicyGenerate(TemplatePolicyGenerate):
         self.oracle, self.random = self.policy, make_policy("random", world)
         self.episodes: dict[int, int] = {}
 
-    def text_for(self) -> str:
-        messages = TURN_MESSAGES.get()
-        index = self.episodes.setdefault(id(messages), len(self.episodes))
+    def text_for(self, request: TurnRequest) -> str:
+        index = self.episodes.setdefault(id(request.messages), len(self.episodes))
         self.policy = self.oracle if index % 2 == 0 else self.random
-        return super().text_for()
+        return super().text_for(request)
 
 
 def _args(tmp_path: Path, **kw: Any) -> Any:
@@ -202,9 +201,9 @@ def test_unscored_siblings_drop_their_group_in_trls_own_advantage(world: ShopWor
     class AbortThird(MixedPolicyGenerate):
         """The engine aborts the third episode (a sibling of the second group)."""
 
-        def __call__(self, prompt_ids: list[int]) -> Any:
-            index = self.episodes.setdefault(id(TURN_MESSAGES.get()), len(self.episodes))
-            return Generation([1], [0.0], FINISH_ABORT) if index == 2 else super().__call__(prompt_ids)
+        def __call__(self, request: TurnRequest) -> Any:
+            index = self.episodes.setdefault(id(request.messages), len(self.episodes))
+            return Generation([1], [0.0], FINISH_ABORT) if index == 2 else super().__call__(request)
 
     def make(concurrency: int = 1) -> Any:
         return trl_adapter.make_rollout_func(InProcessEnvironment(world), max_steps=8, concurrency=concurrency,

@@ -27,11 +27,11 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import ShopSimError
+from shopsimrl.testing.scripted import TemplatePolicyGenerate
+from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
 from shopsimrl.train import trl as trl_adapter
 from shopsimrl.train.chat_template import episode_tools
-from shopsimrl.train.rollout import COMPLETED, TURN_MESSAGES, RolloutConfig, Trajectory
-from shopsimrl.train.scripted import TemplatePolicyGenerate
-from shopsimrl.train.tiny_hf import build_bpe_tokenizer
+from shopsimrl.train.rollout import COMPLETED, RolloutConfig, Trajectory, TurnRequest
 from shopsimrl.train.trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment, environment_rows
 
 QWEN25 = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
@@ -105,10 +105,10 @@ class MixedDialogueGenerate(TemplatePolicyGenerate):
         self.oracle, self.random = self.policy, make_policy("random", world)
         self.episodes: dict[int, int] = {}
 
-    def text_for(self) -> str:
-        index = self.episodes.setdefault(id(TURN_MESSAGES.get()), len(self.episodes))
+    def text_for(self, request: TurnRequest) -> str:
+        index = self.episodes.setdefault(id(request.messages), len(self.episodes))
         self.policy = self.oracle if index % 2 == 0 else self.random
-        return super().text_for()
+        return super().text_for(request)
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from shopsimrl.train.rollout import FINISH_LENGTH, FINISH_STOP, PAGE_TOOLS, Generation
+from shopsimrl.train.rollout import FINISH_LENGTH, FINISH_STOP, Generation, TurnRequest
 
 IM_START, IM_END, PAD = "<|im_start|>", "<|im_end|>", "<|pad|>"
 SPECIALS = (PAD, IM_START, IM_END)
@@ -146,7 +146,8 @@ class PolicyGenerate:
         from shopsimrl.agent.builtin_backend import policy_action
 
         messages, tools = self.tokenizer.conversation_for(prompt_ids)
-        tools = PAGE_TOOLS.get() or tools  # the page's own tools (the render may show the episode's enum-free set)
+        if isinstance(prompt_ids, TurnRequest) and prompt_ids.tools:  # the page's own tools (the render may show
+            tools = list(prompt_ids.tools)                                # the episode's enum-free set)
         action = policy_action(self.policy, messages, tools, seed=self.calls)
         return tool_call_text(action.name, action.arguments, action.reasoning if self.reasoning else "")
 

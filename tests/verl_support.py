@@ -75,7 +75,7 @@ def _tiny_model_dir(prepared_dir: Path, scripts: dict[int, dict[str, Any]], out:
     from transformers import LlamaConfig
 
     from shopsimrl.env import tools
-    from shopsimrl.train.tiny_hf import build_tokenizer
+    from shopsimrl.testing.tiny_hf import build_tokenizer
 
     texts = [SYSTEM_PROMPT, gzip.decompress((prepared_dir / "products.json.gz").read_bytes()).decode("utf-8"),
              tools.SEARCH_DESCRIPTION, tools.QUERY_DESCRIPTION, tools.CLICK_DESCRIPTION, tools.VALUE_DESCRIPTION,

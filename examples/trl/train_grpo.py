@@ -123,10 +123,10 @@ def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
     from shopsimrl.agent.policies import make_policy
     from shopsimrl.agent.prompt import SYSTEM_PROMPT
+    from shopsimrl.testing.scripted import TemplatePolicyGenerate
+    from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
     from shopsimrl.train.chat_template import episode_tools
-    from shopsimrl.train.rollout import TURN_MESSAGES
-    from shopsimrl.train.scripted import TemplatePolicyGenerate
-    from shopsimrl.train.tiny_hf import build_bpe_tokenizer
+    from shopsimrl.train.rollout import TurnRequest
 
     products = json.loads(gzip.decompress((Path(args.data) / "products.json.gz").read_bytes()))[:2000]
     template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
@@ -142,10 +142,10 @@ def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
     class Scripted(TemplatePolicyGenerate):
         episodes: ClassVar[dict[int, int]] = {}
 
-        def text_for(self) -> str:
-            index = self.episodes.setdefault(id(TURN_MESSAGES.get()), len(self.episodes))
+        def text_for(self, request: TurnRequest) -> str:
+            index = self.episodes.setdefault(id(request.messages), len(self.episodes))  # one history per episode
             self.policy = policies[index % 2]
-            return super().text_for()
+            return super().text_for(request)
 
     tools = episode_tools(dialogue=args.shopper is not None)
     return model, tokenizer, lambda trainer: Scripted(tokenizer, policies[0], tools=tools)

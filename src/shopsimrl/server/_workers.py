@@ -32,8 +32,8 @@ from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError, WorkerUnavailableError
 from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
 from .app import FREE_SLOTS_HEADER, decode, json_int
-from .guard import Guard, Refusal, check_text, read_limited, run_cancelling_on_disconnect
-from .http_errors import encode, error_payload, send_refusal, status_of
+from .guard import Guard, run_cancelling_on_disconnect
+from .http_errors import admit, encode, error_payload, status_of
 
 HOP_HEADERS = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"upgrade"}
 _SESSION_PATH = re.compile(r"^/v1/sessions/([0-9a-f]{2})")
@@ -178,17 +178,10 @@ class Front:
             return
         if scope["type"] != "http":
             return
-        try:
-            cors = self.guard.admit(scope)
-            body = await read_limited(receive, self.guard.max_body_bytes)
-            if body is not None:
-                self.guard.check_type(scope, body, cors)
-                check_text(body)
-        except Refusal as refusal:
-            await send_refusal(send, refusal)
+        admitted = await admit(self.guard, scope, receive, send)
+        if admitted is None:
             return
-        if body is None:
-            return
+        cors, body = admitted
         method, path = scope["method"], scope["path"]
         target = scope.get("raw_path") or path.encode()
         if scope.get("query_string"):

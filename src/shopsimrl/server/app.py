@@ -29,14 +29,14 @@ from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from ._api_docs import install_offline_docs
 from ._v1 import v1_router
-from .guard import Guard, Refusal, check_text, read_limited, replay_receive, run_cancelling_on_disconnect
+from .guard import Guard, replay_receive, run_cancelling_on_disconnect
 from .http_errors import (
     INTERNAL_ERROR,
     VALIDATION_ERROR,
+    admit,
     encode,
     error_payload,
     http_code,
-    send_refusal,
     status_of,
 )
 from .leases import Lease
@@ -200,10 +200,8 @@ def create_app(
             return error_answer(InvalidRequestError(f"unsupported action: {action!r}"))
         try:
             return 200, {"result": await handler(body)}
-        except ShopSimError as exc:
+        except ShopSimError as exc:  # every check on a request path raises a typed error (tests/test_errors.py)
             return error_answer(exc)
-        except (ValueError, TypeError) as exc:  # a library check not yet typed: still the caller's mistake
-            return error_answer(InvalidRequestError(str(exc)))
 
     def _lease(body: dict[str, Any], action: str) -> Lease[ShopEnv]:
         slot, lease_id = json_int(body.get("env_idx")), body.get("lease_id")
@@ -338,17 +336,10 @@ class ServiceApp(FastAPI):
         if self.state.advertise_free_slots:
             send = self._advertising(send)
         guard: Guard = self.state.guard
-        try:
-            cors = guard.admit(scope)
-            raw = await read_limited(receive, guard.max_body_bytes)
-            if raw is not None:
-                guard.check_type(scope, raw, cors)
-                check_text(raw)
-        except Refusal as refusal:
-            await send_refusal(send, refusal)
+        admitted = await admit(guard, scope, receive, send)
+        if admitted is None:
             return
-        if raw is None:
-            return
+        cors, raw = admitted
         if cors:
             send = _with_headers(send, cors)
         if scope["method"] == "HEAD":  # a GET without its body: the routes are GET-only in FastAPI

@@ -26,9 +26,8 @@ from .guard import (
     Refusal,
     check_text,
     is_loopback,
-    read_limited,
 )
-from .http_errors import send_refusal
+from .http_errors import admit
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # one WebSocket message (a step is a few hundred bytes)
 MAX_JSON_DEPTH = 64  # nesting of a WebSocket message (json would recurse ~1000 deep, then fail the session)
@@ -151,17 +150,10 @@ class GuardedApp:
             await self.app(scope, receive, send)
 
     async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        try:
-            cors = self.guard.admit(scope)
-            body = await read_limited(receive, self.guard.max_body_bytes)
-            if body is not None:
-                self.guard.check_type(scope, body, cors)
-                check_text(body)
-        except Refusal as refusal:
-            await send_refusal(send, refusal)
+        admitted = await admit(self.guard, scope, receive, send)
+        if admitted is None:
             return
-        if body is None:
-            return
+        cors, body = admitted
         sent = False
 
         async def replay() -> dict[str, Any]:

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..env.requests import MAX_RESPONSE_CHARS
@@ -51,10 +51,6 @@ class CrossOriginRefused(Refusal):
     """A browser request from another origin or site that ``--cors-origin`` does not allow."""
 
 
-class CorsPreflight(Refusal):
-    """Not an error: the answer to an allowed CORS preflight (``OPTIONS``), sent without a body."""
-
-
 class Unauthorized(Refusal):
     """A request without the bearer key of a server started with ``--api-key-env``."""
 
@@ -66,6 +62,20 @@ class UnsupportedMediaType(Refusal):
 class InvalidText(Refusal):
     """A JSON body or message with a string that is not Unicode text (a lone surrogate such as ``"\\ud800"``):
     refused before any handler sees it, so it can reach no session, search, page or log."""
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """The answer to an allowed CORS preflight (``OPTIONS`` from a listed origin): 204 with the CORS headers and
+    no body. A response, not a refusal: ``Guard.admit`` returns it and the caller sends it."""
+
+    headers: tuple[tuple[bytes, bytes], ...]
+    status: ClassVar[int] = 204
+
+    async def send(self, send: Any) -> None:
+        await send({"type": "http.response.start", "status": self.status,
+                    "headers": [(b"content-length", b"0"), *self.headers]})
+        await send({"type": "http.response.body", "body": b""})
 
 
 #: A ``\uD800``-``\uDFFF`` escape: only a body with one can decode to a lone surrogate (UTF-8 bytes cannot).
@@ -169,8 +179,9 @@ class Guard:
                    api_key=api_key or None, trusted=trusted)
 
     # ------------------------------------------------------------------ checks
-    def admit(self, scope: dict[str, Any]) -> list[tuple[bytes, bytes]]:
-        """Check a request's head; returns the CORS headers to add to its answer, or raises ``Refusal``."""
+    def admit(self, scope: dict[str, Any]) -> list[tuple[bytes, bytes]] | Preflight:
+        """Check a request's head: the CORS headers to add to its answer, the whole answer of an allowed CORS
+        preflight, or ``Refusal`` raised."""
         headers = _headers(scope)
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
@@ -202,9 +213,9 @@ class Guard:
                                "this server's own pages or allow an origin with --cors-origin")
         method = scope["method"]
         if method == "OPTIONS" and extra:
-            raise CorsPreflight("", [*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
-                                    (b"access-control-allow-headers", b"content-type, authorization"),
-                                    (b"access-control-max-age", b"600")])
+            return Preflight((*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
+                              (b"access-control-allow-headers", b"content-type, authorization"),
+                              (b"access-control-max-age", b"600")))
         if self.api_key is not None and self._needs_key(scope["path"]):
             sent = headers.get(b"authorization", b"")
             scheme, _, token = sent.partition(b" ")

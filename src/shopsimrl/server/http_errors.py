@@ -38,13 +38,16 @@ from ..errors import (
 )
 from .guard import (
     BodyTooLarge,
-    CorsPreflight,
     CrossOriginRefused,
+    Guard,
     HostNotServed,
     InvalidText,
+    Preflight,
     Refusal,
     Unauthorized,
     UnsupportedMediaType,
+    check_text,
+    read_limited,
 )
 
 _SHOPPER_STAGE = re.compile(r"shopper call failed at shopper_step_(\d{1,6}): ")
@@ -84,7 +87,6 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(BodyTooLarge, 413, "body_too_large"),
     ErrorRow(HostNotServed, 421, "host_not_served"),
     ErrorRow(CrossOriginRefused, 403, "cross_origin_refused"),
-    ErrorRow(CorsPreflight, 204, "cors_preflight"),
     ErrorRow(Unauthorized, 401, "unauthorized"),
     ErrorRow(UnsupportedMediaType, 415, "unsupported_media_type"),
     ErrorRow(InvalidText, 400, "invalid_text"),
@@ -145,13 +147,29 @@ def encode(payload: dict[str, Any]) -> bytes:
 
 
 async def send_refusal(send: Any, refusal: Refusal) -> None:
-    """Answer a request refused at admission (a preflight without a body, a too-large body closing the
-    connection)."""
-    status = status_of(refusal)
-    body = b"" if isinstance(refusal, CorsPreflight) else encode(error_payload(refusal))
+    """Answer a request refused at admission; the connection closes (the body is not read, or not all of it)."""
+    body = encode(error_payload(refusal))
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               *refusal.headers]
-    if not isinstance(refusal, CorsPreflight):
-        headers.append((b"connection", b"close"))  # the body is not read (or not all of it): no keep-alive
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+               *refusal.headers, (b"connection", b"close")]
+    await send({"type": "http.response.start", "status": status_of(refusal), "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def admit(guard: Guard, scope: dict[str, Any], receive: Any, send: Any
+                ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+    """Admit one HTTP request (every server's edge does it the same way): its CORS headers and its whole body,
+    or None when it is already answered (a refusal, a CORS preflight) or its client left before sending it."""
+    try:
+        cors = guard.admit(scope)
+        if isinstance(cors, Preflight):
+            await cors.send(send)
+            return None
+        body = await read_limited(receive, guard.max_body_bytes)
+        if body is None:
+            return None
+        guard.check_type(scope, body, cors)
+        check_text(body)
+    except Refusal as refusal:
+        await send_refusal(send, refusal)
+        return None
+    return cors, body

@@ -42,8 +42,8 @@ class CreateSession(BaseModel):
                           "own mode, as ShopEnv.reset; true on a standard task is a 400")
     interaction_mode: InteractionMode = SINGLE_TURN
     include_private_goal: StrictBool = False
-    wait_timeout: StrictFloat | None = Field(None, ge=0, le=86_400,
-                                             description="seconds to wait for a free slot (503 after)")
+    wait_timeout: StrictFloat | None = Field(  # strict: false or "5" is refused, as by the reference API
+        None, ge=0, le=86_400, description="seconds to wait for a free slot (503 after)")
     shopper: ShopperName | None = Field(
         None, description="dialogue mode: the simulated shopper the agent can ask (ask_user); implies multi_turn and "
                           "withholds the instruction (the reply carries shopper_opening); null or absent: no dialogue")

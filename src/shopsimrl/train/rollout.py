@@ -11,6 +11,9 @@ new prompt extends the current token sequence, only the new tokens (tool result,
 are appended with loss mask 0; when it does not (the click enum changes every turn, reasoning is dropped from
 history), a new *segment* starts instead of re-aligning, so that every sampled token is trained exactly once:
 the multiset of tokens with loss mask 1 equals the multiset of generated tokens.
+
+The turn's text (rendering, reading back) is in ``_turn_text.py``, the token ledger and trajectory in
+``_ledger.py``; this module keeps the context, configuration and the turn loop, and re-exports their public names.
 """
 
 from __future__ import annotations
@@ -18,9 +21,8 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from ..agent.context import CONTEXT_POLICY as CONTEXT_POLICY
 from ..agent.context import DEFAULT_CONTEXT_BUDGET as DEFAULT_CONTEXT_BUDGET
@@ -31,28 +33,29 @@ from ..agent.episode import Episode, EpisodeRequest, EpisodeStats, run_episode
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, system_message
 from ..agent.skills import Skill, render_skills
 from ..agent.turn import REPAIR, TERMINATE, TurnDecision, decide_turn, observation_message
-from ..agent.validation import ModelOutput, interpret
+from ..agent.validation import ModelOutput
 from ..contract import GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..dialogue import SHOPPER_NAMES
-from ..errors import ChatTemplateError, DialogueError, RolloutError, ShopSimError
+from ..errors import DialogueError, RolloutError, ShopSimError
 from ..versions import PRIMARY_REWARD
-from .chat_template import (
-    KNOWN_STOPS,
-    encode,
-    episode_tools,
-    parse_with_template,
-    prepare_tokenizer,
-    render_text,
-    turn_suffix,
-)
+from ._ledger import ABORTED as ABORTED
+from ._ledger import COMPLETED as COMPLETED
+from ._ledger import TRUNCATED as TRUNCATED
+from ._ledger import Segment as Segment
+from ._ledger import TokenLedger as TokenLedger
+from ._ledger import Trajectory as Trajectory
+from ._turn_text import FINISH_ABORT as FINISH_ABORT
+from ._turn_text import FINISH_LENGTH as FINISH_LENGTH
+from ._turn_text import FINISH_STOP as FINISH_STOP
+from ._turn_text import ChatTokenizer as ChatTokenizer
+from ._turn_text import first_or_render, parse_turn, render_delta, strip_stops
+from .chat_template import episode_tools, prepare_tokenizer
 from .chat_template import stop_texts as template_stops
 from .render_pool import off_loop, resegment_tail
 from .step_keys import state_key
 
 ROLLOUT_SCHEMA = "shopsimrl-rollout-v1"
 PROMPT_TAIL_TOKENS = 16  # decoded prompt tail handed to the response parser (the generation prompt's opener)
-COMPLETED, TRUNCATED, ABORTED = "completed", "truncated", "aborted"
-FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
 
 
 # The context policy (docs/training.md, "Context policy") is :mod:`shopsimrl.agent.context`'s, the same in the
@@ -62,10 +65,22 @@ FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"
 # ``context_ended``.
 
 
-# The page's own tools while ``generate`` runs: read by scripted generators (tests, benchmarks) that pick
-# actions with a built-in policy; real inference engines see only the prompt ids.
-PAGE_TOOLS: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_page_tools", default=None)
-TURN_MESSAGES: ContextVar[list[dict[str, Any]] | None] = ContextVar("shopsimrl_turn_messages", default=None)
+class TurnRequest(list[int]):
+    """What ``generate`` is called with each turn: the prompt token ids (it *is* that list, so an engine that
+    takes ``list[int]`` needs nothing else), plus the conversation so far and the page's own tools, for
+    generators that act from them rather than from the ids (the scripted ones of ``shopsimrl.testing``).
+
+    ``messages`` is the episode's live history (the same list every turn of one episode; do not modify it);
+    ``tools`` are the page's own tools, with the click enum (the prompt may render the enum-free episode set).
+    """
+
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[Mapping[str, Any]]
+
+    def __init__(self, prompt_ids: Sequence[int], messages: Sequence[Mapping[str, Any]] = (),
+                 tools: Sequence[Mapping[str, Any]] = ()) -> None:
+        super().__init__(prompt_ids)
+        self.messages, self.tools = messages, tools
 
 
 @dataclass(frozen=True)
@@ -77,15 +92,8 @@ class Generation:
     finish_reason: str = FINISH_STOP
 
 
-GenerateFn = Callable[[list[int]], "Generation | Awaitable[Generation]"]
-
-
-class ChatTokenizer(Protocol):
-    """The slice of a Hugging Face tokenizer that the rollout core uses."""
-
-    def apply_chat_template(self, conversation: Any, **kwargs: Any) -> Any: ...
-
-    def decode(self, token_ids: Any, **kwargs: Any) -> str: ...
+#: The inference engine: a function of the turn's prompt (a ``list[int]``, a :class:`TurnRequest`).
+GenerateFn = Callable[[TurnRequest], "Generation | Awaitable[Generation]"]
 
 
 @dataclass(frozen=True)
@@ -155,239 +163,10 @@ class RolloutConfig:
             raise ShopSimError(f"unknown rollout mode {self.mode!r}: use 'resegment' or 'append'")
 
 
-@dataclass
-class Segment:
-    """One token-contiguous training sequence: a prompt, then alternating sampled and context tokens.
-
-    ``loss_mask`` and ``log_probs`` are aligned with ``tokens``; the first ``prompt_length`` tokens are the
-    prompt (mask 0). ``response_*`` are the slices after the prompt, the form slime and verl want.
-    """
-
-    tokens: list[int] = field(default_factory=list)
-    loss_mask: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    prompt_length: int = 0
-    turns: int = 0
-
-    @property
-    def response_tokens(self) -> list[int]:
-        return self.tokens[self.prompt_length:]
-
-    @property
-    def response_mask(self) -> list[int]:
-        return self.loss_mask[self.prompt_length:]
-
-    @property
-    def response_log_probs(self) -> list[float]:
-        return self.log_probs[self.prompt_length:]
-
-    @property
-    def trained_tokens(self) -> list[int]:
-        return [t for t, m in zip(self.tokens, self.loss_mask, strict=True) if m]
-
-
-@dataclass
-class Trajectory:
-    """One episode for a trainer: segments, the scalar reward (``r_strict``), its detail and a status."""
-
-    task_id: int
-    status: str
-    segments: list[Segment]
-    reward: float
-    reward_detail: dict[str, Any] | None
-    generated_tokens: list[int]
-    messages: list[dict[str, Any]]
-    steps: list[dict[str, Any]]
-    metadata: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
-
-    @property
-    def scored(self) -> bool:
-        return self.status != ABORTED
-
-    @property
-    def success(self) -> float:
-        return float((self.reward_detail or {}).get("r_success", 0.0))
-
-    @property
-    def trained_tokens(self) -> list[int]:
-        return [t for segment in self.segments for t in segment.trained_tokens]
-
-    # Flat views for the common single-segment case (and for trainers that take one sequence per episode).
-    @property
-    def token_ids(self) -> list[int]:
-        return [t for s in self.segments for t in s.tokens]
-
-    @property
-    def loss_mask(self) -> list[int]:
-        return [m for s in self.segments for m in s.loss_mask]
-
-    @property
-    def log_probs(self) -> list[float]:
-        return [p for s in self.segments for p in s.log_probs]
-
-
-class TokenLedger:
-    """Appends prompts and samples to segments; a prompt that is not an extension starts a new segment."""
-
-    def __init__(self) -> None:
-        self.segments: list[Segment] = []
-        self.generated: list[int] = []
-
-    def prompt(self, prompt_ids: Sequence[int]) -> None:
-        prompt_ids = list(prompt_ids)
-        current = self.segments[-1] if self.segments else None
-        if current is not None:
-            n = len(current.tokens)
-            if len(prompt_ids) >= n and prompt_ids[:n] == current.tokens:
-                extra = prompt_ids[n:]
-                current.tokens.extend(extra)
-                current.loss_mask.extend([0] * len(extra))
-                current.log_probs.extend([0.0] * len(extra))
-                return
-        self.segments.append(Segment(tokens=prompt_ids, loss_mask=[0] * len(prompt_ids),
-                                     log_probs=[0.0] * len(prompt_ids), prompt_length=len(prompt_ids)))
-
-    def sample(self, token_ids: Sequence[int], log_probs: Sequence[float]) -> None:
-        segment = self.segments[-1]
-        segment.tokens.extend(token_ids)
-        segment.loss_mask.extend([1] * len(token_ids))
-        segment.log_probs.extend(float(p) for p in log_probs)
-        segment.turns += 1
-        self.generated.extend(token_ids)
-
-    def trainable(self) -> list[Segment]:
-        """Segments with at least one sampled token (a trailing prompt-only segment carries nothing)."""
-        return [s for s in self.segments if any(s.loss_mask)]
-
-
-def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]],
-                  tools: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Prompt ids from the chat template (accepts a list of ids or a ``BatchEncoding``-like mapping)."""
-    out = tokenizer.apply_chat_template(list(messages), tools=list(tools), add_generation_prompt=True,
-                                        tokenize=True)
-    if isinstance(out, Mapping) or hasattr(out, "input_ids"):
-        out = out["input_ids"] if isinstance(out, Mapping) else out.input_ids
-    ids = list(out)
-    if ids and isinstance(ids[0], (list, tuple)):  # a batch of one
-        ids = list(ids[0])
-    return [int(t) for t in ids]
-
-
-WINDOW_HEAD = ({"role": "system", "content": "s"}, {"role": "user", "content": "u"})
-
-
-def _window(messages: list[Mapping[str, Any]], turn_start: int) -> tuple[list[Mapping[str, Any]], int]:
-    """The messages of the last turn on, behind a short system and user message.
-
-    For a prefix-preserving template (checked by :func:`~shopsimrl.train.chat_template.prepare_tokenizer`)
-    what new messages add does not depend on the earlier context, so each turn renders a bounded window
-    instead of the whole episode (the template-matrix test compares the result with the full render).
-    """
-    if turn_start < len(WINDOW_HEAD):
-        return messages, turn_start
-    return [*WINDOW_HEAD, *messages[turn_start:]], len(WINDOW_HEAD)
-
-
-FIRST_PROMPT_CACHE = 512
-
-
-def _first_or_render(tokenizer: Any, template: Any, messages: Sequence[Mapping[str, Any]],
-                     tools: Sequence[Mapping[str, Any]], first: bool) -> list[int]:
-    """The first prompt is the same for every sibling of a group: rendered and tokenized once (HF templates)."""
-    if not (first and template.prefix_preserving):
-        return render_prompt(tokenizer, messages, tools)
-    key = (messages[0].get("content"), messages[1].get("content"), len(tools))
-    cached = template.first_prompts.get(key)
-    if cached is None:
-        if len(template.first_prompts) >= FIRST_PROMPT_CACHE:
-            template.first_prompts.clear()
-        cached = template.first_prompts[key] = render_prompt(tokenizer, messages, tools)
-    return list(cached)
-
-
-def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_start: int,
-                 tools: Sequence[Mapping[str, Any]], stop: str | None = None, *, window: bool = False,
-                 suffixes: dict[Any, Any] | None = None) -> list[int]:
-    """Tokens that continue an append-mode sequence after the sampled turn that began at ``turn_start``.
-
-    The end of the sampled turn is the template's own: the text it renders after the sampled stop token
-    (``"\n"`` after ``<|im_end|>``). When the turn left no assistant message in the history (an empty repair),
-    the boundary is read from a placeholder assistant turn rendered at the same place. A stop token that the
-    template renders as the start of the next message (GLM's ``<|observation|>``) is not repeated.
-    ``window=True`` (prefix-preserving templates) renders only from the previous assistant turn on.
-    """
-    messages = list(messages)
-    if window:
-        messages, turn_start = _window(messages, turn_start)
-    echoed = turn_start < len(messages) and messages[turn_start].get("role") == "assistant"
-    probe = messages if echoed else [*messages[:turn_start], {"role": "assistant", "content": "x"}]
-    head = render_text(tokenizer, messages[: turn_start + 1] if echoed else messages[:turn_start], tools,
-                       add_generation_prompt=False)
-    key = (stop, echoed and bool(messages[turn_start].get("tool_calls")))
-    if suffixes is not None and key in suffixes:
-        found = suffixes[key]
-    else:
-        found = turn_suffix(tokenizer, probe, turn_start, tools, stop)
-        if suffixes is not None and echoed:  # the text after a stop token is the template's constant
-            suffixes[key] = found[1:] if found is not None else None
-    full = render_text(tokenizer, messages, tools, add_generation_prompt=True)  # last: the prompt generate answers
-    if not full.startswith(head):
-        # a template that ends the *last* message differently from the same message in history (gpt-oss: the
-        # sampled final-channel <|return|> becomes <|end|>): the sampled stop stands in for the history's one
-        ends = [head.rindex(s) for s in KNOWN_STOPS if s in head]
-        cut = head[: max(ends)] if ends else head
-        if ends and full.startswith(cut):
-            rest = full[len(cut):]
-            marker = next((s for s in KNOWN_STOPS if rest.startswith(s)), "")
-            return encode(tokenizer, rest[len(marker):])
-        raise ChatTemplateError("the chat template does not render the conversation as an extension of its prefix "
-                                "(it rewrites an earlier turn); use its training variant or mode='resegment'")
-    suffix = found[-1] if found is not None else ""
-    rest = full[len(head):]
-    if not suffix and stop and rest.startswith(stop):
-        rest = rest[len(stop):]
-    return encode(tokenizer, suffix + rest)
-
-
 def _stop_texts(tokenizer: Any, config: RolloutConfig) -> tuple[str, ...]:
     if config.stop_texts is not None:
         return config.stop_texts
     return template_stops(tokenizer)
-
-
-def _strip_stops(text: str, stops: Sequence[str]) -> str:
-    changed = True
-    while changed:
-        changed = False
-        stripped = text.rstrip()
-        for stop in stops:
-            if stop and stripped.endswith(stop):
-                text, changed = stripped[: -len(stop)], True
-    return text
-
-
-def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: Callable[[], str], finish_reason: str,
-               tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
-    """The validator's text parser (``<tool_call>`` JSON or XML); when it rejects the output, the template's
-    response parser if it has one (Llama JSON, gpt-oss channels, GLM XML, a think block the prompt opened)."""
-    out = parse_sampled(text, finish_reason, tools)
-    if out.accepted:
-        return out
-    payload = parse_with_template(tokenizer, raw_text, prompt_tail(), finish_reason)
-    if payload is not None:
-        parsed = interpret(payload, tools)
-        if parsed.accepted or "<tool_call>" not in text:  # its content is free of the format's markup
-            return parsed
-    return out
-
-
-def parse_sampled(text: str, finish_reason: str, tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
-    """Sampled text → the runtime's validated :class:`ModelOutput` (``<think>`` and ``<tool_call>`` blocks)."""
-    reason = FINISH_LENGTH if finish_reason == FINISH_LENGTH else "stop"
-    payload = {"choices": [{"index": 0, "finish_reason": reason,
-                            "message": {"role": "assistant", "content": text}}]}
-    return interpret(payload, tools)
 
 
 def _check_generation(gen: Generation) -> None:
@@ -462,14 +241,14 @@ class TokenTurns:
             if tail is not None:
                 self.canonical = self.canonical + tail
                 return list(self.canonical)
-        ids = _first_or_render(self.tokenizer, template, messages, shown_tools, len(messages) == 2)
+        ids = first_or_render(self.tokenizer, template, messages, shown_tools, len(messages) == 2)
         self.canonical = list(ids)
         return ids
 
     def _read(self, ids: list[int], tail_ids: list[int], finish_reason: str, tools: list[dict[str, Any]]
               ) -> tuple[str, str, ModelOutput]:
         raw = self.tokenizer.decode(ids, skip_special_tokens=False)
-        text = _strip_stops(raw, self.stops)
+        text = strip_stops(raw, self.stops)
 
         def prompt_tail() -> str:
             return str(self.tokenizer.decode(tail_ids, skip_special_tokens=False))
@@ -487,12 +266,7 @@ class TokenTurns:
                                "state_key": state_key(self.state)})
             return TurnDecision(TERMINATE, termination=GENERATION_LENGTH)
         self.ledger.prompt(prompt_ids)
-        token, token_m = PAGE_TOOLS.set(tools), TURN_MESSAGES.set(self.messages)
-        try:
-            gen = await episode.model(_maybe_await(self.generate(prompt_ids)))
-        finally:
-            PAGE_TOOLS.reset(token)
-            TURN_MESSAGES.reset(token_m)
+        gen = await episode.model(_maybe_await(self.generate(TurnRequest(prompt_ids, self.messages, tools))))
         _check_generation(gen)
         self.ledger.sample(gen.token_ids, gen.log_probs)
         raw, text, out = await off_loop(self._read, list(gen.token_ids), list(prompt_ids[-PROMPT_TAIL_TOKENS:]),

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..contract import SEARCH_TOOL
 from ..errors import TemplateUnreadableError
+from ._turn_text import parse_turn
 from .chat_template import KNOWN_STOPS, episode_tools, prepare_tokenizer, render_text
-from .rollout import parse_turn
 
 PROBE_QUERY = "probe query"
 _CALL = {"id": "call-0", "type": "function", "function": {"name": SEARCH_TOOL, "arguments": {"query": PROBE_QUERY}}}

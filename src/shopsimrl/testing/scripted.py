@@ -2,8 +2,8 @@
 
 A real engine cannot run here, and a random tiny model never emits a tool call, so multi-turn training
 paths would go untested. :class:`TemplatePolicyGenerate` answers a prompt the way a model that follows the
-template would: a built-in policy picks the action from the conversation (read from
-:data:`~shopsimrl.train.rollout.TURN_MESSAGES`), and the sampled text is the template's own render of that
+template would: a built-in policy picks the action from the conversation and the page's tools (the
+:class:`~shopsimrl.train.rollout.TurnRequest` the rollout passes to ``generate``), and the sampled text is the template's own render of that
 assistant tool call, cut after the end-of-turn token (or with the family's stop token appended when the
 template leaves the turn open, as GLM does). ``noncanonical=True`` samples one token per character instead
 of the tokenizer's merges, which is what makes retokenization drift visible.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .chat_template import KNOWN_STOPS, encode, render_text
-from .rollout import FINISH_LENGTH, FINISH_STOP, PAGE_TOOLS, TURN_MESSAGES, Generation
+from ..train.chat_template import KNOWN_STOPS, encode, render_text
+from ..train.rollout import FINISH_LENGTH, FINISH_STOP, Generation, TurnRequest
 
 _PROBE = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 # GLM-4-MoE leaves the assistant turn open: the model stops by emitting the next message's role token
@@ -47,12 +47,12 @@ class TemplatePolicyGenerate:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        from .chat_template import episode_tools
+        from ..train.chat_template import episode_tools
 
         tools = self.tools if self.tools is not None else episode_tools()
         asked = render_text(self.tokenizer, _PROBE, tools, add_generation_prompt=True)
         head = render_text(self.tokenizer, [*_PROBE, dict(message)], tools, add_generation_prompt=False)
-        from .template_probe import assistant_turn
+        from ..train.template_probe import assistant_turn
 
         turn = assistant_turn(asked, head, render_text(self.tokenizer, _PROBE, tools, add_generation_prompt=False))
         cuts = [turn.index(stop) + len(stop) for stop in KNOWN_STOPS if stop in turn]
@@ -60,11 +60,10 @@ class TemplatePolicyGenerate:
         self._cache[key] = turn
         return turn
 
-    def text_for(self) -> str:
+    def text_for(self, request: TurnRequest) -> str:
         from ..agent.builtin_backend import policy_action
 
-        messages = TURN_MESSAGES.get() or []
-        tools = PAGE_TOOLS.get() or []
+        messages, tools = request.messages, request.tools
         custom = self.text_turns(self.calls) if self.text_turns is not None else None
         if custom is not None:
             return self.turn_text({"role": "assistant", "content": custom})
@@ -86,8 +85,8 @@ class TemplatePolicyGenerate:
             i += len(piece)
         return ids
 
-    def __call__(self, prompt_ids: list[int]) -> Generation:
-        text = self.text_for()
+    def __call__(self, request: TurnRequest) -> Generation:
+        text = self.text_for(request)
         self.calls += 1
         ids = self.token_ids(text)
         finish = FINISH_STOP

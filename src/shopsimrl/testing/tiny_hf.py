@@ -1,0 +1,84 @@
+"""A tiny character-level Hugging Face tokenizer with a tools-aware chat template, built locally (no download).
+
+For CPU smoke runs of the trainer adapters with a randomly initialised model: the vocabulary is every
+character of the texts given (catalog text, prompt, tool schemas), plus ChatML special tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}"
+    "{% if loop.first and m.role == 'system' %}<|im_start|>system\n{{ m.content }}"
+    "{% if tools %}\n\n# Tools\n{% for t in tools %}\n{{ t | tojson }}{% endfor %}{% endif %}<|im_end|>\n"
+    "{% elif m.role == 'assistant' %}<|im_start|>assistant\n{{ m.content or '' }}"
+    "{% for c in m.tool_calls or [] %}<tool_call>{\"name\": \"{{ c.function.name }}\", \"arguments\": "
+    "{{ c.function.arguments if c.function.arguments is string else c.function.arguments | tojson }}}"
+    "</tool_call>{% endfor %}<|im_end|>\n"
+    "{% elif m.role == 'tool' %}<|im_start|>user\n<tool_response>{{ m.content }}</tool_response><|im_end|>\n"
+    "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|pad|>", "<|unk|>", "<|im_start|>", "<|im_end|>"]
+
+
+def build_tokenizer(texts: Iterable[str]) -> Any:
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = sorted({c for text in texts for c in text} | set("<>{}[]\":,_/= \n0123456789abcdefghijklmnopqrstuvwxyz"))
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for c in chars:
+        vocab.setdefault(c, len(vocab))
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<|unk|>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<|unk|>", pad_token="<|pad|>",
+                                        eos_token="<|im_end|>", bos_token=None,
+                                        additional_special_tokens=["<|im_start|>"])
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+# Qwen2-style pre-tokenization pattern (public format fact: contractions, letters, single digits, punctuation runs,
+# newlines, spaces), then byte-level mapping, so BPE merges can span what a chat template joins together.
+QWEN_PRETOKENIZE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                    r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# The special tokens of every template family in the test matrix (one shared vocabulary).
+FAMILY_SPECIAL_TOKENS = [
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>",
+    "</tool_response>", "<think>", "</think>",
+    "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>", "<|python_tag|>",
+    "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|call|>", "<|return|>", "<|constrain|>",
+    "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>", "<arg_key>", "</arg_key>",
+    "<arg_value>", "</arg_value>",
+]
+
+
+def build_bpe_tokenizer(texts: Iterable[str], *, vocab_size: int = 3000, eos_token: str = "<|im_end|>",
+                        chat_template: str | None = None) -> Any:
+    """A byte-level BPE trained here on ``texts`` with a Qwen-style pre-tokenizer (no download).
+
+    Merges really cross what the template concatenates (``"\\n\\n"``, ``'"}'``, spaces before words), so a
+    re-encoded conversation can differ from the sampled tokens: the retokenization-drift case.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_PRETOKENIZE), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=FAMILY_SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(texts, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=eos_token, pad_token="<|endoftext|>",
+                                        bos_token=None)
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    return tokenizer
