@@ -32,11 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     from shopsimrl.agent import InProcessEnvironment
     from shopsimrl.agent.policies import make_policy
     from shopsimrl.env import ShopWorld
+    from shopsimrl.testing.scripted import TemplatePolicyGenerate
     from shopsimrl.train import trl as trl_adapter
     from shopsimrl.train.chat_template import episode_tools
     from shopsimrl.train.local_lm import PRESETS, build_model, build_tokenizer, corpus
     from shopsimrl.train.rollout import RolloutConfig
-    from shopsimrl.train.scripted import TemplatePolicyGenerate
 
     torch.set_num_threads(args.threads)
     if args.checkpoint:

@@ -15,11 +15,11 @@ pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, da
 
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
+from shopsimrl.testing.scripted import TemplatePolicyGenerate
 from shopsimrl.train import cpu_demo
 from shopsimrl.train.chat_template import episode_tools
 from shopsimrl.train.cpu_demo_grpo import run_grpo
-from shopsimrl.train.rollout import TURN_MESSAGES
-from shopsimrl.train.scripted import TemplatePolicyGenerate
+from shopsimrl.train.rollout import TurnRequest
 
 
 def _config(data: Path, out: Path) -> cpu_demo.RecipeConfig:
@@ -38,10 +38,10 @@ class MixedGenerate(TemplatePolicyGenerate):
         super().__init__(tokenizer, make_policy("heuristic", world), tools=episode_tools())
         self.policies = [self.policy, make_policy("random", world)]
 
-    def text_for(self) -> str:
-        index = self.seen.setdefault(id(TURN_MESSAGES.get()), len(self.seen))
+    def text_for(self, request: TurnRequest) -> str:
+        index = self.seen.setdefault(id(request.messages), len(self.seen))  # one live history per episode
         self.policy = self.policies[index % 2]
-        return super().text_for()
+        return super().text_for(request)
 
 
 @pytest.mark.slow

@@ -212,6 +212,10 @@ class SftExportError(ShopSimError):
     """A run directory that cannot be exported, or an output the installed packages cannot write."""
 
 
+class RecipeError(ShopSimError):
+    """A CPU training recipe setting that cannot work, or a stage whose input is missing."""
+
+
 class AdapterError(ShopSimError):
     """A trainer adapter (TRL, verl, slime) cannot run this: a missing extra, a setting it refuses, a template failure."""
 

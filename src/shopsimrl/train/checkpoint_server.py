@@ -21,9 +21,9 @@ from typing import Any
 
 from fastapi import Request  # resolved at route registration (postponed annotations)
 
+from ._turn_text import render_prompt
 from .chat_template import episode_tools
 from .local_lm import CachedGenerate
-from .rollout import render_prompt
 
 
 def template_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

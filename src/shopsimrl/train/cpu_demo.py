@@ -26,13 +26,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import RecipeError
 
 STAGES = ("init", "demos", "sft", "grpo", "eval", "report")
-
-
-class RecipeError(ShopSimError):
-    """A recipe setting that cannot work, or a stage whose input is missing."""
 
 
 @dataclass(frozen=True)
