@@ -52,13 +52,22 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     demo.add_argument("--out", default="runs/cpu-demo", help="output directory (checkpoints, runs, report)")
     demo.add_argument("--preset", choices=["cpu", "smoke", "gpu"], default="cpu",
                       help="cpu: the 2-core recipe (about 1 h); smoke: a minute-long check; gpu: larger model and batch")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=int, default=0, help="seed of every random choice (tokenizer, init, sampling)")
     demo.add_argument("--stages", help="comma-separated subset of init,demos,sft,grpo,eval,report (default: all)")
-    for name, kind in (("threads", int), ("sft_steps", int), ("grpo_steps", int), ("group_size", int),
-                       ("groups_per_step", int), ("sft_lr", float), ("grpo_lr", float), ("eval_tasks", int),
-                       ("max_turns", int), ("max_context", int), ("max_new_tokens", int),
-                       ("demo_train_tasks", int), ("demo_standard_tasks", int), ("temperature", float),
-                       ("eval_temperature", float), ("sft_minutes", float), ("grpo_minutes", float),
-                       ("sft_batch", int)):
-        demo.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None)
+    overrides = {  # each overrides the preset's value (default: the preset's)
+        "threads": (int, "torch CPU threads"), "sft_steps": (int, "SFT optimizer steps"),
+        "grpo_steps": (int, "GRPO optimizer steps"), "group_size": (int, "GRPO episodes per task (>= 4)"),
+        "groups_per_step": (int, "GRPO groups per optimizer step"), "sft_lr": (float, "SFT learning rate"),
+        "grpo_lr": (float, "GRPO learning rate"), "eval_tasks": (int, "persona val tasks evaluated per checkpoint"),
+        "max_turns": (int, "turn limit of training episodes"), "max_context": (int, "prompt cap in tokens"),
+        "max_new_tokens": (int, "tokens sampled per turn"),
+        "demo_train_tasks": (int, "persona train tasks played by the demonstration policies"),
+        "demo_standard_tasks": (int, "standard tasks played by the demonstration policies"),
+        "temperature": (float, "GRPO sampling temperature"), "eval_temperature": (float, "eval sampling temperature"),
+        "sft_minutes": (float, "wall-clock cap of the SFT stage"), "grpo_minutes": (float, "wall-clock cap of GRPO"),
+        "sft_batch": (int, "SFT episodes per optimizer step"),
+    }
+    for name, (kind, what) in overrides.items():
+        demo.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
+                          help=f"{what} (default: the preset's)")
     demo.set_defaults(func=cmd_cpu_demo)
