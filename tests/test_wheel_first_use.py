@@ -38,11 +38,12 @@ def test_eval_is_a_working_first_command_after_a_wheel_install(tmp_path):
     wheel = _wheel(tmp_path)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], check=True)
-    home = tmp_path / "home"
-    home.mkdir()
     env = {key: value for key, value in os.environ.items()
            if key not in ("PYTHONPATH", "VIRTUAL_ENV", "SHOPSIMRL_CACHE_DIR", "XDG_CACHE_HOME")}
+    # no PYTHONPATH: a checkout's src/ on it would make pip take the package as installed already
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], check=True, env=env)
+    home = tmp_path / "home"
+    home.mkdir()
     env |= {"HOME": str(home), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
     start = time.monotonic()
     runs = [subprocess.Popen(["shopsimrl", "eval", "--policy", "heuristic", "--split", "test", "--out", f"runs/{n}"],
