@@ -29,7 +29,7 @@ from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from ._api_docs import install_offline_docs
 from ._v1 import v1_router
-from .guard import Guard, replay_receive, run_cancelling_on_disconnect
+from .guard import Guard, replay_receive, run_cancelling_on_disconnect, with_headers
 from .http_errors import (
     INTERNAL_ERROR,
     VALIDATION_ERROR,
@@ -279,15 +279,6 @@ def _document_bearer_auth(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def _with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
-    async def sending(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", []), *extra]}
-        await send(message)
-
-    return sending
-
-
 def _headers_only(send: Any) -> Any:
     async def sending(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body":
@@ -341,11 +332,16 @@ class ServiceApp(FastAPI):
             return
         cors, raw = admitted
         if cors:
-            send = _with_headers(send, cors)
+            send = with_headers(send, cors)
         if scope["method"] == "HEAD":  # a GET without its body: the routes are GET-only in FastAPI
             scope, send = {**scope, "method": "GET"}, _headers_only(send)
         gone = asyncio.Event()
-        inner = replay_receive(raw, gone)
+
+        async def disconnected() -> dict[str, Any]:
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        inner = replay_receive(raw, disconnected)
         method, path = scope["method"], scope["path"]
         if path == "/api/shop_agent" and method == "POST":
             handler = self._reference(raw, send)

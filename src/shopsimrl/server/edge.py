@@ -26,6 +26,8 @@ from .guard import (
     Refusal,
     check_text,
     is_loopback,
+    replay_receive,
+    with_headers,
 )
 from .http_errors import admit
 
@@ -154,25 +156,9 @@ class GuardedApp:
         if admitted is None:
             return
         cors, body = admitted
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            message: dict[str, Any] = await receive()
-            return message
-
+        replay = replay_receive(body, receive)
         if cors:
-            inner = send
-
-            async def send_with_cors(message: dict[str, Any]) -> None:
-                if message["type"] == "http.response.start":
-                    message = {**message, "headers": [*message.get("headers", []), *cors]}
-                await inner(message)
-
-            send = send_with_cors
+            send = with_headers(send, cors)
         await self.app(scope, replay, send)
 
     async def _websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

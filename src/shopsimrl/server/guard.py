@@ -288,9 +288,9 @@ async def read_limited(receive: Any, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-def replay_receive(body: bytes, gone: Any) -> Any:
-    """An ASGI ``receive`` that yields the already-read ``body`` once, then ``http.disconnect`` once the
-    asyncio.Event ``gone`` is set (by whoever watches the real connection)."""
+def replay_receive(body: bytes, then: Any) -> Any:
+    """An ASGI ``receive`` that yields the already-read ``body`` once, then whatever the coroutine function
+    ``then`` returns (the real connection's ``receive``, or a disconnect once someone watching it says so)."""
     sent = False
 
     async def receive() -> dict[str, Any]:
@@ -298,10 +298,21 @@ def replay_receive(body: bytes, gone: Any) -> Any:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
+        message: dict[str, Any] = await then()
+        return message
 
     return receive
+
+
+def with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
+    """An ASGI ``send`` adding ``extra`` headers to the response start (the admitted request's CORS headers)."""
+
+    async def sending(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return sending
 
 
 async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any) -> None:
