@@ -79,3 +79,40 @@ def test_cpu_recipe_smoke(prepared_dir: Path, tmp_path: Path) -> None:
     # the served-checkpoint path: shopsimrl eval against the loopback endpoint, every episode completed
     row = cpu_demo.evaluate_checkpoint(cfg, "grpo", paths["grpo"], paths["eval"] / "grpo")
     assert row["episodes"] == 2 and row["protocol_error_rate"] < 1.0
+
+
+def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None:
+    """Every tool's demonstrated call is trained exactly as the validator reads it: no argument of another tool.
+
+    (A ``datasets`` column built from the messages unifies the argument dicts of all rows, so a click rendered
+    ``{"query": null, "value": …}``: the SFT checkpoint then answered with calls the validator refuses.)"""
+    from shopsimrl.env.tools import TOOLS
+    from shopsimrl.train.local_lm import PRESETS, TRAINING_TEMPLATE_FILE, build_tokenizer, chat_template, corpus
+
+    tokenizer = build_tokenizer(corpus(prepared_dir, products=200), PRESETS["tiny"])
+    tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in episode_tools(dialogue=True)}
+    calls = []
+    for tool in TOOLS:
+        name = tool.name
+        arguments = {key: f"{name}-{key}" for key in schemas[name]["required"]}
+        calls.append((name, arguments))
+    records = []
+    for episode, (name, arguments) in enumerate([*calls, *reversed(calls)]):
+        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                    {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "c", "type": "function",
+                         "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}]
+        records.append({"messages": messages, "metadata": {"source": "t", "episode_id": episode, "turn": 0}})
+    rows = cpu_demo.sft_rows(records)
+    tokens = cpu_demo.sft_tokens(rows, tokenizer)
+    import datasets
+
+    stored = datasets.Dataset.from_list(tokens)  # what the trainer reads back
+    assert len(stored) == len(rows)
+    for row, record in zip(stored, rows, strict=True):
+        trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m])
+        function = record["messages"][2]["tool_calls"][0]["function"]
+        expected = json.dumps({"name": function["name"], "arguments": function["arguments"]}, ensure_ascii=False)
+        assert f"<tool_call>\n{expected}\n</tool_call>" in trained
+        assert "null" not in trained

@@ -210,6 +210,25 @@ def sft_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for _, r in sorted(last.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))]
 
 
+def sft_tokens(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> list[dict[str, list[int]]]:
+    """Conversations → ``input_ids`` and ``assistant_masks``, the call TRL's SFTTrainer makes for a messages row.
+
+    Tokenized here, not by TRL from a ``messages`` column: a ``datasets`` column unifies the tool-call argument
+    dicts of every row into one struct, so a search call would render ``{"query": …, "value": null}`` and a click
+    ``{"query": null, "value": …}``, and the model would learn calls the validator refuses (measured: 87% of the
+    SFT checkpoint's turns were protocol errors). The tokenizer's chat template must mark the assistant turns.
+    """
+    out = []
+    for row in rows:
+        encoded = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True,
+                                                return_dict=True, return_assistant_tokens_mask=True)
+        ids, mask = list(encoded["input_ids"]), list(encoded["assistant_masks"])
+        if 1 not in mask:
+            raise RecipeError("the chat template marks no assistant token (it needs {% generation %} markers)")
+        out.append({"input_ids": ids, "assistant_masks": mask})
+    return out
+
+
 def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     import importlib
 
@@ -232,12 +251,14 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)  # same text, plus the assistant-turn markers
     args = trl.SFTConfig(output_dir=str(paths["sft"] / "trainer"), max_steps=cfg.sft_steps,
                      per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr, lr_scheduler_type="constant_with_warmup",
-                     warmup_steps=min(10, max(1, cfg.sft_steps // 20)), weight_decay=0.0, assistant_only_loss=True,
+                     warmup_steps=min(10, max(1, cfg.sft_steps // 20)), weight_decay=0.0,
+                     assistant_only_loss=False,  # the dataset's assistant_masks column masks the loss (TRL applies it)
                      max_length=cfg.max_context + cfg.max_turns * cfg.max_new_tokens, logging_steps=1,
                      save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False, seed=cfg.seed,
                      dataloader_num_workers=0, dataset_num_proc=None,
                      gradient_checkpointing=False)  # on by default in TRL: pure overhead for a model this small
-    trainer: Any = trl.SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
+    dataset = datasets.Dataset.from_list(sft_tokens(rows, tokenizer))
+    trainer: Any = trl.SFTTrainer(model=model, args=args, train_dataset=dataset,
                          processing_class=tokenizer, callbacks=time_budget(cfg.sft_minutes))
     trainer.train()
     tokenizer.chat_template = chat_template(TEMPLATE_FILE)
