@@ -55,11 +55,13 @@ def test_cpu_recipe_smoke(prepared_dir: Path, tmp_path: Path) -> None:
     demos = cpu_demo.stage_demos(cfg)
     assert demos["episodes"] > 0  # public-information policies only: heuristic and strong
     sft = cpu_demo.stage_sft(cfg)
-    assert sft["steps"] == 2
+    assert (sft["lm_steps"], sft["assistant_steps"], sft["steps"]) == (2, 2, 4)
     paths = cpu_demo._paths(Path(cfg.out))
-    sft_losses = [row["loss"] for row in map(json.loads, (paths["sft"] / "log.jsonl").read_text().splitlines())
-                  if "loss" in row]
+    sft_log = [json.loads(line) for line in (paths["sft"] / "log.jsonl").read_text().splitlines()]
+    sft_losses = [row["loss"] for row in sft_log if "loss" in row]
     assert sft_losses and all(math.isfinite(x) for x in sft_losses)
+    assert [row["step"] for row in sft_log if "loss" in row] == [1, 2, 3, 4]  # one curve over both phases
+    assert [row["phase"] for row in sft_log if "loss" in row] == ["lm", "lm", "assistant", "assistant"]
 
     model, tokenizer = cpu_demo.load(paths["sft"])
     before = {name: p.detach().clone() for name, p in model.named_parameters()}

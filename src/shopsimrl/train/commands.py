@@ -51,11 +51,12 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     demo.add_argument("--data", default="data/default", help="a prepared data directory")
     demo.add_argument("--out", default="runs/cpu-demo", help="output directory (checkpoints, runs, report)")
     demo.add_argument("--preset", choices=["cpu", "smoke", "gpu"], default="cpu",
-                      help="cpu: the 2-core recipe (about 1 h); smoke: a minute-long check; gpu: larger model and batch")
+                      help="cpu: the 2-core recipe (about 2 h); smoke: a minute-long check; gpu: larger model and batch")
     demo.add_argument("--seed", type=int, default=0, help="seed of every random choice (tokenizer, init, sampling)")
     demo.add_argument("--stages", help="comma-separated subset of init,demos,sft,grpo,eval,report (default: all)")
     overrides = {  # each overrides the preset's value (default: the preset's)
-        "threads": (int, "torch CPU threads"), "sft_steps": (int, "SFT optimizer steps"),
+        "threads": (int, "torch CPU threads"), "sft_steps": (int, "SFT optimizer steps with the loss on the assistant tokens"),
+        "sft_lm_steps": (int, "SFT optimizer steps with the loss on every token, first"),
         "grpo_steps": (int, "GRPO optimizer steps"), "group_size": (int, "GRPO episodes per task (>= 4)"),
         "groups_per_step": (int, "GRPO groups per optimizer step"), "sft_lr": (float, "SFT learning rate"),
         "grpo_lr": (float, "GRPO learning rate"), "eval_tasks": (int, "persona val tasks evaluated per checkpoint"),
