@@ -89,7 +89,13 @@ def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None
     (A ``datasets`` column built from the messages unifies the argument dicts of all rows, so a click rendered
     ``{"query": null, "value": …}``: the SFT checkpoint then answered with calls the validator refuses.)"""
     from shopsimrl.env.tools import TOOLS
-    from shopsimrl.train.local_lm import PRESETS, TRAINING_TEMPLATE_FILE, build_tokenizer, chat_template, corpus
+    from shopsimrl.train.local_lm import (
+        PRESETS,
+        TRAINING_TEMPLATE_FILE,
+        build_tokenizer,
+        chat_template,
+        corpus,
+    )
 
     tokenizer = build_tokenizer(corpus(prepared_dir, products=200), PRESETS["tiny"])
     tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)
@@ -118,3 +124,19 @@ def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None
         expected = json.dumps({"name": function["name"], "arguments": function["arguments"]}, ensure_ascii=False)
         assert f"<tool_call>\n{expected}\n</tool_call>" in trained
         assert "null" not in trained
+
+
+def test_report_plots_both_sft_phases_and_marks_missing_stages(tmp_path: Path) -> None:
+    """An SFT-only run still gets its curve picture (GRPO panels say "not run") and its report."""
+    from shopsimrl.train.cpu_demo_report import plot_curves, write_report
+
+    sft = tmp_path / "model" / "sft"
+    sft.mkdir(parents=True)
+    rows = [{"step": step, "loss": 3.0 / step, "phase": "lm" if step <= 3 else "assistant"} for step in range(1, 6)]
+    (sft / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    picture = plot_curves(tmp_path, tmp_path / "curves.png")
+    assert picture is not None and picture.stat().st_size > 1000
+    written = write_report(tmp_path, {"sft": {"steps": 5, "episodes": 9, "examples_seen": 5}, "timings": {"sft": 1.0}})
+    text = Path(written["report"]).read_text(encoding="utf-8")
+    assert "| sft | 1 | 5 optimizer steps" in text and "![training curves](curves.png)" in text
+    assert plot_curves(tmp_path / "empty", tmp_path / "none.png") is None

@@ -48,8 +48,14 @@ def plot_curves(out: Path, target: Path) -> Path | None:
               ("GRPO sampled tokens/s", grpo, "shop/sampled_tokens_per_s")]
     fig, axes = plt.subplots(2, 4, figsize=(13, 5.5))
     for ax, (title, rows, key) in zip(axes.flat, panels, strict=True):
-        xs, ys = _series(rows, key)
-        ax.plot(xs, ys, marker="." if len(xs) < 40 else None, linewidth=1)
+        phases = sorted({str(r.get("phase", "")) for r in rows}, key=[str(r.get("phase", "")) for r in rows].index)
+        for phase in phases:  # the SFT phases (every token, then assistant tokens) as separate lines
+            xs, ys = _series([r for r in rows if str(r.get("phase", "")) == phase], key)
+            ax.plot(xs, ys, marker="." if len(xs) < 40 else None, linewidth=1, label=phase or None)
+        if len(phases) > 1:
+            ax.legend(fontsize=7)
+        if not _series(rows, key)[0]:
+            ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes, fontsize=9)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("optimizer step", fontsize=8)
         ax.tick_params(labelsize=7)
