@@ -65,7 +65,7 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "demo_train_tasks": (int, "persona train tasks played by the demonstration policies"),
         "demo_standard_tasks": (int, "standard tasks played by the demonstration policies"),
         "temperature": (float, "GRPO sampling temperature"), "eval_temperature": (float, "eval sampling temperature"),
-        "sft_minutes": (float, "wall-clock cap of the SFT stage"), "grpo_minutes": (float, "wall-clock cap of GRPO"),
+        "sft_minutes": (float, "wall-clock cap of each SFT phase"), "grpo_minutes": (float, "wall-clock cap of GRPO"),
         "sft_batch": (int, "SFT episodes per optimizer step"),
     }
     for name, (kind, what) in overrides.items():

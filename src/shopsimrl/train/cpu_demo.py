@@ -60,7 +60,7 @@ class RecipeConfig:
     sft_steps: int = 600
     sft_batch: int = 1
     sft_lr: float = 3e-3
-    sft_minutes: float | None = None  # a wall-clock cap: training stops after the step that crosses it
+    sft_minutes: float | None = None  # a wall-clock cap per SFT phase: it stops after the step that crosses it
     # GRPO
     grpo_steps: int = 50
     group_size: int = 4
@@ -283,7 +283,9 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
                              scheduler="constant_with_warmup")
         model, steps["lm"] = trainer.model, trainer.state.global_step
         logs += [{**h, "phase": "lm"} for h in trainer.state.log_history]
-        shift = (steps["lm"] * cfg.sft_batch) % len(tokens)  # the assistant phase starts on unseen episodes
+        shift = (steps["lm"] * cfg.sft_batch) % len(tokens)
+        # the trainer's sampler shuffles both phases with the same seed: rotate, so the second visits the
+        # episodes in another order
         tokens = tokens[shift:] + tokens[:shift]
     if cfg.sft_steps:
         trainer = _sft_phase(cfg, model, tokenizer, tokens, steps=cfg.sft_steps, name="assistant",
