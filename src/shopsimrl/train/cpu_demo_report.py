@@ -48,7 +48,7 @@ def plot_curves(out: Path, target: Path) -> Path | None:
               ("GRPO sampled tokens/s", grpo, "shop/sampled_tokens_per_s")]
     fig, axes = plt.subplots(2, 4, figsize=(13, 5.5))
     for ax, (title, rows, key) in zip(axes.flat, panels, strict=True):
-        phases = sorted({str(r.get("phase", "")) for r in rows}, key=[str(r.get("phase", "")) for r in rows].index)
+        phases = list(dict.fromkeys(str(r.get("phase", "")) for r in rows))  # in order of appearance
         for phase in phases:  # the SFT phases (every token, then assistant tokens) as separate lines
             xs, ys = _series([r for r in rows if str(r.get("phase", "")) == phase], key)
             ax.plot(xs, ys, marker="." if len(xs) < 40 else None, linewidth=1, label=phase or None)
