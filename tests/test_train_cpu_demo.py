@@ -78,9 +78,21 @@ def test_cpu_recipe_smoke(prepared_dir: Path, tmp_path: Path) -> None:
     assert rollouts and all(r["protocol_error_rate"] < 1.0 for r in rollouts)
     assert any(r["groups_kept"] > 0 for r in rollouts)  # a group with reward spread: the filter keeps it
 
-    # the served-checkpoint path: shopsimrl eval against the loopback endpoint, every episode completed
+    # the recipe's own sampler (tool_choice "required"): even the barely trained tiny model answers every turn
+    # of every rollout with a call of the page's tools, so no episode is a protocol error
+    assert cfg.tool_choice == "required"
+    model, tokenizer = cpu_demo.load(paths["sft"])
+    own = run_grpo(cfg, model, tokenizer, tmp_path / "grpo-own")
+    assert own["steps"] == 1
+    rollouts = [json.loads(line) for line in (tmp_path / "grpo-own" / "rollouts.jsonl").read_text().splitlines()]
+    assert rollouts and all(r["protocol_error_rate"] == 0.0 for r in rollouts)
+
+    # the served-checkpoint path: shopsimrl eval against the loopback endpoint (tool_choice "required": the
+    # server constrains decoding to the request's tools), every episode completed and every turn a valid call
     row = cpu_demo.evaluate_checkpoint(cfg, "grpo", paths["grpo"], paths["eval"] / "grpo")
-    assert row["episodes"] == 2 and row["protocol_error_rate"] < 1.0
+    assert row["episodes"] == 2 and row["protocol_error_rate"] == 0.0
+    manifest = json.loads((paths["eval"] / "grpo" / "manifest.json").read_text())
+    assert '"tool_choice": "required"' in json.dumps(manifest)
 
 
 def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None:

@@ -25,6 +25,7 @@ DEFAULT_TEMPERATURE = 0.6
 DEFAULT_TOP_P = 1.0
 DEFAULT_TIMEOUT = 180.0
 DEFAULT_MAX_RETRIES = 3
+TOOL_CHOICES = ("auto", "required")
 RESERVED_BODY_KEYS = {"model", "messages", "tools", "tool_choice", "stream"}
 
 
@@ -43,6 +44,7 @@ class ModelSettings:
     checkpoint_id: str | None = None
     stream: bool = False  # ask for server-sent events (for servers that only stream); folded into one answer
     send_task_id: bool = False  # body field shopsim_task_id: for the policy server's oracles only (eval --send-task-id)
+    tool_choice: str = "auto"  # "required": the server must answer with a call (vLLM then constrains decoding)
 
     def __post_init__(self) -> None:
         clash = RESERVED_BODY_KEYS & set(self.extra_body)
@@ -50,6 +52,8 @@ class ModelSettings:
             raise ShopSimError(f"extra body may not set {sorted(clash)}: the runtime owns them")
         if self.max_tokens < 1:
             raise ShopSimError("max_tokens must be positive")
+        if self.tool_choice not in TOOL_CHOICES:
+            raise ShopSimError(f"tool_choice must be one of {', '.join(TOOL_CHOICES)}, not {self.tool_choice!r}")
 
     def identity(self) -> dict[str, Any]:
         """Provenance: everything that shapes an answer (the key itself is never recorded)."""
@@ -63,7 +67,7 @@ class ModelSettings:
             "checkpoint_id": self.checkpoint_id, "api_key_env": self.api_key_env,
             "transport": transport,
             "sampling": {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
-                         "tool_choice": "auto", "send_seed": self.send_seed,
+                         "tool_choice": self.tool_choice, "send_seed": self.send_seed,
                          "extra_body": dict(sorted(self.extra_body.items()))},
         }
 
@@ -104,7 +108,7 @@ class OpenAIChatModel:
             body["seed"] = seed
         if tools:
             body["tools"] = list(tools)
-            body["tool_choice"] = "auto"
+            body["tool_choice"] = s.tool_choice
         return body
 
     async def generate(

@@ -33,7 +33,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
             top_p=args.top_p, max_tokens=args.max_tokens, extra_body=parse_extra_body(args.extra_body),
             timeout=args.timeout, max_retries=args.max_retries, send_seed=args.send_seed,
-            checkpoint_id=args.checkpoint_id, send_task_id=args.send_task_id,
+            checkpoint_id=args.checkpoint_id, send_task_id=args.send_task_id, tool_choice=args.tool_choice,
         )
     elif args.send_task_id:
         raise ShopSimError("--send-task-id goes with --base-url (a served model)")
@@ -245,6 +245,9 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--timeout", type=float, default=180.0, help="seconds per model request")
     ev.add_argument("--max-retries", type=int, default=3, help="retries on 408/409/429/5xx and connection errors")
     ev.add_argument("--send-seed", action="store_true", help="send the per-turn seed to the model")
+    ev.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
+                    help="tool_choice sent with the tools: 'required' makes the server answer with a call "
+                         "(vLLM and the checkpoint server then constrain decoding to the tools' schemas)")
     ev.add_argument("--checkpoint-id", help="recorded in the manifest, never sent")
     ev.add_argument("--env-url", help="use a `shopsimrl serve` service instead of the in-process environment")
     ev.add_argument("--concurrency", type=positive_int, default=32, help="episodes run at the same time")

@@ -5,7 +5,9 @@ The server renders the conversation with the checkpoint's own chat template and 
 rollout core trains with (:func:`~shopsimrl.train.chat_template.episode_tools`: ``search``/``click`` without
 the per-page enum, whose values are in the observation text), samples with :class:`CachedGenerate` and answers
 with the sampled text as ``content`` (``<tool_call>`` JSON, which the runtime's validator reads like vLLM's
-Hermes parser would). A prompt of ``max_context`` tokens or more is answered ``finish_reason="length"``
+Hermes parser would). ``tool_choice`` is honoured as vLLM does: ``"required"`` (or one named function) constrains
+decoding to one call of the request's own tools, enums included (:mod:`~shopsimrl.train.tool_grammar`); ``"auto"``
+and ``"none"`` sample freely. A prompt of ``max_context`` tokens or more is answered ``finish_reason="length"``
 without sampling: the same prompt cap the training rollouts apply (the episode ends as ``generation_length``).
 """
 
@@ -47,6 +49,17 @@ def template_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     return out
 
 
+def constrained_tools(body: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], str]:
+    """The request's tools a call must come from, and the sampler's tool choice ("required" or "auto")."""
+    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping):  # {"type": "function", "function": {"name": ...}}: that tool only
+        name = (choice.get("function") or {}).get("name")
+        tools = [t for t in tools if (t.get("function") or {}).get("name") == name]
+        return tools, "required" if tools else "auto"
+    return tools, "required" if choice == "required" and tools else "auto"
+
+
 def create_app(model: Any, tokenizer: Any, *, model_name: str, max_new_tokens: int = 64,
                max_context: int | None = None) -> Any:
     from fastapi import FastAPI
@@ -65,10 +78,12 @@ def create_app(model: Any, tokenizer: Any, *, model_name: str, max_new_tokens: i
         limit = min(int(body.get("max_tokens") or max_new_tokens), max_new_tokens)
         temperature = float(body.get("temperature", 1.0))
         seed = body.get("seed")
+        call_tools, choice = constrained_tools(body)
         if max_context is not None and len(prompt) >= max_context:
             text, finish, sampled = "", "length", 0
         else:
-            gen = await asyncio.to_thread(sampler, prompt, seed if isinstance(seed, int) else None, temperature)
+            gen = await asyncio.to_thread(sampler, prompt, seed if isinstance(seed, int) else None, temperature,
+                                          call_tools, choice)
             ids = list(gen.token_ids)[:limit]
             text = tokenizer.decode(ids, skip_special_tokens=False)
             if text.endswith(tokenizer.eos_token):

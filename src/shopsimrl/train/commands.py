@@ -71,4 +71,8 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     for name, (kind, what) in overrides.items():
         demo.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
                           help=f"{what} (default: the preset's)")
+    demo.add_argument("--tool-choice", dest="tool_choice", choices=["required", "auto"], default=None,
+                      help="required: each turn is one call of the page's tools, decoded under their schemas "
+                           "(a click is one of the page's values), in GRPO and eval; auto: free sampling "
+                           "(default: the preset's)")
     demo.set_defaults(func=cmd_cpu_demo)

@@ -53,6 +53,9 @@ class RecipeConfig:
     max_turns: int = 8
     max_context: int = 6144
     max_new_tokens: int = 64
+    # "required": every turn is one call of the page's tools, decoded under their schemas (a click is one of the
+    # page's values), in GRPO rollouts and evaluation alike: what vLLM does for tool_choice="required"
+    tool_choice: str = "required"
     # SFT: one episode per step (~1.4 s on 2 quiet cores). First ``sft_lm_steps`` with the loss on every token
     # (the page text teaches a model made from scratch to copy: the results page echoes the query, the product
     # page repeats the listing's id), then ``sft_steps`` with the loss on the assistant tokens only
@@ -82,6 +85,8 @@ class RecipeConfig:
         unknown = set(self.stages) - set(STAGES)
         if unknown:
             raise RecipeError(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}")
+        if self.tool_choice not in ("auto", "required"):
+            raise RecipeError(f"tool_choice must be 'auto' or 'required', not {self.tool_choice!r}")
 
 
 SMOKE = dict(preset="tiny", tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6,
@@ -335,6 +340,7 @@ def evaluate_checkpoint(cfg: RecipeConfig, name: str, path: Path, run: Path) -> 
             concurrency=cfg.eval_concurrency, sample_size=cfg.eval_tasks,
             model=ModelSettings(base_url=url, model=f"cpu-demo-{name}", temperature=cfg.eval_temperature,
                                 max_tokens=cfg.max_new_tokens, send_seed=True, checkpoint_id=str(path),
+                                tool_choice=cfg.tool_choice,
                                 timeout=600.0))
         result = _eval_run(settings, f"eval {name}")
     summary = result.summary

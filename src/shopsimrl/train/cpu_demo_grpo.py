@@ -71,7 +71,7 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
         else:
             sampler = CachedGenerate(trainer.accelerator.unwrap_model(trainer.model), tokenizer,
                                      max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                     seed=cfg.seed * 100_003 + len(samplers))
+                                     seed=cfg.seed * 100_003 + len(samplers), tool_choice=cfg.tool_choice)
         samplers.append(sampler)
         return sampler
 

@@ -17,7 +17,7 @@ import gzip
 import json
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -102,11 +102,21 @@ class CachedGenerate:
     ``temperature == 0`` is greedy. Log-probs are those of the temperature-scaled distribution (what the
     trainer's importance ratio compares against). ``seed`` per call (the eval runtime's per-turn seed) makes a
     turn reproducible whatever the interleaving; without it one generator is drawn from in call order.
+
+    ``tool_choice="required"`` samples one call of the turn's tools (a :class:`~.rollout.TurnRequest`'s
+    ``tools``, or ``tools=``) under :mod:`~.tool_grammar`'s constraint, as vLLM does for that tool choice;
+    log-probs stay the unconstrained ones. A turn without tools, or whose tools cannot be constrained, is free.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 64, temperature: float = 1.0,
-                 seed: int = 0, slots: int = 16) -> None:
+                 seed: int = 0, slots: int = 16, tool_choice: str = "auto") -> None:
         import torch
+
+        if tool_choice not in ("auto", "required"):
+            raise ValueError(f"tool_choice must be 'auto' or 'required', not {tool_choice!r}")
+        self.tokenizer = tokenizer
+        self.tool_choice = tool_choice
+        self._constraint: Any = None
 
         self.model = model
         self.eos = int(tokenizer.eos_token_id)
@@ -123,18 +133,34 @@ class CachedGenerate:
         with self.lock:
             self.cache.clear()
 
-    def __call__(self, prompt_ids: list[int], seed: int | None = None, temperature: float | None = None
-                 ) -> Generation:
+    def __call__(self, prompt_ids: list[int], seed: int | None = None, temperature: float | None = None,
+                 tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None) -> Generation:
         import torch
 
+        if tools is None:
+            tools = getattr(prompt_ids, "tools", None) or ()
         with self.lock, torch.no_grad():
             was_training = self.model.training
             self.model.eval()
             try:
-                return self._sample(list(prompt_ids), seed, self.temperature if temperature is None else temperature)
+                call = self._call_state(tools, tool_choice or self.tool_choice)
+                return self._sample(list(prompt_ids), seed, self.temperature if temperature is None else temperature,
+                                    call)
             finally:
                 if was_training:
                     self.model.train()
+
+    def _call_state(self, tools: Sequence[Mapping[str, Any]], tool_choice: str) -> Any:
+        from .tool_grammar import GrammarError, ToolCallConstraint
+
+        if tool_choice != "required" or not tools:
+            return None
+        if self._constraint is None:  # a tokenizer that is not byte-level BPE is refused here, loudly
+            self._constraint = ToolCallConstraint(self.tokenizer)
+        try:
+            return self._constraint.start(tools)
+        except GrammarError:  # tools the grammar cannot express (a non-string argument): sampled freely
+            return None
 
     def _take(self, prompt: list[int]) -> tuple[int, Any]:
         from transformers import DynamicCache
@@ -153,7 +179,7 @@ class CachedGenerate:
             past.crop(-drop)  # this transformers' crop takes the number of tokens to remove, negated
         return keep, past
 
-    def _sample(self, prompt: list[int], seed: int | None, temperature: float) -> Generation:
+    def _sample(self, prompt: list[int], seed: int | None, temperature: float, call: Any = None) -> Generation:
         import torch
 
         gen = torch.Generator().manual_seed(seed) if seed is not None else self.generator
@@ -165,17 +191,24 @@ class CachedGenerate:
         ids: list[int] = []
         log_probs: list[float] = []
         finish = FINISH_LENGTH
-        for _ in range(self.max_new_tokens):
+        for step in range(self.max_new_tokens):
             out = self.model(input_ids=feed, past_key_values=past, use_cache=True)
             past = out.past_key_values
             logits = out.logits[0, -1].float()
+            scaled = torch.log_softmax(logits / temperature if temperature > 0 else logits, -1)
+            pick = scaled
+            if call is not None:  # sample among the grammar's tokens; report the unconstrained log-prob
+                pick = torch.full_like(scaled, float("-inf"))
+                allowed = torch.tensor(call.allowed(self.max_new_tokens - step), device=scaled.device)
+                pick[allowed] = scaled[allowed]
             if temperature <= 0:
-                token = int(torch.argmax(logits))
-                logp = float(torch.log_softmax(logits, -1)[token])
+                token = int(torch.argmax(pick))
             else:
-                scaled = torch.log_softmax(logits / temperature, -1)
-                token = int(torch.multinomial(scaled.exp(), 1, generator=gen))
-                logp = float(scaled[token])
+                probs = scaled.exp() if call is None else torch.softmax(pick, -1)
+                token = int(torch.multinomial(probs, 1, generator=gen))
+            logp = float(scaled[token])
+            if call is not None:
+                call.advance(token)
             ids.append(token)
             log_probs.append(logp)
             if token == self.eos:
