@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shopsimrl.agent.validation import interpret
+from shopsimrl.errors import GrammarError
 from shopsimrl.eval.runner import EvalSettings, evaluate
 from shopsimrl.train.checkpoint_server import constrained_tools
-from shopsimrl.train.tool_grammar import GrammarError, ToolCallConstraint, build_grammar
+from shopsimrl.train.tool_grammar import ToolCallConstraint, build_grammar
 
 
 @pytest.fixture(scope="module")

@@ -216,6 +216,11 @@ class RecipeError(ShopSimError):
     """A CPU training recipe setting that cannot work, or a stage whose input is missing."""
 
 
+class GrammarError(ShopSimError):
+    """Tools or a tokenizer that constrained tool-call decoding cannot handle (a non-string argument, no valid
+    call, a tokenizer that is not byte-level BPE), or a token outside the grammar."""
+
+
 class AdapterError(ShopSimError):
     """A trainer adapter (TRL, verl, slime) cannot run this: a missing extra, a setting it refuses, a template failure."""
 

@@ -151,7 +151,8 @@ class CachedGenerate:
                     self.model.train()
 
     def _call_state(self, tools: Sequence[Mapping[str, Any]], tool_choice: str) -> Any:
-        from .tool_grammar import GrammarError, ToolCallConstraint
+        from ..errors import GrammarError
+        from .tool_grammar import ToolCallConstraint
 
         if tool_choice != "required" or not tools:
             return None

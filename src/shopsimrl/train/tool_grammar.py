@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import GrammarError
 
 OPEN, CLOSE = "<tool_call>\n", "\n</tool_call>"
 QUOTE, BACKSLASH = 0x22, 0x5C
@@ -32,10 +32,6 @@ FREE_BYTES = frozenset(b for b in range(0x20, 0x100) if b not in (QUOTE, BACKSLA
 #: so the string is never blank (the validator refuses blank arguments).
 FIRST_BYTES = frozenset(b for b in [*range(0x21, 0x7F), *range(0xC3, 0xE0), *range(0xE4, 0xF5)]
                         if b not in (QUOTE, BACKSLASH))
-
-
-class GrammarError(ShopSimError):
-    """The tools cannot be constrained (a property that is not a string): sample unconstrained instead."""
 
 
 @dataclass(eq=False)
