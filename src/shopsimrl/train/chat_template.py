@@ -45,6 +45,7 @@ class TemplateInfo:
     prefix_preserving: bool = False  # after any swap: append mode may render bounded windows
     suffixes: dict[Any, Any] = field(default_factory=dict)  # end-of-turn text per (stop, kind), read once
     first_prompts: dict[Any, list[int]] = field(default_factory=dict)  # a group's shared first prompt
+    stops: tuple[str, ...] = ()  # stop_texts(tokenizer), read once: get_added_vocab costs ms per call
     note: str = ""
 
 
@@ -88,6 +89,7 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
                     info.note = "not prefix-preserving and TRL has no training variant: segments may fork"
     if isinstance(getattr(tokenizer, "chat_template", None), str):
         info.prefix_preserving = prefix_preserving(tokenizer)
+    info.stops = stop_texts(tokenizer)
     with contextlib.suppress(AttributeError):
         tokenizer._shopsimrl_template_info = info
     return info

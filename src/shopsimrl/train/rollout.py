@@ -49,8 +49,7 @@ from ._turn_text import FINISH_LENGTH as FINISH_LENGTH
 from ._turn_text import FINISH_STOP as FINISH_STOP
 from ._turn_text import ChatTokenizer as ChatTokenizer
 from ._turn_text import first_or_render, parse_turn, render_delta, strip_stops
-from .chat_template import episode_tools, prepare_tokenizer
-from .chat_template import stop_texts as template_stops
+from .chat_template import TemplateInfo, episode_tools, prepare_tokenizer
 from .render_pool import off_loop, resegment_tail
 from .step_keys import state_key
 
@@ -163,10 +162,8 @@ class RolloutConfig:
             raise ShopSimError(f"unknown rollout mode {self.mode!r}: use 'resegment' or 'append'")
 
 
-def _stop_texts(tokenizer: Any, config: RolloutConfig) -> tuple[str, ...]:
-    if config.stop_texts is not None:
-        return config.stop_texts
-    return template_stops(tokenizer)
+def _stop_texts(template: TemplateInfo, config: RolloutConfig) -> tuple[str, ...]:
+    return config.stop_texts if config.stop_texts is not None else template.stops
 
 
 def _check_generation(gen: Generation) -> None:
@@ -205,7 +202,7 @@ class TokenTurns:
                  config: RolloutConfig) -> None:
         self.context, self.tokenizer, self.generate, self.config = context, tokenizer, generate, config
         self.template = prepare_tokenizer(tokenizer, training_template=config.training_template)
-        self.stops = _stop_texts(tokenizer, config)
+        self.stops = _stop_texts(self.template, config)  # read once per tokenizer: not on the loop per episode
         self.ledger = TokenLedger()
         self.messages: list[dict[str, Any]] = []
         self.steps: list[dict[str, Any]] = []
