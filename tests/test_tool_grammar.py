@@ -188,6 +188,10 @@ def test_sampler_with_required_calls_a_page_tool(tokenizer: Any, page_tools: lis
             logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
         expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None])[:, 0]
         assert torch.allclose(torch.tensor(list(gen.log_probs)), expected, atol=1e-4)
+    # a request's own smaller budget (the server's max_tokens): the call is still closed within it
+    short = required(TurnRequest(prompt, tools=page_tools[0]), max_new_tokens=40)
+    assert short.finish_reason == "stop" and len(short.token_ids) <= 40
+    _check_sound(tokenizer, ToolCallConstraint(tokenizer), page_tools[0], list(short.token_ids))
 
 
 def test_a_tokenizer_that_is_not_byte_level_is_refused() -> None:

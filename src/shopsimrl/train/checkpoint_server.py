@@ -83,7 +83,7 @@ def create_app(model: Any, tokenizer: Any, *, model_name: str, max_new_tokens: i
             text, finish, sampled = "", "length", 0
         else:
             gen = await asyncio.to_thread(sampler, prompt, seed if isinstance(seed, int) else None, temperature,
-                                          call_tools, choice)
+                                          call_tools, choice, limit)
             ids = list(gen.token_ids)[:limit]
             text = tokenizer.decode(ids, skip_special_tokens=False)
             if text.endswith(tokenizer.eos_token):

@@ -134,7 +134,10 @@ class CachedGenerate:
             self.cache.clear()
 
     def __call__(self, prompt_ids: list[int], seed: int | None = None, temperature: float | None = None,
-                 tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None) -> Generation:
+                 tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: str | None = None,
+                 max_new_tokens: int | None = None) -> Generation:
+        """One turn; ``max_new_tokens`` (at most the sampler's) is this request's budget: a constrained call
+        is closed within it."""
         import torch
 
         if tools is None:
@@ -144,8 +147,9 @@ class CachedGenerate:
             self.model.eval()
             try:
                 call = self._call_state(tools, tool_choice or self.tool_choice)
+                budget = min(max_new_tokens or self.max_new_tokens, self.max_new_tokens)
                 return self._sample(list(prompt_ids), seed, self.temperature if temperature is None else temperature,
-                                    call)
+                                    call, budget)
             finally:
                 if was_training:
                     self.model.train()
@@ -180,7 +184,8 @@ class CachedGenerate:
             past.crop(-drop)  # this transformers' crop takes the number of tokens to remove, negated
         return keep, past
 
-    def _sample(self, prompt: list[int], seed: int | None, temperature: float, call: Any = None) -> Generation:
+    def _sample(self, prompt: list[int], seed: int | None, temperature: float, call: Any, budget: int
+                ) -> Generation:
         import torch
 
         gen = torch.Generator().manual_seed(seed) if seed is not None else self.generator
@@ -192,7 +197,7 @@ class CachedGenerate:
         ids: list[int] = []
         log_probs: list[float] = []
         finish = FINISH_LENGTH
-        for step in range(self.max_new_tokens):
+        for step in range(budget):
             out = self.model(input_ids=feed, past_key_values=past, use_cache=True)
             past = out.past_key_values
             logits = out.logits[0, -1].float()
@@ -200,7 +205,7 @@ class CachedGenerate:
             pick = scaled
             if call is not None:  # sample among the grammar's tokens; report the unconstrained log-prob
                 pick = torch.full_like(scaled, float("-inf"))
-                allowed = torch.tensor(call.allowed(self.max_new_tokens - step), device=scaled.device)
+                allowed = torch.tensor(call.allowed(budget - step), device=scaled.device)
                 pick[allowed] = scaled[allowed]
             if temperature <= 0:
                 token = int(torch.argmax(pick))
