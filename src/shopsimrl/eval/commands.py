@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.context import DEFAULT_CONTEXT_BUDGET
+from ..agent.model_client import TOOL_CHOICES
 from ..agent.policies import POLICY_NAMES, policy_help, policy_spec
 from ..agent.shopper_backend import SHOPPER_POLICY
 from ..cli_data import add_data_argument, resolve_data
@@ -245,7 +246,7 @@ def add_commands(commands: Any) -> None:
     ev.add_argument("--timeout", type=float, default=180.0, help="seconds per model request")
     ev.add_argument("--max-retries", type=int, default=3, help="retries on 408/409/429/5xx and connection errors")
     ev.add_argument("--send-seed", action="store_true", help="send the per-turn seed to the model")
-    ev.add_argument("--tool-choice", choices=("auto", "required"), default="auto",
+    ev.add_argument("--tool-choice", choices=TOOL_CHOICES, default="auto",
                     help="tool_choice sent with the tools: 'required' makes the server answer with a call "
                          "(vLLM and the checkpoint server then constrain decoding to the tools' schemas)")
     ev.add_argument("--checkpoint-id", help="recorded in the manifest, never sent")

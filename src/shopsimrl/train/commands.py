@@ -46,6 +46,8 @@ def cmd_cpu_demo(args: argparse.Namespace) -> int:
 
 
 def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ..agent.model_client import TOOL_CHOICES
+
     train = commands.add_parser("train", help="training recipes").add_subparsers(dest="train_command", required=True)
     demo = train.add_parser("cpu-demo", help="train a small policy from scratch: tokenizer, SFT, GRPO, val eval, report")
     demo.add_argument("--data", default="data/default", help="a prepared data directory")
@@ -71,7 +73,7 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     for name, (kind, what) in overrides.items():
         demo.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
                           help=f"{what} (default: the preset's)")
-    demo.add_argument("--tool-choice", dest="tool_choice", choices=["required", "auto"], default=None,
+    demo.add_argument("--tool-choice", dest="tool_choice", choices=TOOL_CHOICES, default=None,
                       help="required: each turn is one call of the page's tools, decoded under their schemas "
                            "(a click is one of the page's values), in GRPO and eval; auto: free sampling "
                            "(default: the preset's)")

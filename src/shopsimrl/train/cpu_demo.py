@@ -86,8 +86,10 @@ class RecipeConfig:
         unknown = set(self.stages) - set(STAGES)
         if unknown:
             raise RecipeError(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}")
-        if self.tool_choice not in ("auto", "required"):
-            raise RecipeError(f"tool_choice must be 'auto' or 'required', not {self.tool_choice!r}")
+        from ..agent.model_client import TOOL_CHOICES
+
+        if self.tool_choice not in TOOL_CHOICES:
+            raise RecipeError(f"tool_choice must be one of {TOOL_CHOICES}, not {self.tool_choice!r}")
 
 
 SMOKE = dict(preset="tiny", tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6,

@@ -112,8 +112,10 @@ class CachedGenerate:
                  seed: int = 0, slots: int = 16, tool_choice: str = "auto") -> None:
         import torch
 
-        if tool_choice not in ("auto", "required"):
-            raise ValueError(f"tool_choice must be 'auto' or 'required', not {tool_choice!r}")
+        from ..agent.model_client import TOOL_CHOICES
+
+        if tool_choice not in TOOL_CHOICES:
+            raise ValueError(f"tool_choice must be one of {TOOL_CHOICES}, not {tool_choice!r}")
         self.tokenizer = tokenizer
         self.tool_choice = tool_choice
         self._constraint: Any = None
