@@ -9,7 +9,9 @@ loop (:func:`~shopsimrl.agent.episode.run_sync`).
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from ..env.interface import AsyncShopEnvironment, ShopEnvironment
@@ -18,6 +20,21 @@ if TYPE_CHECKING:
     from ..dialogue.llm_shopper import ShopperEndpoint
     from ..env.shop_env import ShopEnv
     from ..server.client import AsyncShopClient, ShopClient
+
+
+#: Worker threads for threaded in-process steps. Bounded by the cores, not asyncio's default (cores + 4): a
+#: step is mostly Python that holds the GIL, so extra threads add no throughput, only more threads for the event
+#: loop to lose the GIL to each time it wakes (64 concurrent episodes, 2 cores: the loop's longest wait
+#: ~19 -> ~15 ms median, benchmarks/bench_rollout_concurrency.py).
+STEP_THREADS = max(1, min(4, os.cpu_count() or 1))
+_STEP_POOL: ThreadPoolExecutor | None = None
+
+
+def _step_pool() -> ThreadPoolExecutor:
+    global _STEP_POOL
+    if _STEP_POOL is None:  # made on first threaded step: most processes never start its threads
+        _STEP_POOL = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="shopsim-step")
+    return _STEP_POOL
 
 
 class AsyncEnv(Protocol):
@@ -53,8 +70,10 @@ class _Adapter:
             return await method(*args, **kwargs)
         if self.threaded:
             import asyncio  # here: the CLI reads the policy registry (under agent/) without paying for asyncio
+            import functools
 
-            return await asyncio.to_thread(method, *args, **kwargs)
+            call = functools.partial(method, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(_step_pool(), call)
         return method(*args, **kwargs)
 
     async def reset(
