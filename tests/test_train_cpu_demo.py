@@ -16,7 +16,7 @@ pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, da
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.train import cpu_demo
+from shopsimrl.train import cpu_demo, cpu_demo_sft
 from shopsimrl.train.chat_template import episode_tools
 from shopsimrl.train.cpu_demo_grpo import run_grpo
 from shopsimrl.train.rollout import TurnRequest
@@ -124,8 +124,8 @@ def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None
                         {"id": "c", "type": "function",
                          "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}]
         records.append({"messages": messages, "metadata": {"source": "t", "episode_id": episode, "turn": 0}})
-    rows = cpu_demo.sft_rows(records)
-    tokens = cpu_demo.sft_tokens(rows, tokenizer)
+    rows = cpu_demo_sft.sft_rows(records)
+    tokens = cpu_demo_sft.sft_tokens(rows, tokenizer)
     import datasets
 
     stored = datasets.Dataset.from_list(tokens)  # what the trainer reads back

@@ -7,7 +7,8 @@ Stages (each writes under ``--out``; docs/training.md#train-a-small-policy-on-cp
 2. ``demos``: the public-information policies (``heuristic``, ``strong``) played by ``shopsimrl eval`` on the
    persona *train* split and a seeded sample of the ``standard`` split, exported with ``export-sft
    --granularity turn`` (episodes with r_strict ≥ ``demo_min_reward``). Never the oracle, never val/test.
-3. ``model/sft``: TRL's ``SFTTrainer``, assistant-only loss (TRL's Qwen2.5 training template marks the turns).
+3. ``model/sft``: TRL's ``SFTTrainer``, assistant-only loss (TRL's Qwen2.5 training template marks the turns;
+   :mod:`shopsimrl.train.cpu_demo_sft`).
 4. ``model/grpo``: TRL's ``GRPOTrainer`` with the project's ``make_rollout_func`` on train tasks, r_strict.
 5. ``eval/{init,sft,grpo}``: each checkpoint served on a loopback OpenAI-compatible endpoint
    (:mod:`shopsimrl.train.checkpoint_server`) and measured by ``shopsimrl eval`` on the persona val split;
@@ -202,72 +203,8 @@ def stage_demos(cfg: RecipeConfig) -> dict[str, Any]:
 
 # --- 3. SFT ----------------------------------------------------------------------------------------------------
 
-def sft_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Turn records → one conversation per episode, rendered with the episode tools (as the rollouts are).
-
-    A turn record is a prefix of its episode's last one and, since the rollouts render the same tool list every
-    turn, the last record carries every turn's exact context: training it with an assistant-only loss trains
-    each demonstrated turn once, for a quarter of the compute of one sequence per turn.
-    """
-    from .chat_template import episode_tools
-    from .checkpoint_server import template_messages
-
-    last: dict[tuple[Any, Any], Mapping[str, Any]] = {}
-    for record in records:
-        meta = record["metadata"]
-        key = (meta.get("source"), meta["episode_id"])
-        if key not in last or meta["turn"] > last[key]["metadata"]["turn"]:
-            last[key] = record
-    tools = episode_tools()
-    return [{"messages": template_messages(r["messages"]), "tools": tools}
-            for _, r in sorted(last.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))]
-
-
-def sft_tokens(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> list[dict[str, list[int]]]:
-    """Conversations → ``input_ids`` and ``assistant_masks``, the call TRL's SFTTrainer makes for a messages row.
-
-    Tokenized here, not by TRL from a ``messages`` column: a ``datasets`` column unifies the tool-call argument
-    dicts of every row into one struct, so a search call would render ``{"query": …, "value": null}`` and a click
-    ``{"query": null, "value": …}``, and the model would learn calls the validator refuses (measured: 87% of the
-    SFT checkpoint's turns were protocol errors). The tokenizer's chat template must mark the assistant turns.
-    """
-    out = []
-    for row in rows:
-        encoded = tokenizer.apply_chat_template(row["messages"], tools=row["tools"], tokenize=True,
-                                                return_dict=True, return_assistant_tokens_mask=True)
-        ids, mask = list(encoded["input_ids"]), list(encoded["assistant_masks"])
-        if 1 not in mask:
-            raise RecipeError("the chat template marks no assistant token (it needs {% generation %} markers)")
-        out.append({"input_ids": ids, "assistant_masks": mask})
-    return out
-
-
-def _sft_phase(cfg: RecipeConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], *, steps: int,
-               name: str, scheduler: str) -> Any:
-    import importlib
-
-    import datasets
-
-    trl: Any = importlib.import_module("trl")
-
-    from .local_lm import time_budget
-
-    paths = _paths(Path(cfg.out))
-    args = trl.SFTConfig(output_dir=str(paths["sft"] / f"trainer-{name}"), max_steps=steps,
-                         per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr,
-                         lr_scheduler_type=scheduler, warmup_steps=min(10, max(1, steps // 20)), weight_decay=0.0,
-                         assistant_only_loss=False,  # the dataset's assistant_masks column masks the loss (TRL applies it)
-                         max_length=cfg.max_context + cfg.max_turns * cfg.max_new_tokens, logging_steps=1,
-                         save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False, seed=cfg.seed,
-                         dataloader_num_workers=0, dataset_num_proc=None,
-                         gradient_checkpointing=False)  # on by default in TRL: pure overhead for a model this small
-    trainer: Any = trl.SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),
-                                  processing_class=tokenizer, callbacks=time_budget(cfg.sft_minutes))
-    trainer.train()
-    return trainer
-
-
 def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
+    from .cpu_demo_sft import sft_phase, sft_rows, sft_tokens
     from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template
 
     paths = _paths(Path(cfg.out))
@@ -287,8 +224,8 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     if cfg.sft_lm_steps:
         # every token: the page text is public, and predicting it is where copying is learned
         whole = [{"input_ids": t["input_ids"]} for t in tokens]
-        trainer = _sft_phase(cfg, model, tokenizer, whole, steps=cfg.sft_lm_steps, name="lm",
-                             scheduler="constant_with_warmup")
+        trainer = sft_phase(cfg, model, tokenizer, whole, steps=cfg.sft_lm_steps, name="lm",
+                            scheduler="constant_with_warmup", output_dir=paths["sft"])
         model, steps["lm"] = trainer.model, trainer.state.global_step
         logs += [{**h, "phase": "lm"} for h in trainer.state.log_history]
         shift = (steps["lm"] * cfg.sft_batch) % len(tokens)
@@ -296,8 +233,8 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
         # episodes in another order
         tokens = tokens[shift:] + tokens[:shift]
     if cfg.sft_steps:
-        trainer = _sft_phase(cfg, model, tokenizer, tokens, steps=cfg.sft_steps, name="assistant",
-                             scheduler="linear")
+        trainer = sft_phase(cfg, model, tokenizer, tokens, steps=cfg.sft_steps, name="assistant",
+                            scheduler="linear", output_dir=paths["sft"])
         model, steps["assistant"] = trainer.model, trainer.state.global_step
         logs += [{**h, "phase": "assistant", "step": h.get("step", 0) + steps["lm"]}
                  for h in trainer.state.log_history]
