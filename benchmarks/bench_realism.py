@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from shopsimrl.generate import DEFAULT_SEED, GENERATOR_VERSION, build_catalog
-from shopsimrl.generate.realism import real_budget_shapes, realism_figures
+from shopsimrl.generate.realism import real_budget_shape_counts, realism_figures
 
 
 def main() -> int:
@@ -29,7 +29,8 @@ def main() -> int:
         print(f"{name}: {value:.4f}")
     if args.annotations:
         real = json.loads(args.annotations.read_text("utf-8"))
-        print(f"real budget_shapes: {real_budget_shapes(real)}")
+        counts = real_budget_shape_counts(real)
+        print(f"real budget_shapes: {len(counts)}, singletons {sum(n == 1 for n in counts.values())}")
     return 0
 
 

@@ -135,7 +135,8 @@ def cmd_data_generate(args: argparse.Namespace) -> int:
 def cmd_data_build_default(args: argparse.Namespace) -> int:
     from .generate.default import build_default_catalog
 
-    manifest = build_default_catalog(args.out, seed=args.seed, force=args.force, progress=_progress)
+    manifest = build_default_catalog(args.out, seed=args.seed, force=args.force, regenerate=args.force,
+                                     progress=_progress)
     stats = manifest["stats"]
     state = "up to date" if manifest.get("up_to_date") else "built"
     print(
@@ -328,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     build_default = data.add_parser("build-default", help="generate + prepare the default catalog (cached)")
     build_default.add_argument("--out", default="data/default", help="data directory to write (or reuse)")
     build_default.add_argument("--seed", type=int, default=20240521, help="generator seed")
-    build_default.add_argument("--force", action="store_true", help="rebuild a directory holding other data")
+    build_default.add_argument("--force", action="store_true",
+                               help="generate and prepare again from scratch, also over a directory holding other data")
     build_default.set_defaults(func=cmd_data_build_default)
 
     stats = data.add_parser("stats", help="catalog statistics, oracle solvability and heuristic difficulty")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..budget import parse_budget
+from .rng import pick
 
 APPROXIMATE_MULTIPLIER = 1.1
 UPPER_KINDS = ("approximate_upper", "hard_upper")
@@ -111,6 +112,14 @@ def _weighted_template(rng: random.Random, rows: Sequence[Sequence[Any]]) -> str
     return str(weighted_choice(rng, [(float(weight), template) for weight, template in rows]))
 
 
+def composed_template(rng: random.Random, groups: Sequence[Mapping[str, Sequence[str]]]) -> str:
+    """A rare shape put together from parts (``预算`` + ``尽量控制在`` + amount + ``之内最好``): v7.1's long tail.
+    Each group's heads, links and tails combine freely; a group is drawn by its number of combinations."""
+    sizes = [len(g["heads"]) * len(g["links"]) * len(g["tails"]) for g in groups]
+    group = weighted_choice(rng, list(zip(map(float, sizes), groups, strict=True)))
+    return f"{pick(rng, group['heads'])}{pick(rng, group['links'])}{{n}}{{cur}}{pick(rng, group['tails'])}"
+
+
 def _ceiling_of(kind: str, amount: float) -> float:
     return approximate_ceiling(amount) if kind == "approximate_upper" else float(amount)
 
@@ -179,8 +188,12 @@ def make_budget(
                 return Budget(kind, phrase, float(high), float(high))
         amount = _fitting_amount(kind, gold_price, target, rng)
         ceiling = _ceiling_of(kind, amount)
+        composed = table.get("composed", {})
         for _ in range(PARSE_RETRIES):
-            template = _weighted_template(rng, table[kind])
+            if kind in composed and rng.random() < float(composed["share"]):
+                template = composed_template(rng, composed[kind])
+            else:
+                template = _weighted_template(rng, table[kind])
             phrase = template.format(n=_written_amount(amount, rng, share), cur=currency)
             if parse_budget(phrase) == ceiling:  # a real shape must read back as the intended ceiling
                 return Budget(kind, phrase, float(amount), ceiling)

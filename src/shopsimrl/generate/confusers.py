@@ -119,7 +119,8 @@ def _fit_line(kind: str, target: ProductDraft, wanted: tuple[str, ...], rng: ran
     attrs = "".join(wanted[:FIT_ATTRIBUTES])
     usable = templates if attrs else [t for t in templates if "{attrs}" not in t]
     names = "、".join([leaf.noun, *pick_many(rng, leaf.synonyms, min(2, len(leaf.synonyms)))])
-    uses = "、".join(pick_many(rng, leaf.uses, min(2, len(leaf.uses))))
+    scenes = leaf.uses_for([*wanted, *target.record["attribute"]])
+    uses = "、".join(pick_many(rng, scenes, min(2, len(scenes))))
     return pick(rng, usable).format(names=names, uses=uses, attrs=attrs, noun=leaf.noun)
 
 
@@ -247,7 +248,7 @@ def _genuine_phrases(
                 continue
             draft, req, text = store.get(position)
             if rng.random() < 0.5:
-                phrase = pick(rng, table["acc"]).format(noun=pick(rng, leaf.uses))
+                phrase = pick(rng, table["acc"]).format(noun=pick(rng, leaf.uses_for(draft.record["attribute"])))
             else:
                 partner = leaves[pick(rng, sources)[0]]
                 phrase = pick(rng, table["mate"]).format(noun=partner.noun)

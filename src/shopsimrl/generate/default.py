@@ -54,11 +54,14 @@ def build_default_catalog(
     config: GeneratorConfig | None = None,
     options: PrepareOptions | None = None,
     force: bool = False,
+    regenerate: bool = False,
     progress: Callable[[str], None] | None = None,
     generated: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Generate (if needed) and prepare (if needed) the default catalog into ``out``; returns the manifest.
 
+    ``force`` builds over a directory holding other data; ``regenerate`` writes the archive again even when its
+    manifest says it is current (a changed generator whose version was not bumped: the manifest cannot tell).
     ``progress`` hears each stage; ``generated(n)``: ``n`` more products were written to the archive.
     """
     say = progress or (lambda message: None)
@@ -74,7 +77,7 @@ def build_default_catalog(
             f"{out_dir} already holds data that was not built by build-default; choose another --out or pass --force"
         )
     archive = out_dir / SOURCE_DIR / ARCHIVE_NAME
-    if _archive_is_current(archive, seed, config):
+    if not regenerate and _archive_is_current(archive, seed, config):
         say(f"generated archive {archive} is current (seed {seed}, {GENERATOR_VERSION})")
     else:
         say(f"generating {config.products} products (seed {seed}, {GENERATOR_VERSION})")

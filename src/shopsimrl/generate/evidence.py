@@ -143,9 +143,9 @@ def build_persona(
         for distractor in pick_many(rng, others, min(len(others), rng.randint(1, 3))):
             add_pref(leaf.facet_of(distractor), distractor)
             noise.append(f"“{distractor}”是无关偏好")
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 or not searches:  # every persona has searched for what it is about to buy
         searches.append(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use))
-    for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(1, 2))):
+    for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(0, 1))):
         searches.append(phrasing.pick(rng, data["plain_search_templates"]).format(
             noun=noun, use=pick(rng, ("家里", "自己", "送人"))
         ))

@@ -37,7 +37,7 @@ from .spill import DraftStore, MemoryStore, SpillStore
 from .users import User, make_user
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v7"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v7.1"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200

@@ -172,7 +172,8 @@ def _distinct(values: list[str]) -> bool:
     return _distinct_tuple(tuple(values))
 
 
-def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.Random, domain: str = "") -> list[str]:
+def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.Random, domain: str = "",
+                  foreign: tuple[str, ...] = ()) -> list[str]:
     """The values as a seller lists them: one pattern for the axis, or one featured value; plain when ambiguous.
 
     A pattern is kept only when every pair of values stays below the reward's fuzzy threshold, so the
@@ -183,7 +184,7 @@ def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.R
     if rng.random() >= SELLER_OPTION_SHARE or not _distinct(values):
         return values
     if rng.random() < LONG_OPTION_SHARE:
-        long = _long_values(axis, values, domain, table, rng)
+        long = _long_values(axis, values, domain, table, rng, foreign)
         if long is not None:
             return long
     if rng.random() < FEATURED_SHARE:
@@ -203,11 +204,13 @@ def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.R
 
 
 def _long_values(
-    axis: str, values: list[str], domain: str, table: dict[str, Any], rng: random.Random
+    axis: str, values: list[str], domain: str, table: dict[str, Any], rng: random.Random,
+    foreign: tuple[str, ...] = (),
 ) -> list[str] | None:
     """v6: every value with the axis's spec words and its own gift (``黑色 升级加厚款【送清洁刷】``); None when the
     gifts run out or two values would pass the reward's fuzzy match."""
-    gifts: list[str] = table["long_gifts"]["_common"] + table["long_gifts"].get(domain, [])
+    gifts: list[str] = [g for g in table["long_gifts"]["_common"] + table["long_gifts"].get(domain, [])
+                        if not any(word in g for word in foreign)]  # no 逗猫棒 with dog food
     if len(values) > len(gifts):
         return None
     specs = table["long_specs"]
@@ -279,11 +282,11 @@ def _title(
         "noun": leaf.noun,
         "syn": pick(rng, synonyms) if synonyms and rng.random() < 0.6 else "",
         "code": (" " + code) if code else "",
-        "use": pick(rng, leaf.uses),
+        "use": pick(rng, leaf.uses_for(attributes)),
     }
     title = no_repeats(pattern.format(**slots))
     syn = slots["syn"] if "{syn}" in pattern else ""
-    use = slots["use"] if "{use}" in pattern else pick(rng, leaf.uses)
+    use = slots["use"] if "{use}" in pattern else pick(rng, leaf.uses_for(attributes))
     return " ".join(title.split()), use, syn
 
 
@@ -301,7 +304,8 @@ def _bullets(
         shown = plain[: rng.randint(1, min(3, len(plain)))]
         bullets.append(text["bullet_points"].format(values="、".join(shown)))
     if rng.random() < 0.7:
-        bullets.append(text["bullet_use"].format(use="、".join(pick_many(rng, leaf.uses, min(2, len(leaf.uses))))))
+        uses = leaf.uses_for(attributes)
+        bullets.append(text["bullet_use"].format(use="、".join(pick_many(rng, uses, min(2, len(uses))))))
     if options and rng.random() < 0.4:
         axis = pick(rng, list(options))
         bullets.append(text["bullet_axis"].format(axis=axis, values="、".join(e["value"] for e in options[axis])))
@@ -377,7 +381,7 @@ def make_product(
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices
-        shown = seller_values(axis.name, values, vocab, rng, leaf.domain)
+        shown = seller_values(axis.name, values, vocab, rng, leaf.domain, leaf.foreign)
         spoken.update((seller, plain) for seller, plain in zip(shown, values, strict=True) if seller != plain)
         entries: list[dict[str, Any]] = [{"value": value} for value in shown]
         if axis.name in priced:

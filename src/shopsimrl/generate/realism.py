@@ -10,7 +10,8 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
 - ``quantity_price_exponent``: median of log(price ratio) / log(amount ratio) over priced quantity axes
   whose values carry numbers spanning at least 2× (real shops: roughly 0.7–0.9).
 - ``mean_option_value_chars``: mean length of an option value string.
-- ``budget_shapes``: distinct budget phrases once amounts are replaced by ``#``.
+- ``budget_shapes``: distinct budget phrases once amounts are replaced by ``#``; ``budget_shape_singletons``:
+  those written once (the long tail; real annotations: 225 of 416).
 - ``request_skeletons``: distinct short requests once the amounts, noun and required values are masked.
 - ``request_openings``: distinct first four characters of those masked requests (the opening frame).
 - ``still_want_joiner_share``: short requests holding ``，还要`` (a joiner that cut noun phrases in v3).
@@ -33,6 +34,7 @@ import json
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
@@ -168,7 +170,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
             text = json.dumps(public, ensure_ascii=False)
             omitted += len(audit.omitted)
             hidden += sum(value not in text for value in audit.omitted)
-    shapes = {budget_shape(a.budget_phrase) for a in audits if not a.two_axis and a.budget_phrase}
+    shape_counts = Counter(budget_shape(a.budget_phrase) for a in audits if not a.two_axis and a.budget_phrase)
     count = max(1, len(persona_records))
     v7 = v7_figures(records, audits)
     return {
@@ -177,7 +179,8 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "quantity_axis_monotone_share": quantity_monotone / max(1, quantity_priced),
         "quantity_price_exponent": statistics.median(exponents) if exponents else float("nan"),
         "mean_option_value_chars": statistics.fmean(value_lengths) if value_lengths else 0.0,
-        "budget_shapes": float(len(shapes)),
+        "budget_shapes": float(len(shape_counts)),
+        "budget_shape_singletons": float(sum(n == 1 for n in shape_counts.values())),
         "request_skeletons": float(len(skeletons)),
         "request_openings": float(len(openings)),
         "still_want_joiner_share": joiner / count,
@@ -189,6 +192,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "mean_recent_search_chars": statistics.fmean(search_lengths) if search_lengths else 0.0,
         "omitted_without_verbatim_evidence_share": hidden / max(1, omitted),
         **v7,
+        **text_figures(records),
     }
 
 
@@ -317,6 +321,44 @@ def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, fl
     }
 
 
+def _names_two(text: str, values: tuple[str, ...]) -> bool:
+    """Whether ``text`` names two of ``values`` (食品级不锈钢 alone is not also 不锈钢)."""
+    named = [v for v in values if v in text]
+    return len([v for v in named if not any(v != w and v in w for w in named)]) > 1
+
+
+def text_figures(records: list[dict[str, Any]]) -> dict[str, float]:
+    """v7.1 text figures, over every product (its title, attributes, description and bullets):
+
+    - ``contradictory_text_share``: products whose text names two values of one exclusive attribute group of
+      their leaf (``facet:a/b`` in ``vocab/catalog.json``: 高帮 and 低帮, 小型犬 and 中大型犬, a 幼犬期 scene on
+      成犬 food). The option bullet (``【可选…】``) is left out: it lists alternatives by design.
+    - ``other_kind_share``: products of a leaf of one kind naming another kind of its domain anywhere, options
+      included (猫 on a dog leash; ``kinds`` in ``vocab/catalog.json``).
+    """
+    from .vocabulary import load_vocabulary
+
+    leaves = {leaf.name: leaf for leaf in load_vocabulary().leaves}
+    contradictory = other_kind = 0
+    for record in records:
+        leaf = leaves.get(record["product_category"])
+        if leaf is None:
+            continue
+        bullets = [b for b in record.get("small_description", []) if not b.startswith("【可选")]
+        own = " ".join([record["title"], *record.get("attribute", []), *bullets])
+        contradictory += any(_names_two(own, slot.values) for slot in leaf.slots if len(slot.values) > 1)
+        everything = own + record.get("full_description", "") + json.dumps(
+            record.get("customization_options", {}), ensure_ascii=False) + "".join(record.get("small_description", []))
+        other_kind += any(word in everything for word in leaf.foreign)
+    count = max(1, len(records))
+    return {"contradictory_text_share": contradictory / count, "other_kind_share": other_kind / count}
+
+
 def real_budget_shapes(annotations: list[dict[str, Any]]) -> int:
     """Distinct shapes of the real annotation evidence strings (the target the generator is held to)."""
-    return len({budget_shape(str(a.get("evidence") or "")) for a in annotations if a.get("evidence")})
+    return len(real_budget_shape_counts(annotations))
+
+
+def real_budget_shape_counts(annotations: list[dict[str, Any]]) -> Counter[str]:
+    """How often each shape of the real annotation evidence strings occurs (its singletons: the long tail)."""
+    return Counter(budget_shape(str(a.get("evidence") or "")) for a in annotations if a.get("evidence"))

@@ -58,6 +58,9 @@ class Leaf:
     """attribute → facet, precomputed (looked up for every bullet and persona preference)."""
     neutral: tuple[str, ...]
     """Synonyms that claim no leaf attribute at all."""
+    foreign: tuple[str, ...] = ()
+    """Words of another kind of its domain (猫 on a dog leaf: catalog.json ``kinds``); no text of the leaf's
+    products may hold one."""
 
     @property
     def category(self) -> str:
@@ -75,6 +78,12 @@ class Leaf:
 
     def facet_of(self, attribute: str) -> str:
         return self.facets.get(attribute, DEFAULT_FACET)
+
+    def uses_for(self, attributes: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+        """Use scenes that name no exclusive sibling of ``attributes`` (幼犬期 is no scene for 成犬 food)."""
+        siblings = [v for slot in self.slots if set(slot.values) & set(attributes) for v in slot.values
+                    if v not in attributes]
+        return tuple(u for u in self.uses if not any(v in u for v in siblings)) or self.uses
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +142,16 @@ def _with_common(
     return slots + tuple(extra)
 
 
+def _foreign_words(kinds: dict[str, str], item: dict[str, Any]) -> tuple[str, ...]:
+    """The marker words of the domain's other kinds when the leaf's own text names exactly one kind
+    (``{"猫": "猫", "狗": "狗 犬"}``: a 牵引绳 whose text says 遛狗 gets ``("猫",)``); none for a shared leaf."""
+    own = " ".join(str(item.get(key, "")) for key in ("leaf", "noun", "syn", "attrs", "use"))
+    named = [kind for kind, markers in kinds.items() if any(m in own for m in markers.split())]
+    if len(named) != 1:
+        return ()
+    return tuple(m for kind, markers in kinds.items() if kind != named[0] for m in markers.split())
+
+
 def _parse_axis(spec: str, pools: dict[str, list[str]], where: str) -> Axis:
     if "@" in spec:
         head, _, pool = spec.partition("@")
@@ -172,7 +191,9 @@ def load_vocabulary() -> Vocabulary:
                 slots = _without(_parse_slots(item["attrs"], where), option_values)
                 slots = _with_common(slots, common, item["noun"], option_values)
                 attributes = [value for slot in slots for value in slot.values]
-                words = tuple(w for w in domain["words"].split() if not _overlaps(w, attributes))
+                foreign = _foreign_words(domain.get("kinds", {}), item)
+                words = tuple(w for w in domain["words"].split()
+                              if not _overlaps(w, attributes) and not any(f in w for f in foreign))
                 leaves.append(
                     Leaf(
                         domain=domain["name"],
@@ -192,6 +213,7 @@ def load_vocabulary() -> Vocabulary:
                         neutral=tuple(
                             syn for syn in item["syn"].split() if not any(a in syn for a in attributes)
                         ),
+                        foreign=foreign,
                     )
                 )
     names = [leaf.name for leaf in leaves]
