@@ -17,6 +17,7 @@ from itertools import pairwise
 from typing import Any
 
 from ..env.fuzzy import token_set_ratio
+from .bundles import draw_bundle
 from .rng import pick, pick_many
 from .vocabulary import DEFAULT_FACET, Axis, Leaf, Vocabulary
 
@@ -355,13 +356,17 @@ def make_product(
             elif chosen.ordered or chosen.name != "颜色分类" or rng.random() < COLOUR_PRICED_SHARE:
                 price_axes = [chosen.name]
 
+    bundle = None if two_axis else draw_bundle(leaf.name, vocab.text, rng)
+    if bundle is not None:  # v7.1: a priced axis of package contents (主机＋充电器), described in requests
+        axes = [Axis(bundle.name, bundle.values, True), *[a for a in axes if a.name != bundle.name][:1]]
+        price_axes = [bundle.name]
     options: dict[str, list[dict[str, Any]]] = {}
     priced: dict[str, list[float]] = {}
     spoken: dict[str, str] = {}
     conflicts: dict[str, list[str]] = vocab.text["option_conflicts"]
     banned = {value for attribute in attributes for value in conflicts.get(attribute, ())}
     for axis in axes:
-        values = _axis_values(axis, rng)
+        values = list(bundle.values) if bundle is not None and axis.name == bundle.name else _axis_values(axis, rng)
         if banned & set(values):  # v5: no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
             kept = [v for v in values if v not in banned]
             spare = [v for v in axis.values if v not in banned and v not in kept]
@@ -377,7 +382,11 @@ def make_product(
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices
-        shown = seller_values(axis.name, values, vocab, rng, leaf.domain)
+        if bundle is not None and axis.name == bundle.name:
+            shown = values
+            spoken.update(zip(bundle.values, bundle.spoken, strict=True))
+        else:
+            shown = seller_values(axis.name, values, vocab, rng, leaf.domain)
         spoken.update((seller, plain) for seller, plain in zip(shown, values, strict=True) if seller != plain)
         entries: list[dict[str, Any]] = [{"value": value} for value in shown]
         if axis.name in priced:
