@@ -31,6 +31,7 @@ def test_described_match_names_one_value_and_rejects_ambiguous_or_missing_sets()
     assert described_match("要带充电器和收纳包的那套", values) == ["三件套主机＋充电器＋收纳包"]
     assert described_match("要带充电器的那套", values) == ["两件套主机＋充电器"]
     assert described_match("只要主机不带配件的那套", values) == ["单主机"]
+    assert described_match("要主机加收纳包的那套", values) == []  # no value holds 收纳包 without 充电器
     assert described_match("要带贴膜的那套", ["两件套主机＋充电器", "两件套主机＋收纳包"]) == []
     # two values with one part set: the description does not decide
     assert len(described_match("要带充电器的那套", ["两件套主机＋充电器", "两件套充电器＋主机"])) == 2
