@@ -83,7 +83,7 @@ def test_persona_tasks_on_bundles_are_decided_by_the_described_parts(small: Gene
         if not audit.persona or audit.problems:
             continue
         item = record["instructions"][0]
-        for axis, entries in _bundle_axes(record).items():
+        for entries in _bundle_axes(record).values():
             values = [e["value"] for e in entries]
             wanted = [v for v in item["instruction_options"] if v in values]
             if not wanted:
@@ -100,7 +100,7 @@ def test_persona_tasks_on_bundles_are_decided_by_the_described_parts(small: Gene
             assert described_match(text, values) == wanted
             described += 1
             # a wrong described set is caught: drop the gold's extra parts from the text
-            extras = [p for p in parts_of(wanted[0]) if all(p in parts_of(v) for v in values) is False]
+            extras = [p for p in parts_of(wanted[0]) if not all(p in parts_of(v) for v in values)]
             if extras:
                 stripped = simple
                 for part in extras:
