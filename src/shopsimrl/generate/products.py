@@ -358,7 +358,8 @@ def make_product(
 
     bundle = None if two_axis else draw_bundle(leaf.name, vocab.text, rng)
     if bundle is not None:  # v7.1: a priced axis of package contents (主机＋充电器), described in requests
-        axes = [Axis(bundle.name, bundle.values, True), *[a for a in axes if a.name != bundle.name][:1]]
+        others = [a for a in axes if a.name != bundle.name and not _is_quantity(a.values)]  # amounts stay priced
+        axes = [Axis(bundle.name, bundle.values, True), *others[:1]]
         price_axes = [bundle.name]
     options: dict[str, list[dict[str, Any]]] = {}
     priced: dict[str, list[float]] = {}
