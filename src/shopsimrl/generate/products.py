@@ -13,7 +13,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
 from ..env.fuzzy import token_set_ratio
@@ -380,6 +380,8 @@ def make_product(
                 prices = _quantity_prices([amount_of(v) or 1.0 for v in values], scale, rng)
             else:
                 prices = _axis_prices(len(values), scale, axis.ordered or _amounts_rise(values), rng)
+                if bundle is not None and axis.name == bundle.name:  # more parts, dearer (rounding kept no order)
+                    prices = list(accumulate(prices, lambda a, b: b if b > a else round(a + max(1.0, a * 0.05), 2)))
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices
