@@ -32,6 +32,7 @@ from shopsimrl.generate import (
     write_catalog,
 )
 from shopsimrl.generate.budgets import chinese_numeral
+from shopsimrl.generate.bundles import is_bundle_axis, parts_of
 from shopsimrl.generate.vocabulary import load_vocabulary
 
 MEDIUM = GeneratorConfig(products=3000, two_axis_products=90, persona_tasks=600)
@@ -61,6 +62,10 @@ def _said(value: str, text: str) -> bool:
     def spoken(word: str) -> str:
         return re.sub(r"^\d{1,2}", lambda m: numbers[int(m.group())] if int(m.group()) < len(numbers) else m.group(), word)
 
+    if is_bundle_axis([value]) or value.startswith("单"):  # v7.1: a bundle's parts, described (要带充电器的那套)
+        parts = parts_of(value)
+        if value in text or ("那套" in text and all(part in text for part in parts[1:] or parts)):
+            return True
     return value in text or any(w in value and (w in text or spoken(w) in text) for w in _axis_words())
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..budget import parse_budget
 from ..env import attribute_reward, option_reward
+from .bundles import described_match, is_bundle_axis
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
 _DESCRIBED_WORDS = ("最小的那档", "最便宜的那个", "最低的那档", "最大的那档", "最大的那个", "最高的那档",
@@ -134,6 +135,17 @@ def _option_problem(
     if axis is None:
         return f"option {value}: not offered by the gold"
     entries = [str(e.get("value")) for e in options[axis]]
+    if is_bundle_axis(entries):  # v7.1: the contents are described; exactly one value may hold those parts
+        if any(entry != value and entry in text for entry in entries):
+            return f"option {value}: another {axis} value is named"
+        matched = described_match(text, entries)
+        if not matched and axis in simple and any(word in simple for word in _DESCRIBED_WORDS):
+            return None
+        if len(matched) != 1:
+            return f"option {value}: the described parts fit {len(matched)} of the gold's {axis} values"
+        if option_reward(matched, [value])[0] != 1.0:
+            return f"option {value}: the described parts name {matched[0]}"
+        return None
     axis_values = [v for a in leaf.axes if a.name == axis for v in a.values]
     plains = {entry: plain_of(entry, axis_values) for entry in entries}
     named = named_values(text, [*axis_values, *plains.values()], vocab.text["spoken_numbers"])

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from .budgets import Budget, make_budget, weighted_choice
+from .bundles import DESCRIBED_MARK
 from .phrasing import Phrasing, pick_form
 from .products import ProductDraft, plain_value
 from .rng import pick, pick_many
@@ -91,6 +92,8 @@ def spoken_amount(value: str, vocab: Vocabulary, rng: random.Random) -> str:
 
 def option_phrase(axis: str, value: str, vocab: Vocabulary, rng: random.Random, seller: str = "") -> str:
     """The option as a request says it: ``value`` is the plain word (never the seller string ``seller``)."""
+    if seller and value != seller and DESCRIBED_MARK in value:
+        return value  # v7.1: a bundle's contents, described (要带充电器和收纳包的那套)
     value = spoken_amount(value, vocab, rng)
     templates = vocab.text["option_templates"]
     phrase = str(pick(rng, templates.get(axis, templates["_default"]))).format(axis=axis, v=value)

@@ -13,10 +13,11 @@ import random
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
 from ..env.fuzzy import token_set_ratio
+from .bundles import draw_bundle
 from .rng import pick, pick_many
 from .vocabulary import DEFAULT_FACET, Axis, Leaf, Vocabulary
 
@@ -359,13 +360,18 @@ def make_product(
             elif chosen.ordered or chosen.name != "颜色分类" or rng.random() < COLOUR_PRICED_SHARE:
                 price_axes = [chosen.name]
 
+    bundle = None if two_axis else draw_bundle(leaf.name, vocab.text, rng)
+    if bundle is not None:  # v7.1: a priced axis of package contents (主机＋充电器), described in requests
+        others = [a for a in axes if a.name != bundle.name and not _is_quantity(a.values)]  # amounts stay priced
+        axes = [Axis(bundle.name, bundle.values, True), *others[:1]]
+        price_axes = [bundle.name]
     options: dict[str, list[dict[str, Any]]] = {}
     priced: dict[str, list[float]] = {}
     spoken: dict[str, str] = {}
     conflicts: dict[str, list[str]] = vocab.text["option_conflicts"]
     banned = {value for attribute in attributes for value in conflicts.get(attribute, ())}
     for axis in axes:
-        values = _axis_values(axis, rng)
+        values = list(bundle.values) if bundle is not None and axis.name == bundle.name else _axis_values(axis, rng)
         if banned & set(values):  # v5: no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
             kept = [v for v in values if v not in banned]
             spare = [v for v in axis.values if v not in banned and v not in kept]
@@ -378,10 +384,16 @@ def make_product(
                 prices = _quantity_prices([amount_of(v) or 1.0 for v in values], scale, rng)
             else:
                 prices = _axis_prices(len(values), scale, axis.ordered or _amounts_rise(values), rng)
+                if bundle is not None and axis.name == bundle.name:  # more parts, dearer (rounding kept no order)
+                    prices = list(accumulate(prices, lambda a, b: b if b > a else round(a + max(1.0, a * 0.05), 2)))
             if axis.name != price_axes[0]:
                 prices = [round(p, 2) for p in prices]
             priced[axis.name] = prices
-        shown = seller_values(axis.name, values, vocab, rng, leaf.domain, leaf.foreign)
+        if bundle is not None and axis.name == bundle.name:
+            shown = values
+            spoken.update(zip(bundle.values, bundle.spoken, strict=True))
+        else:
+            shown = seller_values(axis.name, values, vocab, rng, leaf.domain, leaf.foreign)
         spoken.update((seller, plain) for seller, plain in zip(shown, values, strict=True) if seller != plain)
         entries: list[dict[str, Any]] = [{"value": value} for value in shown]
         if axis.name in priced:

@@ -10,8 +10,9 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
 - ``quantity_price_exponent``: median of log(price ratio) / log(amount ratio) over priced quantity axes
   whose values carry numbers spanning at least 2× (real shops: roughly 0.7–0.9).
 - ``mean_option_value_chars``: mean length of an option value string.
+- ``bundle_axis_share``: option axes whose values list a package's parts (两件套主机＋充电器; v7.1, generate/bundles.py).
 - ``budget_shapes``: distinct budget phrases once amounts are replaced by ``#``; ``budget_shape_singletons``:
-  those written once (the long tail; real annotations: 225 of 416).
+  those written once (the long tail; real annotations: 262 of 416).
 - ``request_skeletons``: distinct short requests once the amounts, noun and required values are masked.
 - ``request_openings``: distinct first four characters of those masked requests (the opening frame).
 - ``still_want_joiner_share``: short requests holding ``，还要`` (a joiner that cut noun phrases in v3).
@@ -38,6 +39,8 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
+
+from .bundles import bundle_figures
 
 SIZE_AXES = ("尺码", "鞋码", "参考身高")
 QUANTITY_AXES = ("规格", "容量", "重量", "净含量", "数量", "包装规格", "尺寸", "长度", "功率")
@@ -179,6 +182,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "quantity_axis_monotone_share": quantity_monotone / max(1, quantity_priced),
         "quantity_price_exponent": statistics.median(exponents) if exponents else float("nan"),
         "mean_option_value_chars": statistics.fmean(value_lengths) if value_lengths else 0.0,
+        "bundle_axis_share": bundle_figures(records)["bundle_axis_share"],
         "budget_shapes": float(len(shape_counts)),
         "budget_shape_singletons": float(sum(n == 1 for n in shape_counts.values())),
         "request_skeletons": float(len(skeletons)),

@@ -21,7 +21,8 @@ from typing import Any
 
 from ...contract import BACK_TO_SEARCH as BACK
 from ...contract import BUY_NOW as BUY
-from ...contract import PREV, PRODUCT_DETAIL, SEARCH_RESULTS
+from ...contract import PREV, PRODUCT_DETAIL, SEARCH_RESULTS, option_label
+from ...generate.bundles import described_match, is_bundle_axis
 from ...generate.confusers import confuser_table
 from ...generate.vocabulary import load_vocabulary
 from ..page_text import Page, PageItem
@@ -151,6 +152,19 @@ def _extreme_option(request: StrongRequest, page: Page, clicks: list[str]) -> st
     return None
 
 
+def _bundle_option(request: StrongRequest, page: Page, clicks: list[str]) -> str | None:
+    """v7.1: an unselected bundle axis (两件套主机＋充电器 …) whose one value holds exactly the parts the request or
+    the persona describes (要带充电器的那套), plus the parts every value shares."""
+    said = " ".join([request.text, *request.evidence, *request.preference_words])
+    for axis, values in page.options.items():
+        if axis in page.selected or not is_bundle_axis(values):
+            continue
+        matched = described_match(said, values)
+        if len(matched) == 1 and (label := option_label(axis, matched[0])) in clicks:
+            return label
+    return None
+
+
 class StrongRulePolicy(HeuristicPolicy):
     """The heuristic's loop with :class:`StrongRequest` and stricter product checks."""
 
@@ -186,7 +200,11 @@ class StrongRulePolicy(HeuristicPolicy):
         retry = untried and visits.count(page.product.asin) <= 1 and (too_dear or request.lacks_option(page))
         if retry and PREV in clicks:
             return PolicyAction.click(PREV, "strong: lacks a requested value or over budget")
-        label = _extreme_option(request, page, clicks) or _option_plan(request, page, clicks)
+        label = (
+            _extreme_option(request, page, clicks)
+            or _bundle_option(request, page, clicks)
+            or _option_plan(request, page, clicks)
+        )
         if label is not None:
             return PolicyAction.click(label, "strong: choose an option")
         if BUY in clicks:
