@@ -189,3 +189,30 @@ def test_the_loop_runs_in_place_only_when_nothing_suspends(world: ShopWorld) -> 
         run_sync(suspends())
     assert EpisodeRequest(0, max_turns=99).turn_limit() == 30
     assert EpisodeRequest(0, shopper="rule").turn_limit({"interaction_mode": "multi_turn"}) == 40
+
+
+def test_threaded_steps_run_in_the_core_bounded_pool_unless_they_wait_on_io() -> None:
+    """CPU-bound in-process steps share a pool of at most the cores (more threads only take the GIL from the
+    event loop); steps that wait on an LLM shopper's HTTP calls keep asyncio's wider default pool."""
+    import threading
+
+    from shopsimrl.agent.environment import STEP_THREADS, as_async_env
+
+    class Where:
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def step(self, action: str) -> dict[str, Any]:
+            self.names.append(threading.current_thread().name)
+            return {}
+
+    async def play(blocking_io: bool) -> list[str]:
+        env = Where()
+        adapted = as_async_env(env, threaded=True, blocking_io=blocking_io)  # type: ignore[arg-type]
+        await asyncio.gather(*(adapted.step("search[x]") for _ in range(16)))
+        return env.names
+
+    bounded = asyncio.run(play(False))
+    assert all(name.startswith("shopsim-step") for name in bounded)
+    assert len(set(bounded)) <= STEP_THREADS
+    assert not any(name.startswith("shopsim-step") for name in asyncio.run(play(True)))

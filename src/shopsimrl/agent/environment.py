@@ -57,9 +57,10 @@ class _Adapter:
     interface is the one whose ``step`` is a coroutine function (the two Protocols differ only there)."""
 
     def __init__(self, env: EnvironmentSession, *, threaded: bool = False, keep_open: bool = False,
-                 reset_options: Mapping[str, Any] | None = None) -> None:
+                 reset_options: Mapping[str, Any] | None = None, blocking_io: bool = False) -> None:
         self.env = env
         self.threaded = threaded
+        self.blocking_io = blocking_io
         self.keep_open = keep_open
         self.reset_options = dict(reset_options or {})
         self.is_async = inspect.iscoroutinefunction(getattr(env, "step", None))
@@ -73,7 +74,8 @@ class _Adapter:
             import functools
 
             call = functools.partial(method, *args, **kwargs)
-            return await asyncio.get_running_loop().run_in_executor(_step_pool(), call)
+            pool = None if self.blocking_io else _step_pool()  # waiting on I/O holds no GIL: asyncio's wider pool
+            return await asyncio.get_running_loop().run_in_executor(pool, call)
         return method(*args, **kwargs)
 
     async def reset(
@@ -109,13 +111,16 @@ class _Adapter:
 
 
 def as_async_env(env: EnvironmentSession, *, threaded: bool = False, keep_open: bool = False,
-                 reset_options: Mapping[str, Any] | None = None) -> AsyncEnv:
+                 reset_options: Mapping[str, Any] | None = None, blocking_io: bool = False) -> AsyncEnv:
     """Adapt any object with the ``ShopEnv`` interface (sync or async) to :class:`AsyncEnv`.
 
     ``keep_open``: ``close`` leaves the env as it is (a caller that reuses one env across episodes);
-    ``reset_options``: extra keyword arguments of every ``reset`` (in-process ones such as ``shopper_config``).
+    ``reset_options``: extra keyword arguments of every ``reset`` (in-process ones such as ``shopper_config``);
+    ``blocking_io``: a threaded env whose calls mostly wait on the network (an LLM shopper) runs in asyncio's
+    default pool, not in the core-bounded step pool.
     """
-    return _Adapter(env, threaded=threaded, keep_open=keep_open, reset_options=reset_options)
+    return _Adapter(env, threaded=threaded, keep_open=keep_open, reset_options=reset_options,
+                    blocking_io=blocking_io)
 
 
 class EnvironmentFactory(Protocol):
@@ -140,7 +145,7 @@ class InProcessEnvironment:
     def new(self) -> AsyncEnv:
         if self.llm_shopper is None:
             return as_async_env(self.world.new_env(), threaded=self.threaded)
-        return as_async_env(self.world.new_env(llm_shopper=self.llm_shopper), threaded=self.threaded)
+        return as_async_env(self.world.new_env(llm_shopper=self.llm_shopper), threaded=self.threaded, blocking_io=True)
 
     def identity(self) -> dict[str, Any]:
         return {"adapter": "in-process", "base_url": None}
