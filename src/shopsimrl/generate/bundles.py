@@ -105,14 +105,12 @@ def described_match(text: str, values: Sequence[str]) -> list[str]:
     return [value for value, parts in sets.items() if parts == wanted]
 
 
-def bundle_figures(records: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """``bundle_axis_share``: option axes that are bundles of ≥2 parts; ``mean_option_value_length``: characters."""
-    axes = bundles = values = length = 0
+def bundle_axis_share(records: Iterable[Mapping[str, Any]]) -> float:
+    """Option axes that are bundles of ≥2 parts, over every option axis of ``records`` (a realism figure)."""
+    axes = bundles = 0
     for record in records:
         for entries in (record.get("customization_options") or {}).values():
             shown = [str(e.get("value")) for e in entries]
             axes += 1
             bundles += is_bundle_axis(shown) and max(len(parts_of(v)) for v in shown) >= 2
-            values += len(shown)
-            length += sum(len(v) for v in shown)
-    return {"bundle_axis_share": bundles / max(1, axes), "mean_option_value_length": length / max(1, values)}
+    return bundles / max(1, axes)

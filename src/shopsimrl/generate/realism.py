@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
-from .bundles import bundle_figures
+from .bundles import bundle_axis_share
 
 SIZE_AXES = ("尺码", "鞋码", "参考身高")
 QUANTITY_AXES = ("规格", "容量", "重量", "净含量", "数量", "包装规格", "尺寸", "长度", "功率")
@@ -182,7 +182,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "quantity_axis_monotone_share": quantity_monotone / max(1, quantity_priced),
         "quantity_price_exponent": statistics.median(exponents) if exponents else float("nan"),
         "mean_option_value_chars": statistics.fmean(value_lengths) if value_lengths else 0.0,
-        "bundle_axis_share": bundle_figures(records)["bundle_axis_share"],
+        "bundle_axis_share": bundle_axis_share(records),
         "budget_shapes": float(len(shape_counts)),
         "budget_shape_singletons": float(sum(n == 1 for n in shape_counts.values())),
         "request_skeletons": float(len(skeletons)),
