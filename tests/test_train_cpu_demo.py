@@ -15,6 +15,7 @@ pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, da
 
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
+from shopsimrl.errors import RecipeError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
 from shopsimrl.train import cpu_demo, cpu_demo_sft
 from shopsimrl.train.chat_template import episode_tools
@@ -152,3 +153,44 @@ def test_report_plots_both_sft_phases_and_marks_missing_stages(tmp_path: Path) -
     text = Path(written["report"]).read_text(encoding="utf-8")
     assert "| sft | 1 | 5 optimizer steps" in text and "![training curves](curves.png)" in text
     assert plot_curves(tmp_path / "empty", tmp_path / "none.png") is None
+
+
+def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: Path) -> None:
+    """A first-turn row is its episode's context up to and including the first assistant turn, masked on that
+    turn alone; the mix holds the requested share of them and every episode row unchanged."""
+    from shopsimrl.train.local_lm import (
+        PRESETS,
+        TRAINING_TEMPLATE_FILE,
+        build_tokenizer,
+        chat_template,
+        corpus,
+    )
+
+    tokenizer = build_tokenizer(corpus(prepared_dir, products=200), PRESETS["tiny"])
+    tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)
+
+    def call(name: str, arguments: dict[str, str]) -> dict[str, Any]:
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {
+            "name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}]}
+
+    records = []
+    for episode in range(7):
+        messages = [{"role": "system", "content": "s"}, {"role": "user", "content": f"买一件羽绒服 {episode}"},
+                    call("search", {"query": f"羽绒服 {episode}"}), {"role": "tool", "content": "结果页"},
+                    call("click", {"value": "buy now"})]
+        records.append({"messages": messages, "metadata": {"source": "t", "episode_id": episode, "turn": 1}})
+    tokens = cpu_demo_sft.sft_tokens(cpu_demo_sft.sft_rows(records), tokenizer)
+    mixed = cpu_demo_sft.first_turn_rows(tokens, 0.6, seed=0)
+    episodes = [row for row in mixed if row in tokens]
+    prefixes = [row for row in mixed if row not in tokens]
+    assert len(episodes) == len(tokens) and len(prefixes) == round(7 * 0.6 / 0.4)
+    for row in prefixes:
+        assert len(row["input_ids"]) == len(row["assistant_masks"]) and row["assistant_masks"][-1] == 1
+        whole = next(t for t in tokens if t["input_ids"][: len(row["input_ids"])] == row["input_ids"])
+        assert whole["assistant_masks"][: len(row["input_ids"])] == row["assistant_masks"]
+        trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m])
+        assert '"name": "search"' in trained and "buy now" not in trained
+    assert cpu_demo_sft.first_turn_rows(tokens, 0.0, seed=0) != []
+    assert mixed == cpu_demo_sft.first_turn_rows(tokens, 0.6, seed=0)  # seeded shuffle
+    with pytest.raises(RecipeError):
+        cpu_demo_sft.first_turn_rows(tokens, 1.0, seed=0)

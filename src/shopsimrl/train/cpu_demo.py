@@ -61,9 +61,12 @@ class RecipeConfig:
     # (the page text teaches a model made from scratch to copy: the results page echoes the query, the product
     # page repeats the listing's id), then ``sft_steps`` with the loss on the assistant tokens only
     sft_lm_steps: int = 1000
-    sft_steps: int = 600
+    sft_steps: int = 1200
     sft_batch: int = 1
     sft_lr: float = 3e-3
+    # the share of the assistant phase's rows that are first-turn prefixes (request → search call), mixed with
+    # whole episodes: the first query is what the model must learn to copy
+    sft_first_turn_share: float = 0.6
     sft_minutes: float | None = None  # a wall-clock cap per SFT phase: it stops after the step that crosses it
     # GRPO: ~35 s per step of 8 episodes on 2 cores (rollouts ~10 s, the update the rest); 20 steps keep the
     # whole recipe within 2 h, where evaluating three checkpoints on 400 tasks takes about an hour
@@ -204,7 +207,7 @@ def stage_demos(cfg: RecipeConfig) -> dict[str, Any]:
 # --- 3. SFT ----------------------------------------------------------------------------------------------------
 
 def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
-    from .cpu_demo_sft import sft_phase, sft_rows, sft_tokens
+    from .cpu_demo_sft import first_turn_rows, sft_phase, sft_rows, sft_tokens
     from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template
 
     paths = _paths(Path(cfg.out))
@@ -233,6 +236,8 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
         # episodes in another order
         tokens = tokens[shift:] + tokens[:shift]
     if cfg.sft_steps:
+        if cfg.sft_first_turn_share:
+            tokens = first_turn_rows(tokens, cfg.sft_first_turn_share, cfg.seed)
         trainer = sft_phase(cfg, model, tokenizer, tokens, steps=cfg.sft_steps, name="assistant",
                             scheduler="linear", output_dir=paths["sft"])
         model, steps["assistant"] = trainer.model, trainer.state.global_step

@@ -53,6 +53,34 @@ def sft_tokens(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> list[dict[s
     return out
 
 
+def first_turn_rows(tokens: Sequence[Mapping[str, list[int]]], share: float, seed: int) -> list[dict[str, list[int]]]:
+    """Episodes plus first-turn prefixes (the request → the search call), ``share`` of the rows being prefixes.
+
+    The first call is where a model made from scratch must copy the request; a prefix row is that context and that
+    call alone (a quarter of an episode's tokens), so mixing them in trains the copy more often for the same
+    compute, while the whole episodes keep the rest of the episode trained (a first-turn phase on its own forgets
+    it: docs/training.md). A prefix ends with its first assistant turn, so its mask is that turn's.
+    """
+    import random
+
+    if not 0.0 <= share < 1.0:
+        raise RecipeError(f"the first-turn share must be in [0, 1), not {share}")
+    rows = [dict(t) for t in tokens]
+    wanted = round(len(rows) * share / (1.0 - share))
+    prefixes = []
+    for row in rows:
+        mask = row["assistant_masks"]
+        start = mask.index(1)
+        end = start
+        while end < len(mask) and mask[end] == 1:
+            end += 1
+        prefixes.append({"input_ids": row["input_ids"][:end], "assistant_masks": mask[:end]})
+    picked = [prefixes[i % len(prefixes)] for i in range(wanted)] if prefixes else []
+    mixed = rows + picked
+    random.Random(seed).shuffle(mixed)
+    return mixed
+
+
 def sft_phase(cfg: RecipeConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], *, steps: int,
               name: str, scheduler: str, output_dir: Path) -> Any:
     """One SFT phase with TRL's ``SFTTrainer`` on pre-tokenized rows (``assistant_masks`` masks the loss)."""
