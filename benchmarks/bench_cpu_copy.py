@@ -31,10 +31,13 @@ def main() -> None:
     parser.add_argument("--run", required=True, help="a cpu-demo output directory with model/init and demos/")
     parser.add_argument("--tasks", required=True, help="traces.jsonl of an eval run: the tasks to decode for")
     parser.add_argument("--data", default="data/default", help="the prepared data directory")
-    parser.add_argument("--rows", choices=["first", "short"], default="first", help="training rows")
+    parser.add_argument("--rows", default="first",
+                        help="training rows, phases in order: short (request only), first (full first-turn prompt), mixed "
+                             "(whole episodes and first-turn prefixes), e.g. short,first (a curriculum)")
     parser.add_argument("--decode", choices=["full", "short"], default="full", help="prompt decoded after")
+    parser.add_argument("--save", help="write the trained checkpoint here")
     parser.add_argument("--layers", type=int, default=2, help="decoder layers (hidden 128 as the cpu preset)")
-    parser.add_argument("--minutes", type=float, default=10.0, help="training wall time")
+    parser.add_argument("--minutes", default="10", help="training wall time per phase (comma-separated)")
     args = parser.parse_args()
 
     import torch
@@ -60,19 +63,32 @@ def main() -> None:
     rows = sft_rows(records)
     random.Random(0).shuffle(rows)
     tok.chat_template = chat_template(TRAINING_TEMPLATE_FILE)
-    if args.rows == "short":  # the request and the first call only
-        train = sft_tokens([{"messages": [{"role": "system", "content": "s"}, *row["messages"][1:3]], "tools": []}
-                            for row in rows], tok)
-    else:
-        whole = sft_tokens(rows, tok)
-        train = [row for row in first_turn_rows(whole, 0.5, 0) if row not in whole]
-    cfg = cpu_demo.RecipeConfig(data=args.data, out="/tmp/bench_cpu_copy", sft_lr=3e-3, sft_minutes=args.minutes,
-                                sft_batch=16 if args.rows == "short" else 2)
-    start = time.perf_counter()
-    trainer = sft_phase(cfg, model, tok, train, steps=10**6, name="copy", scheduler="constant_with_warmup",
-                        output_dir=Path(cfg.out))
-    wall = time.perf_counter() - start
-    model = trainer.model.eval()
+    phases = [phase.strip() for phase in args.rows.split(",")]
+    minutes = [float(m) for m in args.minutes.split(",")]
+    if set(phases) - {"first", "short", "mixed"} or len(minutes) != len(phases):
+        parser.error("--rows takes first/short/mixed phases and --minutes one figure per phase")
+    whole = sft_tokens(rows, tok) if {"first", "mixed"} & set(phases) else []
+    data = {  # the request and the first call only, or the full first-turn prompt and the first call
+        "short": lambda: sft_tokens([{"messages": [{"role": "system", "content": "s"}, *row["messages"][1:3]],
+                                      "tools": []} for row in rows], tok),
+        "first": lambda: [row for row in first_turn_rows(whole, 0.5, 0) if row not in whole],
+        "mixed": lambda: first_turn_rows(whole, 0.5, 0)}  # whole episodes and first-turn prefixes, half each
+    wall, steps, train = 0.0, [], []
+    for phase, budget in zip(phases, minutes, strict=True):
+        train = data[phase]()
+        cfg = cpu_demo.RecipeConfig(data=args.data, out="/tmp/bench_cpu_copy", sft_lr=3e-3, sft_minutes=budget,
+                                    sft_batch={"short": 16, "first": 2, "mixed": 1}[phase])
+        start = time.perf_counter()
+        trainer = sft_phase(cfg, model, tok, train, steps=10**6, name=f"copy-{phase}",
+                            scheduler="constant_with_warmup", output_dir=Path(cfg.out))
+        wall += time.perf_counter() - start
+        model = trainer.model
+        steps.append(trainer.state.global_step)
+    if args.save:  # a checkpoint the recipe's eval stage can serve (runs/…/model/<name>)
+        tok.chat_template = chat_template(TEMPLATE_FILE)
+        model.save_pretrained(args.save)
+        tok.save_pretrained(args.save)
+    model = model.eval()
     tok.chat_template = chat_template(TEMPLATE_FILE)
     traces = [json.loads(line) for line in Path(args.tasks).read_text().splitlines() if line]
     sharing = found = total = 0
@@ -91,7 +107,7 @@ def main() -> None:
         got = _bigrams(query)
         total, found, sharing = total + len(got), found + len(got & request), sharing + (len(got & request) >= 2)
     print(json.dumps({"rows": args.rows, "decode": args.decode, "layers": args.layers,
-                      "train_rows": len(train), "steps": trainer.state.global_step, "train_s": round(wall),
+                      "train_rows": len(train), "steps": steps, "train_s": round(wall),
                       "tasks": len(traces), "queries_sharing_2_bigrams": sharing,
                       "query_bigrams_in_request": [found, total]}))
 

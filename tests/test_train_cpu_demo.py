@@ -25,7 +25,7 @@ from shopsimrl.train.rollout import TurnRequest
 
 def _config(data: Path, out: Path) -> cpu_demo.RecipeConfig:
     return cpu_demo.RecipeConfig(data=str(data), out=str(out), threads=1, eval_split="val", **{
-        **cpu_demo.SMOKE, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2,
+        **cpu_demo.SMOKE, "sft_short_steps": 1, "sft_first_steps": 1, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2,
         "demo_train_tasks": 6, "demo_standard_tasks": 2})
 
 
@@ -56,13 +56,13 @@ def test_cpu_recipe_smoke(prepared_dir: Path, tmp_path: Path) -> None:
     demos = cpu_demo.stage_demos(cfg)
     assert demos["episodes"] > 0  # public-information policies only: heuristic and strong
     sft = cpu_demo.stage_sft(cfg)
-    assert (sft["lm_steps"], sft["assistant_steps"], sft["steps"]) == (2, 2, 4)
+    assert (sft["short_steps"], sft["first_steps"], sft["lm_steps"], sft["assistant_steps"], sft["steps"]) == (1, 1, 2, 2, 6)
     paths = cpu_demo._paths(Path(cfg.out))
     sft_log = [json.loads(line) for line in (paths["sft"] / "log.jsonl").read_text().splitlines()]
     sft_losses = [row["loss"] for row in sft_log if "loss" in row]
     assert sft_losses and all(math.isfinite(x) for x in sft_losses)
-    assert [row["step"] for row in sft_log if "loss" in row] == [1, 2, 3, 4]  # one curve over both phases
-    assert [row["phase"] for row in sft_log if "loss" in row] == ["lm", "lm", "assistant", "assistant"]
+    assert [row["step"] for row in sft_log if "loss" in row] == [1, 2, 3, 4, 5, 6]  # one curve over all phases
+    assert [row["phase"] for row in sft_log if "loss" in row] == ["short", "first", "lm", "lm", "assistant", "assistant"]
 
     model, tokenizer = cpu_demo.load(paths["sft"])
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
@@ -190,6 +190,18 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
         assert whole["assistant_masks"][: len(row["input_ids"])] == row["assistant_masks"]
         trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m])
         assert '"name": "search"' in trained and "buy now" not in trained
+    rows = cpu_demo_sft.sft_rows(records)
+    short = cpu_demo_sft.copy_rows(rows, tokens, "short", tokenizer, seed=0)
+    assert len(short) == len(rows)
+    for row, conversation in zip(short, rows, strict=True):  # the request and the first call, nothing else
+        text = tokenizer.decode(row["input_ids"])
+        assert conversation["messages"][1]["content"] in text and "<tools>" not in text and "结果页" not in text
+        trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m])
+        assert '"name": "search"' in trained and "buy now" not in trained
+    first = cpu_demo_sft.copy_rows(rows, tokens, "first", tokenizer, seed=0)
+    assert len(first) == len(tokens) and all(row not in tokens and row in prefixes for row in first)
+    with pytest.raises(RecipeError):
+        cpu_demo_sft.copy_rows(rows, tokens, "whole", tokenizer, seed=0)
     assert cpu_demo_sft.first_turn_rows(tokens, 0.0, seed=0) != []
     assert mixed == cpu_demo_sft.first_turn_rows(tokens, 0.6, seed=0)  # seeded shuffle
     with pytest.raises(RecipeError):

@@ -59,6 +59,8 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     overrides = {  # each overrides the preset's value (default: the preset's)
         "threads": (int, "torch CPU threads"), "sft_steps": (int, "SFT optimizer steps with the loss on the assistant tokens"),
         "sft_lm_steps": (int, "SFT optimizer steps with the loss on every token, first"),
+        "sft_short_steps": (int, "copy-curriculum SFT steps on the request and first call alone, before all others"),
+        "sft_first_steps": (int, "copy-curriculum SFT steps on the full first-turn prompt and first call, next"),
         "sft_first_turn_share": (float, "share of the assistant-only SFT rows that are first-turn prefixes (request → search)"),
         "grpo_steps": (int, "GRPO optimizer steps"), "group_size": (int, "GRPO episodes per task (>= 4)"),
         "groups_per_step": (int, "GRPO groups per optimizer step"), "sft_lr": (float, "SFT learning rate"),

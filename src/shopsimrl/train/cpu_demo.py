@@ -60,6 +60,11 @@ class RecipeConfig:
     # SFT: one episode per step (~1.4 s on 2 quiet cores). First ``sft_lm_steps`` with the loss on every token
     # (the page text teaches a model made from scratch to copy: the results page echoes the query, the product
     # page repeats the listing's id), then ``sft_steps`` with the loss on the assistant tokens only
+    # a copy curriculum before both: steps on the request and the first call alone (batch 16), then on the full
+    # first-turn prompt and the first call (batch 2). Off by default: measured by benchmarks/bench_cpu_copy.py
+    # (2 → 30 of 40 first queries copying the request), not yet through the whole recipe
+    sft_short_steps: int = 0
+    sft_first_steps: int = 0
     sft_lm_steps: int = 1000
     sft_steps: int = 600
     sft_batch: int = 1
@@ -208,7 +213,7 @@ def stage_demos(cfg: RecipeConfig) -> dict[str, Any]:
 # --- 3. SFT ----------------------------------------------------------------------------------------------------
 
 def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
-    from .cpu_demo_sft import first_turn_rows, sft_phase, sft_rows, sft_tokens
+    from .cpu_demo_sft import copy_rows, first_turn_rows, sft_phase, sft_rows, sft_tokens
     from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template
 
     paths = _paths(Path(cfg.out))
@@ -224,14 +229,23 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)  # same text, plus the assistant-turn markers
     tokens = sft_tokens(rows, tokenizer)
     logs: list[dict[str, Any]] = []
-    steps = {"lm": 0, "assistant": 0}
+    steps = {"short": 0, "first": 0, "lm": 0, "assistant": 0}
+    for phase, count, batch in (("short", cfg.sft_short_steps, 16), ("first", cfg.sft_first_steps, 2)):
+        if count:
+            trainer = sft_phase(replace(cfg, sft_batch=batch), model, tokenizer,
+                                copy_rows(rows, tokens, phase, tokenizer, cfg.seed), steps=count, name=phase,
+                                scheduler="constant_with_warmup", output_dir=paths["sft"])
+            done = sum(steps.values())
+            model, steps[phase] = trainer.model, trainer.state.global_step
+            logs += [{**h, "phase": phase, "step": h.get("step", 0) + done} for h in trainer.state.log_history]
     if cfg.sft_lm_steps:
         # every token: the page text is public, and predicting it is where copying is learned
         whole = [{"input_ids": t["input_ids"]} for t in tokens]
         trainer = sft_phase(cfg, model, tokenizer, whole, steps=cfg.sft_lm_steps, name="lm",
                             scheduler="constant_with_warmup", output_dir=paths["sft"])
         model, steps["lm"] = trainer.model, trainer.state.global_step
-        logs += [{**h, "phase": "lm"} for h in trainer.state.log_history]
+        done = steps["short"] + steps["first"]
+        logs += [{**h, "phase": "lm", "step": h.get("step", 0) + done} for h in trainer.state.log_history]
         shift = (steps["lm"] * cfg.sft_batch) % len(tokens)
         # the trainer's sampler shuffles both phases with the same seed: rotate, so the second visits the
         # episodes in another order
@@ -242,15 +256,17 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
         trainer = sft_phase(cfg, model, tokenizer, tokens, steps=cfg.sft_steps, name="assistant",
                             scheduler="linear", output_dir=paths["sft"])
         model, steps["assistant"] = trainer.model, trainer.state.global_step
-        logs += [{**h, "phase": "assistant", "step": h.get("step", 0) + steps["lm"]}
-                 for h in trainer.state.log_history]
+        done = steps["short"] + steps["first"] + steps["lm"]
+        logs += [{**h, "phase": "assistant", "step": h.get("step", 0) + done} for h in trainer.state.log_history]
     tokenizer.chat_template = chat_template(TEMPLATE_FILE)
     model.save_pretrained(paths["sft"])
     tokenizer.save_pretrained(paths["sft"])
     _write_jsonl(paths["sft"] / "log.jsonl", logs)
-    total = steps["lm"] + steps["assistant"]
-    return {"episodes": len(rows), "steps": total, "lm_steps": steps["lm"], "assistant_steps": steps["assistant"],
-            "batch": cfg.sft_batch, "examples_seen": total * cfg.sft_batch}
+    total = sum(steps.values())
+    seen = steps["short"] * 16 + steps["first"] * 2 + (steps["lm"] + steps["assistant"]) * cfg.sft_batch
+    return {"episodes": len(rows), "steps": total, "short_steps": steps["short"], "first_steps": steps["first"],
+            "lm_steps": steps["lm"], "assistant_steps": steps["assistant"], "batch": cfg.sft_batch,
+            "examples_seen": seen}
 
 
 def _write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -81,6 +81,23 @@ def first_turn_rows(tokens: Sequence[Mapping[str, list[int]]], share: float, see
     return mixed
 
 
+def copy_rows(rows: Sequence[Mapping[str, Any]], tokens: Sequence[Mapping[str, list[int]]], phase: str,
+              tokenizer: Any, seed: int) -> list[dict[str, list[int]]]:
+    """The rows of a copy-curriculum phase: ``short`` (the request and the first call alone, no rules, persona
+    or tool schemas) or ``first`` (the full first-turn prompt and the first call).
+
+    A model made from scratch learns to copy the request into its query from short rows in minutes, then
+    carries it over to the full prompt; from the full prompt alone it does not learn it in the same time
+    (benchmarks/bench_cpu_copy.py, docs/training.md).
+    """
+    if phase == "short":
+        return sft_tokens([{"messages": [{"role": "system", "content": "s"}, *row["messages"][1:3]], "tools": []}
+                           for row in rows], tokenizer)
+    if phase == "first":
+        return [row for row in first_turn_rows(tokens, 0.5, seed) if row not in tokens]
+    raise RecipeError(f"unknown copy phase {phase!r} (short or first)")
+
+
 def sft_phase(cfg: RecipeConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], *, steps: int,
               name: str, scheduler: str, output_dir: Path) -> Any:
     """One SFT phase with TRL's ``SFTTrainer`` on pre-tokenized rows (``assistant_masks`` masks the loss)."""
