@@ -96,12 +96,8 @@ def test_cpu_recipe_smoke(prepared_dir: Path, tmp_path: Path) -> None:
     assert '"tool_choice": "required"' in json.dumps(manifest)
 
 
-def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None:
-    """Every tool's demonstrated call is trained exactly as the validator reads it: no argument of another tool.
-
-    (A ``datasets`` column built from the messages unifies the argument dicts of all rows, so a click rendered
-    ``{"query": null, "value": …}``: the SFT checkpoint then answered with calls the validator refuses.)"""
-    from shopsimrl.env.tools import TOOLS
+def _training_tokenizer(data: Path) -> Any:
+    """A tiny byte-level BPE with TRL's Qwen2.5 training template (the assistant turns marked)."""
     from shopsimrl.train.local_lm import (
         PRESETS,
         TRAINING_TEMPLATE_FILE,
@@ -110,8 +106,18 @@ def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None
         corpus,
     )
 
-    tokenizer = build_tokenizer(corpus(prepared_dir, products=200), PRESETS["tiny"])
+    tokenizer = build_tokenizer(corpus(data, products=200), PRESETS["tiny"])
     tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)
+    return tokenizer
+
+
+def test_sft_tokens_render_each_call_as_demonstrated(prepared_dir: Path) -> None:
+    """Every tool's demonstrated call is trained exactly as the validator reads it: no argument of another tool.
+
+    (A ``datasets`` column built from the messages unifies the argument dicts of all rows, so a click rendered
+    ``{"query": null, "value": …}``: the SFT checkpoint then answered with calls the validator refuses.)"""
+    from shopsimrl.env.tools import TOOLS
+    tokenizer = _training_tokenizer(prepared_dir)
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in episode_tools(dialogue=True)}
     calls = []
     for tool in TOOLS:
@@ -158,16 +164,7 @@ def test_report_plots_both_sft_phases_and_marks_missing_stages(tmp_path: Path) -
 def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: Path) -> None:
     """A first-turn row is its episode's context up to and including the first assistant turn, masked on that
     turn alone; the mix holds the requested share of them and every episode row unchanged."""
-    from shopsimrl.train.local_lm import (
-        PRESETS,
-        TRAINING_TEMPLATE_FILE,
-        build_tokenizer,
-        chat_template,
-        corpus,
-    )
-
-    tokenizer = build_tokenizer(corpus(prepared_dir, products=200), PRESETS["tiny"])
-    tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)
+    tokenizer = _training_tokenizer(prepared_dir)
 
     def call(name: str, arguments: dict[str, str]) -> dict[str, Any]:
         return {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {
