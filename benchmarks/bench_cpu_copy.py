@@ -46,7 +46,13 @@ def main() -> None:
     from shopsimrl.train import cpu_demo
     from shopsimrl.train.chat_template import episode_tools
     from shopsimrl.train.checkpoint_server import template_messages
-    from shopsimrl.train.cpu_demo_sft import first_turn_rows, sft_phase, sft_rows, sft_tokens
+    from shopsimrl.train.cpu_demo_sft import (
+        first_turn_prefixes,
+        first_turn_rows,
+        sft_phase,
+        sft_rows,
+        sft_tokens,
+    )
     from shopsimrl.train.local_lm import (
         PRESETS,
         TEMPLATE_FILE,
@@ -71,7 +77,7 @@ def main() -> None:
     data = {  # the request and the first call only, or the full first-turn prompt and the first call
         "short": lambda: sft_tokens([{"messages": [{"role": "system", "content": "s"}, *row["messages"][1:3]],
                                       "tools": []} for row in rows], tok),
-        "first": lambda: [row for row in first_turn_rows(whole, 0.5, 0) if row not in whole],
+        "first": lambda: first_turn_prefixes(whole),
         "mixed": lambda: first_turn_rows(whole, 0.5, 0)}  # whole episodes and first-turn prefixes, half each
     wall, steps, train = 0.0, [], []
     for phase, budget in zip(phases, minutes, strict=True):

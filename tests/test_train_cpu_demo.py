@@ -188,17 +188,17 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
         trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m])
         assert '"name": "search"' in trained and "buy now" not in trained
     rows = cpu_demo_sft.sft_rows(records)
-    short = cpu_demo_sft.copy_rows(rows, tokens, "short", tokenizer, seed=0)
+    short = cpu_demo_sft.copy_rows(rows, tokens, "short", tokenizer)
     assert len(short) == len(rows)
     for row, conversation in zip(short, rows, strict=True):  # the request and the first call, nothing else
         text = tokenizer.decode(row["input_ids"])
         assert conversation["messages"][1]["content"] in text and "<tools>" not in text and "结果页" not in text
         trained = tokenizer.decode([t for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m])
         assert '"name": "search"' in trained and "buy now" not in trained
-    first = cpu_demo_sft.copy_rows(rows, tokens, "first", tokenizer, seed=0)
+    first = cpu_demo_sft.copy_rows(rows, tokens, "first", tokenizer)
     assert len(first) == len(tokens) and all(row not in tokens and row in prefixes for row in first)
     with pytest.raises(RecipeError):
-        cpu_demo_sft.copy_rows(rows, tokens, "whole", tokenizer, seed=0)
+        cpu_demo_sft.copy_rows(rows, tokens, "whole", tokenizer)
     assert cpu_demo_sft.first_turn_rows(tokens, 0.0, seed=0) != []
     assert mixed == cpu_demo_sft.first_turn_rows(tokens, 0.6, seed=0)  # seeded shuffle
     with pytest.raises(RecipeError):

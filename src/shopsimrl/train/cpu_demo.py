@@ -57,14 +57,14 @@ class RecipeConfig:
     # "required": every turn is one call of the page's tools, decoded under their schemas (a click is one of the
     # page's values), in GRPO rollouts and evaluation alike: what vLLM does for tool_choice="required"
     tool_choice: str = "required"
+    # SFT copy curriculum, before the phases below: steps on the request and the first call alone (batch 16),
+    # then on the full first-turn prompt and the first call (batch 2). Off by default: measured by
+    # benchmarks/bench_cpu_copy.py (2 → 30 of 40 first queries copying the request), not yet by a whole run
+    sft_short_steps: int = 0
+    sft_first_steps: int = 0
     # SFT: one episode per step (~1.4 s on 2 quiet cores). First ``sft_lm_steps`` with the loss on every token
     # (the page text teaches a model made from scratch to copy: the results page echoes the query, the product
     # page repeats the listing's id), then ``sft_steps`` with the loss on the assistant tokens only
-    # a copy curriculum before both: steps on the request and the first call alone (batch 16), then on the full
-    # first-turn prompt and the first call (batch 2). Off by default: measured by benchmarks/bench_cpu_copy.py
-    # (2 → 30 of 40 first queries copying the request), not yet through the whole recipe
-    sft_short_steps: int = 0
-    sft_first_steps: int = 0
     sft_lm_steps: int = 1000
     sft_steps: int = 600
     sft_batch: int = 1
@@ -233,7 +233,7 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     for phase, count, batch in (("short", cfg.sft_short_steps, 16), ("first", cfg.sft_first_steps, 2)):
         if count:
             trainer = sft_phase(replace(cfg, sft_batch=batch), model, tokenizer,
-                                copy_rows(rows, tokens, phase, tokenizer, cfg.seed), steps=count, name=phase,
+                                copy_rows(rows, tokens, phase, tokenizer), steps=count, name=phase,
                                 scheduler="constant_with_warmup", output_dir=paths["sft"])
             done = sum(steps.values())
             model, steps[phase] = trainer.model, trainer.state.global_step

@@ -53,48 +53,53 @@ def sft_tokens(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> list[dict[s
     return out
 
 
-def first_turn_rows(tokens: Sequence[Mapping[str, list[int]]], share: float, seed: int) -> list[dict[str, list[int]]]:
-    """Episodes plus first-turn prefixes (the request → the search call), ``share`` of the rows being prefixes.
+def first_turn_prefixes(tokens: Sequence[Mapping[str, list[int]]]) -> list[dict[str, list[int]]]:
+    """Each episode's context up to and including its first assistant turn (the request → the search call),
+    masked on that turn alone: where a model made from scratch must copy the request, at a quarter of the
+    episode's tokens."""
+    prefixes = []
+    for row in tokens:
+        mask = row["assistant_masks"]
+        end = mask.index(1)
+        while end < len(mask) and mask[end] == 1:
+            end += 1
+        prefixes.append({"input_ids": list(row["input_ids"][:end]), "assistant_masks": list(mask[:end])})
+    return prefixes
 
-    The first call is where a model made from scratch must copy the request; a prefix row is that context and that
-    call alone (a quarter of an episode's tokens), so mixing them in trains the copy more often for the same
-    compute, while the whole episodes keep the rest of the episode trained (a first-turn phase on its own forgets
-    it: docs/training.md). A prefix ends with its first assistant turn, so its mask is that turn's.
+
+def first_turn_rows(tokens: Sequence[Mapping[str, list[int]]], share: float, seed: int) -> list[dict[str, list[int]]]:
+    """Whole episodes plus first-turn prefixes, ``share`` of the rows being prefixes, in a seeded order.
+
+    Mixing prefixes in trains the copy more often for the same compute, while the whole episodes keep the rest of
+    the episode trained (a first-turn phase on its own forgets it: docs/training.md).
     """
     import random
 
     if not 0.0 <= share < 1.0:
         raise RecipeError(f"the first-turn share must be in [0, 1), not {share}")
     rows = [dict(t) for t in tokens]
+    prefixes = first_turn_prefixes(tokens)
     wanted = round(len(rows) * share / (1.0 - share))
-    prefixes = []
-    for row in rows:
-        mask = row["assistant_masks"]
-        start = mask.index(1)
-        end = start
-        while end < len(mask) and mask[end] == 1:
-            end += 1
-        prefixes.append({"input_ids": row["input_ids"][:end], "assistant_masks": mask[:end]})
-    picked = [prefixes[i % len(prefixes)] for i in range(wanted)] if prefixes else []
-    mixed = rows + picked
+    mixed = rows + ([prefixes[i % len(prefixes)] for i in range(wanted)] if prefixes else [])
     random.Random(seed).shuffle(mixed)
     return mixed
 
 
 def copy_rows(rows: Sequence[Mapping[str, Any]], tokens: Sequence[Mapping[str, list[int]]], phase: str,
-              tokenizer: Any, seed: int) -> list[dict[str, list[int]]]:
+              tokenizer: Any) -> list[dict[str, list[int]]]:
     """The rows of a copy-curriculum phase: ``short`` (the request and the first call alone, no rules, persona
-    or tool schemas) or ``first`` (the full first-turn prompt and the first call).
+    or tool schemas; a one-character system message keeps the template from adding its default one) or
+    ``first`` (the full first-turn prompt and the first call).
 
-    A model made from scratch learns to copy the request into its query from short rows in minutes, then
-    carries it over to the full prompt; from the full prompt alone it does not learn it in the same time
+    A model made from scratch learns to copy the request into its query from short rows in minutes and, trained
+    on the full prompt next, carries it over; from the full prompt alone it does not learn it in the same time
     (benchmarks/bench_cpu_copy.py, docs/training.md).
     """
     if phase == "short":
         return sft_tokens([{"messages": [{"role": "system", "content": "s"}, *row["messages"][1:3]], "tools": []}
                            for row in rows], tokenizer)
     if phase == "first":
-        return [row for row in first_turn_rows(tokens, 0.5, seed) if row not in tokens]
+        return first_turn_prefixes(tokens)
     raise RecipeError(f"unknown copy phase {phase!r} (short or first)")
 
 
