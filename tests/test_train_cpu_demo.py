@@ -203,3 +203,5 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
     assert mixed == cpu_demo_sft.first_turn_rows(tokens, 0.6, seed=0)  # seeded shuffle
     with pytest.raises(RecipeError):
         cpu_demo_sft.first_turn_rows(tokens, 1.0, seed=0)
+    with pytest.raises(RecipeError, match="sft_first_turn_share"):  # refused before any stage runs
+        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", sft_first_turn_share=1.0)

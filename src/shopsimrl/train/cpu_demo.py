@@ -91,6 +91,8 @@ class RecipeConfig:
     timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.sft_first_turn_share < 1.0:  # checked before any stage runs, not when SFT starts
+            raise RecipeError(f"sft_first_turn_share must be in [0, 1), not {self.sft_first_turn_share}")
         if self.group_size < 2:
             raise RecipeError("GRPO needs a group size of at least 2 (4 or more recommended)")
         unknown = set(self.stages) - set(STAGES)
