@@ -47,7 +47,7 @@ def main() -> None:
     from shopsimrl.train.chat_template import episode_tools
     from shopsimrl.train.checkpoint_server import template_messages
     from shopsimrl.train.cpu_demo_sft import (
-        first_turn_prefixes,
+        copy_rows,
         first_turn_rows,
         sft_phase,
         sft_rows,
@@ -74,11 +74,10 @@ def main() -> None:
     if set(phases) - {"first", "short", "mixed"} or len(minutes) != len(phases):
         parser.error("--rows takes first/short/mixed phases and --minutes one figure per phase")
     whole = sft_tokens(rows, tok) if {"first", "mixed"} & set(phases) else []
-    data = {  # the request and the first call only, or the full first-turn prompt and the first call
-        "short": lambda: sft_tokens([{"messages": [{"role": "system", "content": "s"}, *row["messages"][1:3]],
-                                      "tools": []} for row in rows], tok),
-        "first": lambda: first_turn_prefixes(whole),
-        "mixed": lambda: first_turn_rows(whole, 0.5, 0)}  # whole episodes and first-turn prefixes, half each
+    data = {  # the recipe's copy-curriculum rows, and whole episodes mixed half and half with first-turn prefixes
+        "short": lambda: copy_rows(rows, whole, "short", tok),
+        "first": lambda: copy_rows(rows, whole, "first", tok),
+        "mixed": lambda: first_turn_rows(whole, 0.5, 0)}
     wall, steps, train = 0.0, [], []
     for phase, budget in zip(phases, minutes, strict=True):
         train = data[phase]()
@@ -90,12 +89,11 @@ def main() -> None:
         wall += time.perf_counter() - start
         model = trainer.model
         steps.append(trainer.state.global_step)
+    tok.chat_template = chat_template(TEMPLATE_FILE)
     if args.save:  # a checkpoint the recipe's eval stage can serve (runs/…/model/<name>)
-        tok.chat_template = chat_template(TEMPLATE_FILE)
         model.save_pretrained(args.save)
         tok.save_pretrained(args.save)
     model = model.eval()
-    tok.chat_template = chat_template(TEMPLATE_FILE)
     traces = [json.loads(line) for line in Path(args.tasks).read_text().splitlines() if line]
     sharing = found = total = 0
     for trace in traces:
