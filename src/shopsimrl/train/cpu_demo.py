@@ -58,21 +58,21 @@ class RecipeConfig:
     # page's values), in GRPO rollouts and evaluation alike: what vLLM does for tool_choice="required"
     tool_choice: str = "required"
     # SFT copy curriculum, before the phases below: steps on the request and the first call alone (batch 16),
-    # then on the full first-turn prompt and the first call (batch 2). Off by default: measured by
-    # benchmarks/bench_cpu_copy.py (2 → 30 of 40 first queries copying the request), not yet by a whole run
-    sft_short_steps: int = 0
-    sft_first_steps: int = 0
-    # SFT: one episode per step (~1.4 s on 2 quiet cores). First ``sft_lm_steps`` with the loss on every token
+    # then on the full first-turn prompt and the first call (batch 2). A model made from scratch does not learn
+    # to copy the request into its query from behind ~1,200 tokens of rules, persona and tool schemas; short
+    # rows first, then the full prompt, teach it (benchmarks/bench_cpu_copy.py: 2 → 30 of 40 first queries)
+    sft_short_steps: int = 500
+    sft_first_steps: int = 600
+    # SFT: one episode per step (~1.4 s on 2 quiet cores). Then ``sft_lm_steps`` with the loss on every token
     # (the page text teaches a model made from scratch to copy: the results page echoes the query, the product
     # page repeats the listing's id), then ``sft_steps`` with the loss on the assistant tokens only
-    sft_lm_steps: int = 1000
+    sft_lm_steps: int = 500
     sft_steps: int = 600
     sft_batch: int = 1
     sft_lr: float = 3e-3
     # the share of the assistant phase's rows that are first-turn prefixes (request → search call), mixed with
-    # whole episodes. Off by default: 0.6 over 1,200 steps did not teach the 0.91 M model to copy the request
-    # (docs/training.md, "Train a small policy on CPU")
-    sft_first_turn_share: float = 0.0
+    # whole episodes, so that training on whole episodes keeps the copy the curriculum taught
+    sft_first_turn_share: float = 0.5
     sft_minutes: float | None = None  # a wall-clock cap per SFT phase: it stops after the step that crosses it
     # GRPO: ~35 s per step of 8 episodes on 2 cores (rollouts ~10 s, the update the rest); 20 steps keep the
     # whole recipe within 2 h, where evaluating three checkpoints on 400 tasks takes about an hour
@@ -105,7 +105,7 @@ class RecipeConfig:
 
 
 SMOKE = dict(preset="tiny", tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6,
-             sft_lm_steps=2, sft_steps=4, sft_batch=2, grpo_steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
+             sft_short_steps=1, sft_first_steps=1, sft_lm_steps=2, sft_steps=4, sft_batch=2, grpo_steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
              max_new_tokens=48, demo_min_reward=0.0)
 GPU = dict(preset="gpu", use_cpu=False, threads=16, sft_lm_steps=300, sft_steps=300, sft_batch=8, grpo_steps=40, group_size=8,
            groups_per_step=2, grpo_lr=2e-4, sft_lr=1e-3, eval_concurrency=32, max_turns=8, max_context=8192,

@@ -74,6 +74,14 @@ def _num(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "—"
 
 
+def _phase_steps(sft: Mapping[str, Any]) -> str:
+    """The steps of each SFT phase that ran, in training order (older results name none)."""
+    parts = [f"{name} {sft[key]}" for name, key in (("short", "short_steps"), ("first", "first_steps"),
+                                                     ("every-token", "lm_steps"), ("assistant", "assistant_steps"))
+             if sft.get(key)]
+    return f": {' + '.join(parts)}" if parts else ""
+
+
 def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: str | None) -> str:
     lines = ["# CPU recipe: SFT → GRPO from scratch", ""]
     init = results.get("init") or {}
@@ -108,7 +116,7 @@ def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: s
     notes: dict[str, Callable[[Mapping[str, Any]], str]] = {
         "init": lambda r: f"{r.get('parameters')} parameters",
         "demos": lambda r: f"{r.get('episodes')} demonstration episodes ({r.get('turn_records')})",
-        "sft": lambda r: (f"{r.get('steps')} optimizer steps ({r.get('examples_seen', '?')} of "
+        "sft": lambda r: (f"{r.get('steps')} optimizer steps{_phase_steps(r)} ({r.get('examples_seen', '?')} of "
                           f"{r.get('episodes')} demonstration episodes seen)"),
         "grpo": lambda r: f"{r.get('steps')} optimizer steps, {r.get('episodes')} episodes",
         "eval": lambda r: "init, SFT, GRPO through the served-model runtime",
