@@ -162,7 +162,7 @@ def test_report_plots_both_sft_phases_and_marks_missing_stages(tmp_path: Path) -
     phased = {"steps": 10, "episodes": 9, "examples_seen": 10, "short_steps": 2, "first_steps": 0, "lm_steps": 3,
               "assistant_steps": 5}
     text = Path(write_report(tmp_path, {"sft": phased, "timings": {"sft": 1.0}})["report"]).read_text(encoding="utf-8")
-    assert "10 optimizer steps: short 2 + every-token 3 + assistant 5 (10 of 9" in text  # phases that ran, in order
+    assert "10 optimizer steps: short 2 + every-token 3 + assistant 5 (10 rows from 9 demonstration" in text  # phases that ran, in order
 
 
 def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: Path) -> None:

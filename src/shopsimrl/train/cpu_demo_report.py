@@ -116,8 +116,8 @@ def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: s
     notes: dict[str, Callable[[Mapping[str, Any]], str]] = {
         "init": lambda r: f"{r.get('parameters')} parameters",
         "demos": lambda r: f"{r.get('episodes')} demonstration episodes ({r.get('turn_records')})",
-        "sft": lambda r: (f"{r.get('steps')} optimizer steps{_phase_steps(r)} ({r.get('examples_seen', '?')} of "
-                          f"{r.get('episodes')} demonstration episodes seen)"),
+        "sft": lambda r: (f"{r.get('steps')} optimizer steps{_phase_steps(r)} ({r.get('examples_seen', '?')} rows "
+                          f"from {r.get('episodes')} demonstration episodes)"),
         "grpo": lambda r: f"{r.get('steps')} optimizer steps, {r.get('episodes')} episodes",
         "eval": lambda r: "init, SFT, GRPO through the served-model runtime",
     }
