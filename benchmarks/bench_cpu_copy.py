@@ -47,6 +47,7 @@ def main() -> None:
     from shopsimrl.train.chat_template import episode_tools
     from shopsimrl.train.checkpoint_server import template_messages
     from shopsimrl.train.cpu_demo_sft import (
+        COPY_BATCH,
         copy_rows,
         first_turn_rows,
         sft_phase,
@@ -82,7 +83,7 @@ def main() -> None:
     for phase, budget in zip(phases, minutes, strict=True):
         train = data[phase]()
         cfg = cpu_demo.RecipeConfig(data=args.data, out="/tmp/bench_cpu_copy", sft_lr=3e-3, sft_minutes=budget,
-                                    sft_batch={"short": 16, "first": 2, "mixed": 1}[phase])
+                                    sft_batch={**COPY_BATCH, "mixed": 1}[phase])
         start = time.perf_counter()
         trainer = sft_phase(cfg, model, tok, train, steps=10**6, name=f"copy-{phase}",
                             scheduler="constant_with_warmup", output_dir=Path(cfg.out))

@@ -215,7 +215,7 @@ def stage_demos(cfg: RecipeConfig) -> dict[str, Any]:
 # --- 3. SFT ----------------------------------------------------------------------------------------------------
 
 def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
-    from .cpu_demo_sft import copy_rows, first_turn_rows, sft_phase, sft_rows, sft_tokens
+    from .cpu_demo_sft import COPY_BATCH, copy_rows, first_turn_rows, sft_phase, sft_rows, sft_tokens
     from .local_lm import TEMPLATE_FILE, TRAINING_TEMPLATE_FILE, chat_template
 
     paths = _paths(Path(cfg.out))
@@ -232,9 +232,9 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     tokens = sft_tokens(rows, tokenizer)
     logs: list[dict[str, Any]] = []
     steps = {"short": 0, "first": 0, "lm": 0, "assistant": 0}
-    for phase, count, batch in (("short", cfg.sft_short_steps, 16), ("first", cfg.sft_first_steps, 2)):
+    for phase, count in (("short", cfg.sft_short_steps), ("first", cfg.sft_first_steps)):
         if count:
-            trainer = sft_phase(replace(cfg, sft_batch=batch), model, tokenizer,
+            trainer = sft_phase(replace(cfg, sft_batch=COPY_BATCH[phase]), model, tokenizer,
                                 copy_rows(rows, tokens, phase, tokenizer), steps=count, name=phase,
                                 scheduler="constant_with_warmup", output_dir=paths["sft"])
             done = sum(steps.values())
@@ -265,7 +265,7 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     tokenizer.save_pretrained(paths["sft"])
     _write_jsonl(paths["sft"] / "log.jsonl", logs)
     total = sum(steps.values())
-    seen = steps["short"] * 16 + steps["first"] * 2 + (steps["lm"] + steps["assistant"]) * cfg.sft_batch
+    seen = sum(steps[p] * COPY_BATCH[p] for p in COPY_BATCH) + (steps["lm"] + steps["assistant"]) * cfg.sft_batch
     return {"episodes": len(rows), "steps": total, "short_steps": steps["short"], "first_steps": steps["first"],
             "lm_steps": steps["lm"], "assistant_steps": steps["assistant"], "batch": cfg.sft_batch,
             "examples_seen": seen}

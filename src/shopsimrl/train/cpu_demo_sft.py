@@ -85,6 +85,9 @@ def first_turn_rows(tokens: Sequence[Mapping[str, list[int]]], share: float, see
     return mixed
 
 
+COPY_BATCH = {"short": 16, "first": 2}  # rows per optimizer step of each copy-curriculum phase (short rows are ~130 tokens)
+
+
 def copy_rows(rows: Sequence[Mapping[str, Any]], tokens: Sequence[Mapping[str, list[int]]], phase: str,
               tokenizer: Any) -> list[dict[str, list[int]]]:
     """The rows of a copy-curriculum phase: ``short`` (the request and the first call alone, no rules, persona
