@@ -35,9 +35,15 @@ def test_the_registry_is_the_one_list_of_built_in_policies() -> None:
 
 @pytest.mark.parametrize("name", POLICY_NAMES)
 def test_every_registered_policy_evaluates_from_the_command_line(name: str, world: ShopWorld, prepared_dir: Path,
-                                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                                                 ) -> None:
+                                                                 tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     spec = REGISTRY[name]
+    if spec.catalog_bound:  # trained weights are bound to their catalog: train a few episodes on this one
+        from shopsimrl.agent.policies.learned import WEIGHTS_ENV
+        from shopsimrl.train.policy_gradient import PolicyTrainConfig, train
+
+        train(world, PolicyTrainConfig(episodes=16, groups_per_update=1, eval_every=0)).model.save(tmp_path / "w.json")
+        monkeypatch.setenv(WEIGHTS_ENV, str(tmp_path / "w.json"))
     policy = make_policy(name, world)
     assert policy.name == name and BuiltinPolicyModel(policy).identity()["label"] == policy_label(name) == spec.label
     create_policy_app(world, policy=name)  # the policy server builds it too

@@ -101,6 +101,9 @@ class BuiltinPolicyModel:
                                "label": policy_label(self.policy.name)}
         if self.policy.name == "oracle":
             out["note"] = SOLVABILITY_NOTE
+        weights = getattr(self.policy, "weights_sha256", None)
+        if isinstance(weights, str):  # a trained policy: which weights played (a resumed run must use the same)
+            out["weights_sha256"] = weights
         return out
 
     async def generate(

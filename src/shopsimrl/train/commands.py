@@ -81,3 +81,6 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                            "(a click is one of the page's values), in GRPO and eval; auto: free sampling "
                            "(default: the preset's)")
     demo.set_defaults(func=cmd_cpu_demo)
+    from .policy_command import add_policy_command
+
+    add_policy_command(train)

@@ -25,6 +25,7 @@ class PolicySpec:
     summary: str  # one line for the command line's help
     private_goal: bool = False  # reads the private goal: a solvability check, never a baseline
     dialogue: bool = False  # asks the shopper (dialogue mode: eval --shopper)
+    catalog_bound: bool = False  # trained weights bound to one catalog: the class takes the world to check it
 
     @property
     def label(self) -> str:
@@ -34,7 +35,7 @@ class PolicySpec:
     def build(self, world: ShopWorld) -> Policy:
         module, _, attribute = self.target.partition(":")
         cls: Any = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
-        policy: Policy = cls(world) if self.private_goal else cls()
+        policy: Policy = cls(world) if self.private_goal or self.catalog_bound else cls()
         return policy
 
 
@@ -44,6 +45,8 @@ REGISTRY: dict[str, PolicySpec] = {spec.name: spec for spec in (
     PolicySpec("random", "random_policy:RandomPolicy", "random words of the task, then random offered clicks (seeded)"),
     PolicySpec("first", "first_policy:FirstResultPolicy", "first result, first option values (the trivial floor)"),
     PolicySpec("strong", "strong_rule:StrongRulePolicy", "rule policy that knows the catalog's vocabulary"),
+    PolicySpec("learned", "learned:LearnedPolicy", "linear policy trained by RL on the default catalog's train split",
+               catalog_bound=True),
     PolicySpec("dialogue-heuristic", "dialogue:DialogueHeuristicPolicy", "asks the shopper first, then the heuristic",
                dialogue=True),
     PolicySpec("dialogue-strong", "dialogue:DialogueStrongPolicy", "asks the shopper first, then the strong rule policy",
