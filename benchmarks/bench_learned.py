@@ -5,6 +5,8 @@ Usage: python benchmarks/bench_learned.py DATA_DIR [--stages curves,ladder,ablat
        [--episodes N] [--ablation-episodes N] [--split test] [--out docs/learned_run]
        [--weights FILE] [--runs runs/bench-learned]
 
+Stages keep what an earlier invocation finished (a seed's or an ablation's ``curve.json``), so they resume.
+
 - curves: ``shopsimrl train policy`` once per seed (greedy val evaluations every --eval-every episodes), each
   run's weights and curve under ``--out/seed-K``; a plot of val success and r_strict against training episodes
   (docs/images/learned_curve.png);
@@ -47,7 +49,8 @@ def curves(args: argparse.Namespace) -> dict[str, Any]:
                 "--eval-every", str(args.eval_every)]
         if args.episodes:
             argv += ["--episodes", str(args.episodes)]
-        cli(argv)
+        if not (target / "curve.json").exists():  # a finished seed is kept (rerun a stage to add seeds)
+            cli(argv)
         out[str(seed)] = json.loads((target / "curve.json").read_text())
     (args.out / "curves.json").write_text(json.dumps(out, indent=1) + "\n")
     plot(out, Path("docs/images/learned_curve.png"))
@@ -137,7 +140,8 @@ def ablation(args: argparse.Namespace) -> dict[str, Any]:
         target = args.out / f"ablate-{group}"
         argv = ["train", "policy", "--data", str(args.data), "--out", str(target), "--seed", "0",
                 "--episodes", str(args.ablation_episodes), "--eval-every", str(args.ablation_episodes)]
-        cli(argv if group == "none" else [*argv, "--ablate", group])
+        if not (target / "curve.json").exists():
+            cli(argv if group == "none" else [*argv, "--ablate", group])
         out[group] = json.loads((target / "curve.json").read_text())["curve"][-1]
     (args.out / "ablation.json").write_text(json.dumps(out, indent=1) + "\n")
     print("\n| feature group off | val success | val r_strict |\n|---|---|---|")

@@ -21,7 +21,7 @@ from shopsimrl.agent.policies.learned import (
     LinearModel,
     zero_weights,
 )
-from shopsimrl.agent.policies.learned_features import FEATURES, KINDS, PAIR_BUCKETS, decide
+from shopsimrl.agent.policies.learned_features import FEATURES, KINDS, decide
 from shopsimrl.agent.policy import PolicyAction, PolicyContext
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
 from shopsimrl.errors import PolicyError
@@ -81,9 +81,6 @@ def test_every_feature_row_has_its_kinds_width_on_every_task(default_world: Shop
                 assert len(decision.actions) == len(decision.features) > 0
                 assert all(len(row) == len(FEATURES[decision.kind]) for row in decision.features)
                 assert np.isfinite(np.asarray(decision.features)).all()
-                if decision.kind != "search":  # every choice among listings or values carries its word pairs
-                    assert len(decision.pairs) == len(decision.actions) and decision.pair_scale > 0
-                    assert all(0 <= b < PAIR_BUCKETS for buckets in decision.pairs for b in buckets)
     assert seen == set(KINDS)
 
 
@@ -132,8 +129,8 @@ def test_no_private_goal_field_changes_any_feature(default_world: ShopWorld, mon
             finally:
                 monkeypatch.setattr(catalog, "goal", original_goal)
             checked.add(key)
-            assert [d and (d.kind, d.features, d.pairs, [a.canonical for a in d.actions]) for d in replay] == \
-                [d and (d.kind, d.features, d.pairs, [a.canonical for a in d.actions]) for d in baseline]
+            assert [d and (d.kind, d.features, [a.canonical for a in d.actions]) for d in replay] == \
+                [d and (d.kind, d.features, [a.canonical for a in d.actions]) for d in baseline]
     assert {"asin", "attributes"} <= checked, checked
 
 
@@ -239,7 +236,6 @@ def test_weights_written_by_training_load_back(default_world: ShopWorld, tmp_pat
     loaded = LinearModel.load(tmp_path / "w.json")
     loaded.check_catalog(default_world, "trained here")
     assert all(np.array_equal(loaded.weights[name], result.model.weights[name]) for name in result.model.weights)
-    assert loaded.weights["pairs"].any()  # the sparse word-pair weights survive the round trip
 
 
 def test_train_policy_command_writes_weights_that_eval_plays(default_world: ShopWorld, tmp_path: Path,

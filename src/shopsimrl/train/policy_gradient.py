@@ -22,8 +22,8 @@ import numpy as np
 
 from ..agent.episode import EpisodeRequest
 from ..agent.play import play, play_episode
-from ..agent.policies.learned import PAIRS, LearnedPolicy, LinearModel, catalog_stamp, fallback, zero_weights
-from ..agent.policies.learned_features import FEATURES, KINDS, PAIR_BUCKETS, Decision, decide
+from ..agent.policies.learned import LearnedPolicy, LinearModel, catalog_stamp, fallback, zero_weights
+from ..agent.policies.learned_features import FEATURES, KINDS, Decision, decide
 from ..agent.policy import PolicyAction, PolicyContext
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import ShopSimError
@@ -42,7 +42,6 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
     "budget": ("item:has_budget", "item:over_budget", "item:fits_budget", "item:log_price", "buy:fits_budget",
                "buy:over_budget", "buy:no_budget", "prev:over_budget"),
     "position": ("item:1/rank", "item:rank<=3", "value:first", "value:last", "value:position"),
-    "pairs": (PAIRS,),  # the hashed (request word, attribute or option value) pairs
 }
 
 
@@ -54,7 +53,7 @@ class PolicyTrainingError(ShopSimError):
 class PolicyTrainConfig:
     """Every knob of a run; the defaults are the shipped weights' recipe."""
 
-    episodes: int = 120_000  # training episodes in all (groups × group size)
+    episodes: int = 60_000  # training episodes in all (groups × group size)
     group_size: int = 8  # episodes per task per group (the baseline is the group's mean reward)
     groups_per_update: int = 16  # groups per Adam step
     lr: float = 0.05
@@ -79,10 +78,8 @@ class PolicyTrainConfig:
 def feature_mask(ablate: Sequence[str]) -> dict[str, np.ndarray]:
     """1 for every feature the run may use, 0 for the ablated groups' features."""
     prefixes = tuple(prefix for group in ablate for prefix in FEATURE_GROUPS[group])
-    mask = {kind: np.array([0.0 if name.startswith(prefixes) and prefixes else 1.0 for name in FEATURES[kind]])
+    return {kind: np.array([0.0 if name.startswith(prefixes) and prefixes else 1.0 for name in FEATURES[kind]])
             for kind in KINDS}
-    mask[PAIRS] = np.full(PAIR_BUCKETS, 0.0 if PAIRS in prefixes else 1.0)
-    return mask
 
 
 @dataclass
@@ -134,15 +131,8 @@ class Adam:
 def add_gradient(grads: dict[str, np.ndarray], steps: Sequence[Step], advantage: float) -> None:
     """``advantage`` × the episode's ∇ log π: for each choice, its features minus the expected features."""
     for step in steps:
-        decision = step.decision
-        features = np.asarray(decision.features, dtype=np.float64)
-        grads[decision.kind] += advantage * (features[step.index] - step.probabilities @ features)
-        if decision.pairs:
-            pairs = grads[PAIRS]
-            for index, buckets in enumerate(decision.pairs):
-                share = (1.0 if index == step.index else 0.0) - float(step.probabilities[index])
-                if buckets and share:
-                    np.add.at(pairs, list(buckets), advantage * decision.pair_scale * share)
+        features = np.asarray(step.decision.features, dtype=np.float64)
+        grads[step.decision.kind] += advantage * (features[step.index] - step.probabilities @ features)
 
 
 @dataclass

@@ -26,7 +26,7 @@ from ...env.shop_env import ShopWorld
 from ...errors import PolicyError
 from ..page_text import parse_page
 from ..policy import PolicyAction, PolicyContext
-from .learned_features import FEATURES, KINDS, PAIR_BUCKETS, Decision, decide
+from .learned_features import FEATURES, KINDS, Decision, decide
 
 WEIGHTS_FORMAT = "shopsimrl-learned-policy-v1"
 SHIPPED_WEIGHTS = Path(__file__).with_name("learned_weights.json")
@@ -45,31 +45,24 @@ def _digest(features: Mapping[str, Any], weights: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-PAIRS = "pairs"  # the weights of the hashed word-pair buckets, shared by every kind (namespaced in the hash)
-
-
 def zero_weights() -> dict[str, np.ndarray]:
-    return {**{kind: np.zeros(len(FEATURES[kind])) for kind in KINDS}, PAIRS: np.zeros(PAIR_BUCKETS)}
+    return {kind: np.zeros(len(FEATURES[kind])) for kind in KINDS}
 
 
 @dataclass
 class LinearModel:
-    """One weight vector per decision kind over :data:`FEATURES`, plus one weight per word-pair bucket (float64)."""
+    """One weight vector per decision kind over :data:`FEATURES` (float64)."""
 
     weights: dict[str, np.ndarray]
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def initial(cls, rng: np.random.Generator, scale: float = 0.01) -> LinearModel:
-        """Small random weights (the policy starts near uniform over each decision's candidates); pairs at 0."""
-        return cls({**{kind: rng.normal(0.0, scale, len(FEATURES[kind])) for kind in KINDS},
-                    PAIRS: np.zeros(PAIR_BUCKETS)})
+        """Small random weights (the policy starts near uniform over each decision's candidates)."""
+        return cls({kind: rng.normal(0.0, scale, len(FEATURES[kind])) for kind in KINDS})
 
     def logits(self, decision: Decision) -> np.ndarray:
         out: np.ndarray = np.asarray(decision.features, dtype=np.float64) @ self.weights[decision.kind]
-        if decision.pairs:
-            pairs = self.weights[PAIRS]
-            out = out + decision.pair_scale * np.array([pairs[list(b)].sum() if b else 0.0 for b in decision.pairs])
         return out
 
     def probabilities(self, decision: Decision) -> np.ndarray:
@@ -84,9 +77,7 @@ class LinearModel:
 
     def to_json(self) -> dict[str, Any]:
         features = {kind: list(FEATURES[kind]) for kind in KINDS}
-        weights: dict[str, Any] = {kind: [float(x) for x in self.weights[kind]] for kind in KINDS}
-        pairs = self.weights.get(PAIRS, np.zeros(PAIR_BUCKETS))
-        weights[PAIRS] = {str(int(i)): float(pairs[i]) for i in np.flatnonzero(pairs)}  # sparse: most are 0
+        weights = {kind: [float(x) for x in self.weights[kind]] for kind in KINDS}
         return {"format": WEIGHTS_FORMAT, **self.meta, "features": features, "weights": weights,
                 "weights_sha256": _digest(features, weights)}
 
@@ -113,12 +104,7 @@ class LinearModel:
             raise PolicyError(f"{path}: the weights do not match their SHA-256 (edited or damaged)")
         meta = {key: value for key, value in payload.items()
                 if key not in ("format", "features", "weights", "weights_sha256")}
-        pairs = np.zeros(PAIR_BUCKETS)
-        for index, value in (weights.get(PAIRS) or {}).items():
-            if not (str(index).isdigit() and int(index) < PAIR_BUCKETS):
-                raise PolicyError(f"{path}: word-pair bucket {index!r} is out of range")
-            pairs[int(index)] = float(value)
-        return cls({**{kind: np.asarray(weights[kind], dtype=np.float64) for kind in KINDS}, PAIRS: pairs}, meta)
+        return cls({kind: np.asarray(weights[kind], dtype=np.float64) for kind in KINDS}, meta)
 
     def check_catalog(self, world: ShopWorld, source: str) -> None:
         """Refuse weights trained on another catalog (the features mean other things there)."""
@@ -163,4 +149,4 @@ class LearnedPolicy:
         return decision.actions[self.model.best(decision)]
 
 
-__all__ = ["PAIRS", "SHIPPED_WEIGHTS", "WEIGHTS_ENV", "LearnedPolicy", "LinearModel", "catalog_stamp", "fallback", "zero_weights"]
+__all__ = ["SHIPPED_WEIGHTS", "WEIGHTS_ENV", "LearnedPolicy", "LinearModel", "catalog_stamp", "fallback", "zero_weights"]

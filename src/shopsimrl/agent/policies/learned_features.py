@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,7 +36,6 @@ KINDS = (SEARCH, RESULTS, OPTION, BUY_KIND)
 QUERY_KINDS = ("request", "clean", "clean+evidence", "clean+top-evidence", "last-clause", "longest-clause",
                "top-evidence", "clean+preferences")
 _TURNS = float(max(EPISODE_LIMITS.values()))
-PAIR_BUCKETS = 1 << 14
 # Words real listings use for an accessory or a companion of another product (not the product itself).
 ACCESSORY_WORDS = ("适用", "专用", "搭配", "配件", "平替", "兼容")
 # Chinese numerals as digits (a request says 两个装 where the option reads 2个装).
@@ -88,10 +86,6 @@ class Decision:
     kind: str
     actions: tuple[PolicyAction, ...]
     features: tuple[tuple[float, ...], ...]
-    # word pairs: per candidate, the hashed buckets of (request word, listing attribute or option value) pairs,
-    # each worth ``pair_scale``; the model learns one weight per bucket (associations such as 用得久 ~ 耐用)
-    pairs: tuple[tuple[int, ...], ...] = ()
-    pair_scale: float = 0.0
 
 
 @lru_cache(maxsize=1024)
@@ -234,22 +228,6 @@ def _char_cover(attributes: Sequence[str], text: str) -> float:
     return sum(shares) / len(shares) if shares else 0.0
 
 
-def _request_units(public: _Public) -> frozenset[str]:
-    """The words a request's side of a pair is made of: its terms and its evidence searches' terms."""
-    return public.request.terms | frozenset(public.request.evidence_terms)
-
-
-@lru_cache(maxsize=262144)
-def _pair_buckets(namespace: str, units: frozenset[str], targets: tuple[str, ...]) -> tuple[int, ...]:
-    """Stable buckets (CRC-32, the same in every process) of every (unit, target) pair, sorted."""
-    return tuple(sorted({zlib.crc32(f"{namespace}|{unit}|{target}".encode()) % PAIR_BUCKETS
-                         for target in targets if target for unit in units}))
-
-
-def _pair_scale(public: _Public) -> float:
-    return 1.0 / max(len(_request_units(public)), 1)
-
-
 def _results_decision(public: _Public, page: Page, context: PolicyContext, clicks: list[str]) -> Decision:
     opened = _opened(context.history)
     opened_set, turn = set(opened), len(context.history) / _TURNS
@@ -260,8 +238,6 @@ def _results_decision(public: _Public, page: Page, context: PolicyContext, click
     width = len(FEATURES[RESULTS])
     rows: list[tuple[float, ...]] = []
     actions: list[PolicyAction] = []
-    units = _request_units(public)
-    pairs: list[tuple[int, ...]] = [_pair_buckets("attr", units, tuple(item.attributes)) for item in items]
     for item, row in zip(items, static, strict=True):
         cover = row[0]
         rows.append((
@@ -280,8 +256,7 @@ def _results_decision(public: _Public, page: Page, context: PolicyContext, click
         searches = len(_searches(context.history)) / 3.0
         rows.append((0.0, 0.0, 1.0, *gap, 0.0, 0.0, searches, len(opened) / 4.0, turn))
         actions.append(PolicyAction.click(BACK, "learned: back to search"))
-    pairs += [()] * (len(actions) - len(pairs))
-    return Decision(RESULTS, tuple(actions), tuple(rows), tuple(pairs), _pair_scale(public))
+    return Decision(RESULTS, tuple(actions), tuple(rows))
 
 
 def _parts(value: str) -> list[str]:
@@ -318,10 +293,7 @@ def _option_decision(public: _Public, page: Page, axis: str, context: PolicyCont
         rows.append((0.0, 1.0, *([0.0] * 16), over, _cover(_item_terms(product), request.terms),
                      len(_opened(context.history)) / 4.0))
         actions.append(PolicyAction.click(PREV, "learned: back to the results"))
-    units = _request_units(public)
-    pairs = [_pair_buckets("option", units, (value,)) for value in values]
-    pairs += [()] * (len(actions) - len(pairs))
-    return Decision(OPTION, tuple(actions), tuple(rows), tuple(pairs), _pair_scale(public))
+    return Decision(OPTION, tuple(actions), tuple(rows))
 
 
 def _last_results(history: Sequence[Any]) -> Page | None:
@@ -339,7 +311,6 @@ def _buy_decision(public: _Public, page: Page, context: PolicyContext, clicks: l
     turn = len(context.history) / _TURNS
     rows: list[tuple[float, ...]] = []
     actions: list[PolicyAction] = []
-    pairs: list[tuple[int, ...]] = []
     if BUY in clicks:
         has, over, fits, _ = _budget_features(public, product)
         leaf = _leaf(product)
@@ -349,15 +320,13 @@ def _buy_decision(public: _Public, page: Page, context: PolicyContext, clicks: l
                      float(opened.count(product.asin) > 1), turn, static[6], static[1], static[-1],
                      0.0, 0.0, 0.0))
         actions.append(PolicyAction.click(BUY, "learned: buy"))
-        pairs.append(_pair_buckets("buy", _request_units(public), tuple(product.attributes)))
     if PREV in clicks:
         results = _last_results(context.history)
         tried = set(opened)
         untried = sum(1 for item in (results.items[:4] if results else []) if item.asin not in tried)
         rows.append((0.0, 1.0, *([0.0] * 10), untried / 4.0, len(opened) / 4.0, turn))
         actions.append(PolicyAction.click(PREV, "learned: back to the results"))
-        pairs.append(())
-    return Decision(BUY_KIND, tuple(actions), tuple(rows), tuple(pairs), _pair_scale(public))
+    return Decision(BUY_KIND, tuple(actions), tuple(rows))
 
 
 def decide(context: PolicyContext) -> Decision | None:
@@ -380,4 +349,4 @@ def decide(context: PolicyContext) -> Decision | None:
     return decision if decision.actions else None
 
 
-__all__ = ["BUY_KIND", "FEATURES", "KINDS", "OPTION", "PAIR_BUCKETS", "QUERY_KINDS", "RESULTS", "SEARCH", "Decision", "decide"]
+__all__ = ["BUY_KIND", "FEATURES", "KINDS", "OPTION", "QUERY_KINDS", "RESULTS", "SEARCH", "Decision", "decide"]
