@@ -12,6 +12,10 @@ Mirrored field by field, and rule by rule, from slime's public source at commit
 * ``slime/ray/rollout.py``: ``_get_rollout_data``'s flattening (it looks at ``data[0]`` only) and
   ``_convert_samples_to_train_data`` (rollout-id fill-in, the ``len(loss_mask) == response_length`` assert,
   ``remove_sample`` zeroing the mask, per-rollout mask sums, ``rollout_log_probs`` from ``samples[0]``);
+* ``slime/observability/rollout_metrics.py``: ``log_rollout_data`` (the ``--custom-rollout-log-function-path``
+  function first, its True skipping the default; the default log dict starts from ``rollout_extra_metrics``) with
+  ``metric_utils.compute_rollout_step`` and ``logging_utils.log`` (recorded in :data:`LOGGED` instead of
+  wandb/tensorboard); slime's own ``rollout/`` sample metrics are not mirrored;
 * ``slime/rollout/sglang_rollout.py``: ``generate_and_rm`` (``evaluation=`` passed only when the custom
   function's signature has it; lists with an ``ABORTED`` member returned as they are), the dynamic-filter step of
   ``generate_rollout_async`` and the sample collection of ``eval_rollout_single_dataset``.
@@ -238,12 +242,43 @@ class GenerateState:
         self.aborted = False
 
 
+LOGGED: list[dict[str, Any]] = []  # what slime's logging_utils.log would send to wandb/tensorboard
+
+
+def logging_log(args: Any, metrics: dict[str, Any], step_key: str) -> None:
+    assert step_key in metrics
+    LOGGED.append(dict(metrics))
+
+
+def compute_rollout_step(args: Any, rollout_id: int) -> int:
+    if getattr(args, "wandb_always_use_train_step", False):
+        return rollout_id * args.rollout_batch_size * args.n_samples_per_prompt // args.global_batch_size
+    return rollout_id
+
+
+def log_rollout_data(rollout_id: int, args: Any, samples: list[Any], rollout_extra_metrics: Any,
+                     rollout_time: float) -> None:
+    path = getattr(args, "custom_rollout_log_function_path", None)
+    if path is not None:
+        module, _, name = path.rpartition(".")
+        import importlib
+
+        if getattr(importlib.import_module(module), name)(rollout_id, args, samples, rollout_extra_metrics,
+                                                          rollout_time):
+            return
+    log_dict = {**(rollout_extra_metrics or {})}
+    log_dict["rollout/step"] = compute_rollout_step(args, rollout_id)
+    logging_log(args, log_dict, step_key="rollout/step")
+
+
 def install(monkeypatch: Any) -> None:
     """Register the stand-in under slime's module names (only the modules the adapter imports)."""
     names = {
         "slime": {}, "slime.utils": {}, "slime.utils.types": {"Sample": Sample}, "slime.rollout": {},
         "slime.rollout.sglang_rollout": {"GenerateState": GenerateState},
         "slime.rollout.filter_hub": {},
+        "slime.observability": {"logging_utils": types.SimpleNamespace(log=logging_log)},
+        "slime.observability.metric_utils": {"compute_rollout_step": compute_rollout_step},
         "slime.rollout.filter_hub.base_types": {"DynamicFilterOutput": DynamicFilterOutput,
                                                "should_drop_dynamic_filter_output": should_drop_dynamic_filter_output,
                                                "call_dynamic_filter": call_dynamic_filter},

@@ -43,7 +43,7 @@ SLIME_FLAGS = {
     "--n-samples-per-prompt", "--over-sampling-batch-size", "--rollout-batch-size", "--global-batch-size",
     "--num-rollout", "--rollout-temperature", "--rollout-top-p", "--rollout-top-k", "--rollout-max-response-len",
     "--rollout-max-context-len", "--eps-clip", "--eps-clip-high", "--entropy-coef", "--use-dynamic-batch-size",
-    "--max-tokens-per-gpu", "--rollout-num-gpus-per-engine",
+    "--max-tokens-per-gpu", "--rollout-num-gpus-per-engine", "--custom-rollout-log-function-path",
 }
 
 
@@ -105,13 +105,16 @@ def test_the_command_wires_the_adapter_with_the_reference_settings(tasks: Path) 
     assert slime_flags - known_megatron <= SLIME_FLAGS
     for flag, attr in (("--custom-generate-function-path", "generate"),
                        ("--dynamic-sampling-filter-path", "fully_scored_group_filter"),
-                       ("--custom-reward-post-process-path", "normalize_grpo_by_prompt_and_rollout")):
+                       ("--custom-reward-post-process-path", "normalize_grpo_by_prompt_and_rollout"),
+                       ("--custom-rollout-log-function-path", "log_rollout_health")):
         assert _load(flags[flag][0]) is getattr(adapter, attr)
     assert flags["--rollout-top-p"] == ["1.0"] and flags["--rollout-top-k"] == ["-1"]  # exact log-prob replay
     assert flags["--rollout-temperature"] == ["0.6"] and flags["--reward-key"] == ["reward"]
     assert flags["--n-samples-per-prompt"] == ["8"] and flags["--over-sampling-batch-size"] == ["32"]
     assert flags["--rollout-batch-size"] == ["16"] and flags["--global-batch-size"] == ["64"]
     assert flags["--rollout-max-response-len"] == ["4096"] and flags["--rollout-max-context-len"] == ["24576"]
+    assert flags["--num-rollout"] == ["80"] and flags["--save-interval"] == ["20"]  # the reference's 80 steps
+    assert flags["--load"] == flags["--save"]  # a rerun resumes from the last checkpoint
     assert (flags["--eps-clip"], flags["--eps-clip-high"], flags["--lr"]) == (["0.2"], ["0.28"], ["1e-6"])
     assert "--use-kl-loss" not in flags and "--apply-chat-template" not in flags
     config = yaml.safe_load(Path(flags["--custom-config-path"][0]).read_text("utf-8"))
@@ -148,9 +151,21 @@ def test_first_rollout_step_through_the_standin_against_a_served_shop(tasks, pre
             flat = slime.flatten_rollout(data)
             train = slime.convert_samples_to_train_data(args, flat,
                                                         _load(flags["--custom-reward-post-process-path"][0]))
+            # slime's rollout logging with the recipe's log function: the health joins the step's metrics
+            args.custom_rollout_log_function_path = flags["--custom-rollout-log-function-path"][0]
+            slime.LOGGED.clear()
+            slime.log_rollout_data(0, args, flat, {"rollout/extra": 1.0}, 1.0)
+            slime.log_rollout_data(1, args, flat, None, 1.0)  # a rollout function that returned no metrics
     finally:
         adapter.configure(tokenizer=None, backend=None, environment=None)
         adapter._ENVIRONMENTS.clear()
     assert len(set(train["rollout_ids"])) == 16
+    first, *second = slime.LOGGED
+    assert first["shop/protocol_error_alarm"] == 0.0 and first["rollout/extra"] == 1.0 and first["rollout/step"] == 0
+    # no metrics dict from the rollout function: the health is logged on its own at the same step, then slime's own
+    assert [m["rollout/step"] for m in second] == [1, 1] and "shop/protocol_error_rate" in second[0]
+    for group in data:  # state keys per sample: every sibling starts on the same page
+        firsts = {s.metadata["shopsim_state_keys"][0] for s in slime.flatten_rollout([group])}
+        assert len(firsts) == 1
     assert all(len(m) == n for m, n in zip(train["loss_masks"], train["response_lengths"], strict=True))
     assert all(sum(m) > 0 for m in train["loss_masks"])

@@ -156,3 +156,29 @@ def test_every_step_carries_a_stable_key_of_its_page(prepared_dir: Path) -> None
     assert state_key(page) != state_key(again)
     assert state_key({**again, "last_action": {"action": "click[x]"}}) == state_key(again)
     assert state_key(dict(reversed(list(again.items())))) == state_key(again)  # key order does not matter
+
+
+def test_step_groups_key_pages_by_group_across_every_adapters_export_format() -> None:
+    """GiGPO step groups from exported rows: verl's space-separated keys and TRL's / slime's lists read the same;
+    identical pages of siblings share a group, the same page in another GRPO group does not."""
+    from shopsimrl.errors import ShopSimError
+    from shopsimrl.train.step_keys import join_keys, model_turn_keys, split_keys, step_groups
+
+    steps = [{"state_key": "a", "sampled_tokens": 3}, {"state_key": "b", "context_overflow": 9},
+             {"state_key": "c", "sampled_tokens": 1}]
+    assert model_turn_keys(steps) == ["a", "c"]  # the overflow step sampled nothing
+    assert split_keys(join_keys(["a", "c"])) == ["a", "c"] == split_keys(("a", "c"))
+    assert split_keys(None) == [] and split_keys("") == []
+    groups = step_groups(["g", "g", "h"], ["a c", ["a", "d"], "a"])
+    assert groups == {("g", "a"): [(0, 0), (1, 0)], ("g", "c"): [(0, 1)], ("g", "d"): [(1, 1)], ("h", "a"): [(2, 0)]}
+    with pytest.raises(ShopSimError, match="2 group ids for 1 rows"):
+        step_groups(["g", "g"], ["a"])
+
+
+def test_verl_manager_health_from_turn_counts_without_verl() -> None:
+    from shopsimrl.train.health import ALARM_KEY, RATE_KEY
+    from shopsimrl.train.verl_manager import health_metrics
+
+    assert health_metrics({}) == {}
+    assert health_metrics({"shopsim_turns": [2, 3], "shopsim_protocol_errors": [2, 3]}) == {RATE_KEY: 1.0, ALARM_KEY: 1.0}
+    assert health_metrics({"shopsim_turns": [4, 0], "shopsim_protocol_errors": [1, 0]}) == {RATE_KEY: 0.25, ALARM_KEY: 0.0}

@@ -17,6 +17,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import slime_standin as slime
 from shopsimrl.agent import InProcessEnvironment
@@ -316,3 +318,82 @@ def test_the_sglang_backend_reuses_one_http_client_per_worker() -> None:
             return seen
 
         assert len(asyncio.run(main())) == 1
+
+
+@given(cap=st.integers(1, 50_000), budget=st.integers(1, 50_000), prompt=st.integers(0, 60_000))
+def test_each_turns_max_new_tokens_fits_the_context_left(cap: int, budget: int, prompt: int) -> None:
+    """slime's per-turn cap never asks for more than the context budget leaves (and never for nothing)."""
+    n = adapter.turn_max_new_tokens({"max_new_tokens": cap}, budget, prompt)
+    assert n == max(1, min(cap, budget - prompt))
+    assert prompt + n <= budget or n == 1
+
+
+def test_the_sglang_backend_caps_max_new_tokens_by_the_context_left() -> None:
+    """A 22,000-token prompt under the 24,576 budget: SGLang is asked for 2,576 tokens, not slime's 4,096."""
+    from fastapi import FastAPI
+
+    from live_server import serve
+
+    app = FastAPI()
+    asked: list[int] = []
+
+    @app.post("/generate")
+    async def generate_route(body: dict) -> dict:
+        asked.append(body["sampling_params"]["max_new_tokens"])
+        return {"meta_info": {"output_token_logprobs": [[-0.5, 7, "x"]], "finish_reason": {"type": "stop"}}}
+
+    with serve(app) as url:
+        host, port = url.rsplit(":", 1)
+        args = SimpleNamespace(sglang_router_ip=host.split("//")[1], sglang_router_port=int(port),
+                               rollout_max_context_len=24576)
+        backend = adapter.sglang_backend(args, {"temperature": 1.0, "max_new_tokens": 4096})
+
+        async def main() -> None:
+            await backend([1] * 100)
+            await backend([1] * 22_000)
+
+        asyncio.run(main())
+    assert asked == [4096, 24576 - 22_000]
+
+
+def test_evaluation_samples_are_bounded_by_the_group_gate(shop, world: ShopWorld) -> None:
+    """slime's evaluation samples carry ``group_index=None``: each is its own group, so at most
+    ``shopsim_group_concurrency`` of them run at once (they used to share one unbounded group)."""
+    tokenizer, _ = shop
+    running: list[int] = [0]
+    peak: list[int] = []
+
+    def backend(args: Any, params: Any) -> Any:
+        inner = PolicyGenerate(tokenizer, make_policy("oracle", world))
+
+        async def generate(ids: list[int]) -> Any:
+            running[0] += 1
+            peak.append(running[0])
+            await asyncio.sleep(0.005)
+            running[0] -= 1
+            return inner(ids)
+        return generate
+
+    args = SimpleNamespace(**{**vars(ARGS), "shopsim_group_concurrency": 2})
+    adapter.configure(backend=backend)
+
+    async def main() -> list[Any]:
+        samples = [_sample(t % 2, index=t) for t in range(6)]
+        for s in samples:
+            s.group_index = None
+        return await asyncio.gather(*(slime.generate_and_rm(args, s, dict(SAMPLING), adapter.generate,
+                                                            evaluation=True) for s in samples))
+
+    out = asyncio.run(main())
+    assert len(out) == 6 and max(peak) == 2 and adapter._gate(args).groups_in_flight == 0
+
+
+def test_an_all_protocol_error_rollout_raises_the_alarm_in_slimes_rollout_metrics(monkeypatch) -> None:
+    slime.install(monkeypatch)
+    samples = [Sample(group_index=0, index=i, rollout_id=i, metadata={"shopsim_turns": 3, "shopsim_protocol_errors": 3})
+               for i in range(4)]
+    args = SimpleNamespace(custom_rollout_log_function_path="shopsimrl.train.slime.log_rollout_health")
+    slime.LOGGED.clear()
+    slime.log_rollout_data(5, args, samples, {}, 1.0)
+    ((logged),) = slime.LOGGED
+    assert logged == {"shop/protocol_error_rate": 1.0, "shop/protocol_error_alarm": 1.0, "rollout/step": 5}

@@ -101,16 +101,43 @@ def test_grpo_trainer_trains_on_multi_turn_episodes(world: ShopWorld, corpus: li
     inner = trl_adapter.make_rollout_func(InProcessEnvironment(world), max_steps=8, concurrency=4,
                                           generate_factory=lambda trainer: MixedPolicyGenerate(tokenizer, world))
 
+    prompts_seen: list[list[str]] = []
+
     def rollout_func(prompts, trainer):
         out = inner(prompts, trainer)
         assert len(out["completion_ids"]) == len(prompts)
         seen.append(out)
+        prompts_seen.append(list(prompts))
         return out
 
-    trainer = GRPOTrainer(model=model, reward_funcs=trl_adapter.shop_reward, args=_args(tmp_path),
+    keys_seen: list[list[list[str]]] = []
+
+    def shop_reward(prompts, completions, shop_reward, shop_state_keys, **kwargs):
+        keys_seen.append(list(shop_state_keys))  # TRL hands the rollout's extra keys to every reward function
+        return trl_adapter.shop_reward(prompts, completions, shop_reward, **kwargs)
+
+    trainer = GRPOTrainer(model=model, reward_funcs=shop_reward, args=_args(tmp_path),
                           train_dataset=dataset, processing_class=tokenizer, rollout_func=rollout_func)
     trainer.train()
     assert trainer.state.global_step == 2 and len(seen) >= 2
+    # the health rate and alarm in TRL's own logs at every logged training step
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert steps and all(h["shop/protocol_error_alarm"] == 0.0 and 0.0 <= h["shop/protocol_error_rate"] < 1.0
+                         for h in steps)
+    # state keys per row, one per model turn; the siblings of a prompt all start on the same page
+    from shopsimrl.train.step_keys import step_groups
+
+    for out, keys in zip(seen, keys_seen, strict=False):
+        assert keys == out["shop_state_keys"]
+        assert [len(k) for k in keys] == [sum(1 for i, m in enumerate(mask) if m and (i == 0 or not mask[i - 1]))
+                                          for mask in out["env_mask"]]
+    for prompts, keys in zip(prompts_seen, keys_seen, strict=False):
+        groups = trl_adapter.sibling_groups(prompts, trainer.num_generations)
+        by_page = step_groups(groups, keys)
+        for g in set(groups):  # every sibling's first turn stands on the group's one start page
+            rows = [i for i, x in enumerate(groups) if x == g]
+            (first,) = {keys[i][0] for i in rows}
+            assert {r for r, t in by_page[(g, first)] if t == 0} == set(rows)
     rewards = [r for out in seen for r in out["shop_reward"]]
     assert all(r is not None for r in rewards) and len(set(rewards)) > 1  # oracle 1.0 vs random
     for out in seen:

@@ -274,3 +274,29 @@ def test_the_estimator_registers_in_a_fresh_process_through_the_ray_hook_path() 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "shopsim_grpo_advantage"
+
+
+def test_the_shipped_gptoss_training_template_renders_under_verls_transformers() -> None:
+    """transformers 5.10 (verl's pin) hands a tool-call turn's ``content: None`` to the template, where gpt-oss's
+    ``"…" in message.content`` raised a TypeError; the project's render leaves None-valued keys out (as
+    transformers >= 5.11 does itself), so the shipped training template renders the probe conversation."""
+    from importlib import resources
+
+    from shopsimrl.testing.tiny_hf import build_tokenizer
+    from shopsimrl.train.chat_template import PROBE_CONVERSATION, render_text
+
+    template = resources.files("shopsimrl.train").joinpath("training_templates/gptoss_training.jinja").read_text(
+        encoding="utf-8")
+    tokenizer = build_tokenizer(["search probe"])
+    tokenizer.chat_template = template
+    tools = [{"type": "function", "function": {"name": "search", "description": "d", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+    assert any(m.get("content", 1) is None for m in PROBE_CONVERSATION)
+    text = render_text(tokenizer, PROBE_CONVERSATION, tools, add_generation_prompt=False)
+    assert "<|start|>assistant to=functions.search<|channel|>commentary json<|message|>" in text
+    import transformers
+    from packaging.version import Version
+
+    if Version(transformers.__version__) < Version("5.11"):  # what the guard is for: the raw call fails on this version
+        with pytest.raises(TypeError, match="NoneType"):
+            tokenizer.apply_chat_template(list(PROBE_CONVERSATION), tools=tools, tokenize=False)

@@ -94,13 +94,15 @@ class ScriptedServer:
 
     It decodes the prompt, finds the task by its first user message and the turn by the number of tool
     results, and answers the oracle's text for that turn. ``mode`` per task: ``ok``, ``abort`` (the engine
-    aborts), ``ramble`` (never stops: exactly ``max_tokens`` tokens without an end-of-turn token).
+    aborts), ``babble`` (answers without a tool call), ``ramble`` (never stops: exactly ``max_tokens`` tokens without an end-of-turn token).
     """
 
     def __init__(self, tokenizer: Any, scripts: dict[int, dict[str, Any]]) -> None:
         self.tokenizer = tokenizer
         self.scripts = scripts
         self.mode: dict[int, str] = {}
+        self.sibling_mode: dict[int, str] = {}  # only the first episode (request id) of the task plays this mode
+        self._first: dict[int, str] = {}
         self.calls: list[dict[str, Any]] = []
 
     def _task(self, text: str) -> int:
@@ -118,10 +120,14 @@ class ScriptedServer:
         self.calls.append({"request_id": request_id, "task": task, "turn": turn, "prompt_len": len(prompt_ids),
                            "sampling_params": dict(sampling_params)})
         mode = self.mode.get(task, "ok")
+        if task in self.sibling_mode and self._first.setdefault(task, request_id) == request_id:
+            mode = self.sibling_mode[task]
         max_tokens = int(sampling_params["max_tokens"])
         if mode == "abort":
             return TokenOutput(token_ids=[], log_probs=[], stop_reason="aborted")
-        if mode == "ramble":
+        if mode == "babble":  # an answer without a tool call: a protocol error every turn
+            ids = [*self.tokenizer.encode("ok", add_special_tokens=False), self.tokenizer.eos_token_id]
+        elif mode == "ramble":
             ids = self.tokenizer.encode("hmm " * max_tokens, add_special_tokens=False)[:max_tokens]
         else:
             ids = self.tokenizer.encode(self.scripts[task]["texts"][turn], add_special_tokens=False)

@@ -14,6 +14,13 @@ sample from it through its OpenAI-compatible ``/v1/completions`` (``server_gener
 prompt + completion fit ``--max-context`` (the server's ``--max-model-len``). Without ``--vllm-server`` the
 trainer's own ``model.generate`` samples (slow).
 
+Run length and batch (the reference run of docs/training.md): 80 rollout steps of 16 tasks x 8 episodes. In TRL's
+units: ``--generation-batch-size 128`` completions per generation, optimizer steps of 64 completions
+(``--per-device-batch`` x processes x ``--grad-accum``: 8 x 1 x 8 here, 16 x 4 x 1 in ``launch_8gpu.sh``), so two
+optimizer steps per rollout step and ``--max-steps 160`` = 80 rollout steps. A checkpoint every ``--save-steps``
+(40 optimizer steps = 20 rollout steps) in ``--output-dir``; ``--resume`` continues from the last one there.
+On 8 GPUs (vLLM on 4, training on 4): ``examples/trl/launch_8gpu.sh``.
+
 ``--cpu-check`` runs what a CPU can: the dataset builds, the config parses, and one GRPO step runs with a tiny
 random Llama, a byte-level BPE trained on the catalog, TRL's bundled Qwen2.5 chat template and a scripted
 generate (the heuristic and random policies' actions rendered by the template). It is what CI runs.
@@ -42,7 +49,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output-dir", default="out/trl-grpo")
     parser.add_argument("--num-generations", type=int, default=8)
     parser.add_argument("--per-device-batch", type=int, default=8)
-    parser.add_argument("--max-steps", type=int, default=80)
+    parser.add_argument("--grad-accum", type=int, default=8, help="gradient accumulation steps")
+    parser.add_argument("--generation-batch-size", type=int, default=128,
+                        help="completions per generation, all processes (16 tasks x 8)")
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="optimizer steps (default 160 = 80 rollout steps; 1 with --cpu-check)")
+    parser.add_argument("--save-steps", type=int, default=40, help="checkpoint interval in optimizer steps")
+    parser.add_argument("--save-total-limit", type=int, default=3, help="checkpoints kept in --output-dir")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
     parser.add_argument("--concurrency", type=int, default=32, help="episodes in flight per rollout call")
     parser.add_argument("--max-new-tokens", type=int, default=4096)
     parser.add_argument("--max-context", type=int, default=24576,
@@ -104,10 +118,12 @@ def grpo_config(args: argparse.Namespace) -> dict[str, Any]:
     config: dict[str, Any] = dict(
         output_dir=args.output_dir, num_generations=args.num_generations,
         per_device_train_batch_size=args.per_device_batch, max_steps=args.max_steps,
+        gradient_accumulation_steps=args.grad_accum, generation_batch_size=args.generation_batch_size,
         learning_rate=args.learning_rate, beta=0.0, epsilon=0.2, epsilon_high=0.28,
         max_completion_length=args.max_context, temperature=args.temperature, top_p=1.0,
         adam_beta1=0.9, adam_beta2=0.98, weight_decay=0.1, lr_scheduler_type="constant",
-        logging_steps=1, report_to=[], save_strategy="no" if args.cpu_check else "steps")
+        logging_steps=1, report_to=[], save_strategy="steps", save_steps=args.save_steps,
+        save_total_limit=args.save_total_limit)
     if args.vllm_server and not args.cpu_check:  # TRL syncs weights to this server before each rollout step
         config.update(use_vllm=True, vllm_mode="server", vllm_server_base_url=args.vllm_server.rstrip("/"))
     return config
@@ -151,14 +167,22 @@ def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
     return model, tokenizer, lambda trainer: Scripted(tokenizer, policies[0], tools=tools)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run(args: argparse.Namespace) -> Any:
+    """Build the trainer and train (from the last checkpoint with ``--resume``); returns the trainer."""
     if args.cpu_check:
-        args.num_generations, args.per_device_batch, args.max_steps = 2, 4, 1
+        args.num_generations, args.per_device_batch = 2, 4
+        args.grad_accum, args.generation_batch_size = 1, 4
+        args.max_steps = args.max_steps or 1
         args.concurrency, args.max_new_tokens = 4, 256
         args.max_turns = args.max_turns or (12 if args.shopper else 4)
+    args.max_steps = args.max_steps or 160
     trainer = build(args)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=True if args.resume else None)
+    return trainer
+
+
+def main(argv: list[str] | None = None) -> int:
+    trainer = run(parse_args(argv))
     print(f"done: {trainer.state.global_step} step(s); last log: {trainer.state.log_history[-1]}")
     return 0
 

@@ -10,7 +10,14 @@ from typing import Any, Protocol
 
 from ..agent.validation import ModelOutput, interpret
 from ..errors import ChatTemplateError
-from .chat_template import KNOWN_STOPS, encode, parse_with_template, render_text, turn_suffix
+from .chat_template import (
+    KNOWN_STOPS,
+    encode,
+    parse_with_template,
+    render_text,
+    template_messages,
+    turn_suffix,
+)
 from .render_pool import WINDOW_HEAD
 
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"  # a Generation's finish_reason
@@ -27,7 +34,7 @@ class ChatTokenizer(Protocol):
 def render_prompt(tokenizer: ChatTokenizer, messages: Sequence[Mapping[str, Any]],
                   tools: Sequence[Mapping[str, Any]]) -> list[int]:
     """Prompt ids from the chat template (accepts a list of ids or a ``BatchEncoding``-like mapping)."""
-    out = tokenizer.apply_chat_template(list(messages), tools=list(tools), add_generation_prompt=True,
+    out = tokenizer.apply_chat_template(template_messages(messages), tools=list(tools), add_generation_prompt=True,
                                         tokenize=True)
     if isinstance(out, Mapping) or hasattr(out, "input_ids"):
         out = out["input_ids"] if isinstance(out, Mapping) else out.input_ids

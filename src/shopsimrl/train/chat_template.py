@@ -150,9 +150,18 @@ def stop_texts(tokenizer: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def template_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Messages as the template sees them: keys whose value is None left out (a tool-call turn's ``content``).
+
+    transformers >= 5.11 drops such keys itself before rendering; 5.10 (verl 0.9.1's pin) passes them on, and a
+    template that tests ``"x" in message.content`` (gpt-oss's) then fails with a TypeError. Dropping them here
+    renders the same text under both."""
+    return [{k: v for k, v in m.items() if v is not None} for m in messages]
+
+
 def render_text(tokenizer: Any, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], *,
                 add_generation_prompt: bool) -> str:
-    return str(tokenizer.apply_chat_template(list(messages), tools=list(tools) or None,
+    return str(tokenizer.apply_chat_template(template_messages(messages), tools=list(tools) or None,
                                              add_generation_prompt=add_generation_prompt, tokenize=False))
 
 

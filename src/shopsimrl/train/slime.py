@@ -5,6 +5,7 @@ Flags (see docs/training.md for a full launch)::
     --custom-generate-function-path shopsimrl.train.slime.generate
     --dynamic-sampling-filter-path shopsimrl.train.slime.fully_scored_group_filter
     --custom-reward-post-process-path shopsimrl.train.slime.normalize_grpo_by_prompt_and_rollout
+    --custom-rollout-log-function-path shopsimrl.train.slime.log_rollout_health
     --reward-key reward --n-samples-per-prompt 8 --rollout-top-p 1.0 --rollout-top-k -1
 
 One episode is one rollout: :func:`generate` runs the rollout core (re-segmenting mode) against the shop and
@@ -65,7 +66,14 @@ from .rollout import (
     parse_shopper,
     run_rollout,
 )
-from .slime_groups import FilterOutput, fully_scored_group_filter, normalize_grpo_by_prompt_and_rollout
+from .slime_gate import GroupGate
+from .slime_groups import (
+    FilterOutput,
+    fully_scored_group_filter,
+    log_rollout_health,
+    normalize_grpo_by_prompt_and_rollout,
+)
+from .step_keys import model_turn_keys
 from .template_probe import check_template
 
 TASKS_SCHEMA = "shopsimrl-slime-tasks-v1"
@@ -111,47 +119,6 @@ def configure(**hooks: Any) -> None:
         setattr(HOOKS, name, value)
 
 
-class GroupGate:
-    """At most ``limit`` groups in flight; every sibling of an admitted group runs without waiting."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
-        self._slots = asyncio.Semaphore(self.limit)
-        self._running: dict[Any, int] = {}
-        self._admitting: dict[Any, asyncio.Future[None]] = {}
-
-    async def enter(self, group: Any) -> None:
-        if group in self._running:
-            self._running[group] += 1
-            return
-        pending = self._admitting.get(group)
-        if pending is not None:  # a sibling is already queued for this group's slot: wait for it
-            await asyncio.shield(pending)
-            self._running[group] += 1
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._admitting[group] = future
-        try:
-            await self._slots.acquire()
-        except BaseException:
-            del self._admitting[group]
-            future.cancel()
-            raise
-        self._running[group] = 1
-        del self._admitting[group]
-        future.set_result(None)
-
-    def leave(self, group: Any) -> None:
-        self._running[group] -= 1
-        if self._running[group] == 0:
-            del self._running[group]
-            self._slots.release()
-
-    @property
-    def groups_in_flight(self) -> int:
-        return len(self._running)
-
-
 def _gate(args: Any) -> GroupGate:
     limit = getattr(args, "shopsim_group_concurrency", None)
     if limit is None and getattr(args, "shopsim_episode_concurrency", None) is not None:  # the older key
@@ -181,14 +148,29 @@ def _tokenizer(args: Any) -> Any:
     return _require_slime("slime.rollout.sglang_rollout").GenerateState(args).tokenizer
 
 
+def context_budget(args: Any) -> int:
+    """The episode's context budget: ``--rollout-max-context-len``, else the reference's 24,576."""
+    return int(getattr(args, "rollout_max_context_len", None) or DEFAULT_CONTEXT_BUDGET)
+
+
+def turn_max_new_tokens(params: Mapping[str, Any], budget: int, prompt_len: int) -> int:
+    """One turn's ``max_new_tokens``: slime's per-turn cap (``--rollout-max-response-len``), never more than the
+    context the prompt leaves (at least 1; the rollout core ends an episode whose prompt leaves no room)."""
+    cap = int(params.get("max_new_tokens") or budget)
+    return max(1, min(cap, budget - prompt_len))
+
+
 def sglang_backend(args: Any, sampling_params: Mapping[str, Any]) -> Callable[[list[int]], Any]:
-    """Exact-token generation through the SGLang router's native ``/generate`` (log-probs on)."""
+    """Exact-token generation through the SGLang router's native ``/generate`` (log-probs on); each turn asks
+    for at most what the context budget leaves (:func:`turn_max_new_tokens`)."""
     import httpx
 
     url = f"http://{args.sglang_router_ip}:{args.sglang_router_port}/generate"
-    params = dict(sampling_params)
+    base = dict(sampling_params)
+    budget = context_budget(args)
 
     async def generate(prompt_ids: list[int]) -> Generation:
+        params = {**base, "max_new_tokens": turn_max_new_tokens(base, budget, len(prompt_ids))}
         loop_id = id(asyncio.get_running_loop())  # one pooled client per worker's event loop
         client = _CLIENTS.get(loop_id)
         if client is None:
@@ -284,7 +266,9 @@ def to_samples(sample: Any, trajectory: Trajectory, tokenizer: Any) -> list[Any]
     base_meta = {**(getattr(sample, "metadata", None) or {}), "rollout_id": rollout_id,
                  "shopsim_turns": turns, "shopsim_protocol_errors": errors,
                  "termination_reason": trajectory.metadata.get("termination_reason"),
-                 "shopsim_steps": len(trajectory.steps)}
+                 "shopsim_steps": len(trajectory.steps),
+                 # the page key of each model turn of the episode, in order (GiGPO step groups: step_keys)
+                 "shopsim_state_keys": model_turn_keys(trajectory.steps)}
     if not trajectory.scored:
         placeholder = copy.copy(sample)
         placeholder.tokens, placeholder.response_length, placeholder.loss_mask = [0, 0], 1, [0]
@@ -344,11 +328,12 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         return await out if inspect.isawaitable(out) else out
 
     max_steps = getattr(args, "shopsim_max_steps", None)  # None: the episode's own limit (40 in dialogue)
-    config = RolloutConfig(max_steps=None if max_steps is None else int(max_steps),
-                           max_context_len=getattr(args, "rollout_max_context_len", None) or DEFAULT_CONTEXT_BUDGET)
+    config = RolloutConfig(max_steps=None if max_steps is None else int(max_steps), max_context_len=context_budget(args))
     meta = {"group_index": sample.group_index, "rollout_id": rollout_id_of(sample)}
     gate = _gate(args)
-    await gate.enter(sample.group_index)
+    # evaluation samples have no group_index: each is a group of its own, so the gate bounds them too
+    group = sample.group_index if sample.group_index is not None else ("ungrouped", id(sample))
+    await gate.enter(group)
     try:
         if slime_aborted(args):
             trajectory = aborted_trajectory(context, "slime aborted the rollout step before the episode began", meta)
@@ -356,7 +341,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             trajectory = await run_rollout(context, tokenizer, guarded, _environment(args),
                                            config=config, metadata=meta)
     finally:
-        gate.leave(sample.group_index)
+        gate.leave(group)
     samples = to_samples(sample, trajectory, tokenizer)
     return [evaluation_sample(samples)] if evaluation else samples
 
@@ -370,6 +355,7 @@ def aborted_trajectory(context: RolloutContext, message: str, metadata: Mapping[
 
 __all__ = [
     "DROP_UNSCORED", "DROP_ZERO_SPREAD", "TASKS_SCHEMA", "FilterOutput", "configure", "fully_scored_group_filter", "generate",
+    "log_rollout_health",
     "normalize_grpo_by_prompt_and_rollout", "sglang_backend", "task_lines",
 ]
 

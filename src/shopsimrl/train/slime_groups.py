@@ -65,14 +65,38 @@ def fully_scored_group_filter(args: Any, samples: Sequence[Any], **kwargs: Any) 
                   keep_when_insufficient=decision == DROP_ZERO_SPREAD)
 
 
-def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:
-    """Raw rewards and GRPO advantages per segment: per group over unique rollouts, broadcast to segments."""
-    flat = _flatten(samples)
+def _turn_counts(flat: Sequence[Any]) -> list[tuple[int, int]]:
     seen: dict[Any, tuple[int, int]] = {}
     for s in flat:  # one count per rollout (segments share their episode's metadata)
         meta = getattr(s, "metadata", None) or {}
         seen[_rollout_id(s)] = (int(meta.get("shopsim_turns", 0)), int(meta.get("shopsim_protocol_errors", 0)))
-    batch_health(list(seen.values()), "slime reward post-process")
+    return list(seen.values())
+
+
+def log_rollout_health(rollout_id: Any, args: Any, samples: Sequence[Any], rollout_extra_metrics: Any,
+                       rollout_time: float) -> bool:
+    """slime's ``--custom-rollout-log-function-path``: adds ``shop/protocol_error_rate`` and
+    ``shop/protocol_error_alarm`` to the rollout step's metrics and lets slime's default logging go on (returns
+    False), which logs them with its own ``rollout/`` metrics. slime hands ``rollout_extra_metrics`` as None when
+    the rollout function returned none; the health then goes out through slime's logger on its own, at the same
+    ``rollout/step``."""
+    health = batch_health(_turn_counts(_flatten(samples)), "slime rollout")
+    if isinstance(rollout_extra_metrics, dict):
+        rollout_extra_metrics.update(health)
+        return False
+    try:
+        from slime.observability import logging_utils
+        from slime.observability.metric_utils import compute_rollout_step
+    except ImportError:
+        return False
+    logging_utils.log(args, {**health, "rollout/step": compute_rollout_step(args, rollout_id)}, step_key="rollout/step")
+    return False
+
+
+def normalize_grpo_by_prompt_and_rollout(args: Any, samples: Sequence[Any]) -> tuple[list[float], list[float]]:
+    """Raw rewards and GRPO advantages per segment: per group over unique rollouts, broadcast to segments."""
+    flat = _flatten(samples)
+    batch_health(_turn_counts(flat), "slime reward post-process")
     raw = [_reward(s) for s in flat]
     advantages = segment_advantages([_rollout_id(s) for s in flat], raw, [s.group_index for s in flat],
                                     std_normalization=bool(getattr(args, "grpo_std_normalization", True)))

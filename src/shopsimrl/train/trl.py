@@ -9,7 +9,9 @@ run concurrently (``concurrency`` at a time, asyncio; a synchronous generate run
 through the rollout core in *append* mode — one exact sequence — and come back as ``prompt_ids`` (the first
 prompt), ``completion_ids`` (everything after it: several turns), ``logprobs`` (sampled tokens' log-probs, 0
 elsewhere), ``env_mask`` (1 on sampled tokens, 0 on tool results, feedback and headers: TRL trains only the
-1s) and ``shop_reward`` (r_strict), which :func:`shop_reward` hands to the trainer as the reward.
+1s) and ``shop_reward`` (r_strict), which :func:`shop_reward` hands to the trainer as the reward, and
+``shop_state_keys`` (the page key of each model turn, for GiGPO step groups: :mod:`shopsimrl.train.step_keys`),
+which TRL passes to every reward function as a keyword argument.
 
 Failures are never silent: the batch's aborted fraction and template failures are logged as trainer metrics
 (``shop/aborted_frac``, ``shop/template_errors``), and a chat-template failure raises :class:`TrlAdapterError`
@@ -45,6 +47,7 @@ from .rollout import (
     run_rollout,
 )
 from .server_generate import server_generate
+from .step_keys import model_turn_keys
 from .template_probe import check_template
 from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 
@@ -211,7 +214,7 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
 def trajectories_to_trl(trajectories: Sequence[Trajectory], tokenizer: Any) -> dict[str, Any]:
     """TRL's rollout_func keys from append-mode trajectories (an aborted one: a masked, unscored stub)."""
     out: dict[str, Any] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                           "shop_reward": [], "shop_status": []}
+                           "shop_reward": [], "shop_status": [], "shop_state_keys": []}
     for t in trajectories:
         if t.segments and t.scored:
             seg = t.segments[0]
@@ -225,6 +228,7 @@ def trajectories_to_trl(trajectories: Sequence[Trajectory], tokenizer: Any) -> d
         out["env_mask"].append(mask)
         out["shop_reward"].append(t.reward if t.scored else None)
         out["shop_status"].append(t.status)
+        out["shop_state_keys"].append(model_turn_keys(t.steps))  # TRL hands extra keys to the reward functions
     return out
 
 

@@ -66,6 +66,7 @@ from .rollout import (
     parse_shopper,
     run_rollout,
 )
+from .step_keys import join_keys, model_turn_keys
 from .template_probe import check_template
 
 VERL_VERSION = "0.9.1"
@@ -219,6 +220,7 @@ def output_fields(trajectory: Trajectory | None, episode: EpisodeLog, budget: Bu
     detail = (trajectory.reward_detail or {}) if (trajectory is not None and usable) else {}
     termination = trajectory.metadata.get("termination_reason") if trajectory is not None else None
     turns, errors = turn_counts(trajectory.steps) if trajectory is not None else (0, 0)
+    keys = model_turn_keys(trajectory.steps) if trajectory is not None else []
     return {
         "prompt_ids": [int(t) for t in prompt], "response_ids": [int(t) for t in response],
         "response_mask": [int(m) for m in response_mask],
@@ -229,6 +231,11 @@ def output_fields(trajectory: Trajectory | None, episode: EpisodeLog, budget: Bu
             "shopsim_status": status, "shopsim_termination_reason": termination, "shopsim_error": error,
             "shopsim_prompt_overflow": overflow, "shopsim_response_cut": cut,
             "shopsim_length_cuts": episode.length_cuts, "reward_detail": dict(detail),
+            # per-row turn counts: ShopAgentLoopManager turns them into the step's protocol-error alarm
+            "shopsim_turns": turns, "shopsim_protocol_errors": errors,
+            # one key per model turn, space-separated (verl stores extra fields in a 1-D object array, which a
+            # list per row would not survive): shopsimrl.train.step_keys.step_groups reads it
+            "shopsim_state_keys": join_keys(keys),
             # fixed numeric keys: verl stacks reward_extra_info key by key over the batch
             "reward_extra_info": {"r_strict": reward, "shopsim_aborted": float(not usable),
                                   "shopsim_truncated": float(status == "truncated"),
