@@ -209,3 +209,38 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
         cpu_demo_sft.first_turn_rows(tokens, 1.0, seed=0)
     with pytest.raises(RecipeError, match="sft_first_turn_share"):  # refused before any stage runs
         cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", sft_first_turn_share=1.0)
+
+
+def test_tokenizer_text_holds_no_held_out_request_nor_goal_field(prepared_dir: Path, tmp_path: Path) -> None:
+    """The tokenizer's training text (issue 46): public product fields, the rules, the tool schemas and train
+    requests only. No val or test request (full or simple form) is in it, no record's ``instructions`` or
+    ``user_persona``, and rewriting every goal field of every product leaves it unchanged."""
+    import gzip
+    import shutil
+
+    from shopsimrl.catalog.store import Catalog
+    from shopsimrl.train.local_lm import PUBLIC_PRODUCT_FIELDS, corpus
+
+    texts = corpus(prepared_dir)
+    joined = "\n".join(texts)
+    catalog = Catalog.from_data_dir(prepared_dir)
+    held_out = [catalog.goal(t) for split in ("val", "test") for t in catalog.split(split)]
+    train = [catalog.goal(t)["instruction_text"] for t in catalog.split("train")]
+    catalog.close()
+    assert held_out and train
+    for goal in held_out:  # the whole held-out population
+        assert goal["instruction_text"] not in joined and goal["instruction_simple"] not in joined
+    assert all(request in texts for request in train)  # train requests at most, and then whole
+    for key in ("instructions", "instruction", "user_persona", "__reasoning__", "price_upper"):
+        assert f'"{key}"' not in joined
+    products = json.loads(gzip.decompress((prepared_dir / "products.json.gz").read_bytes()))
+    assert any(set(p) - set(PUBLIC_PRODUCT_FIELDS) for p in products)  # the filter has something to drop
+    copy = tmp_path / "data"
+    shutil.copytree(prepared_dir, copy)
+    for p in products:
+        p["instructions"] = [{"instruction": "LEAK"}]
+        p["user_persona"] = {"LEAK": "LEAK"}
+        p["full_description"] = "LEAK"
+    (copy / "products.json.gz").write_bytes(gzip.compress(json.dumps(products, ensure_ascii=False).encode()))
+    # (the copy fails the catalog's integrity check, so its requests are not read: the product part is compared)
+    assert corpus(copy, train_requests=False) == texts[: len(texts) - len(train)]

@@ -1,6 +1,7 @@
 """A small causal LM made here from scratch (no download) and a KV-cached sampler for it, for the CPU recipe.
 
-* :func:`build_tokenizer`: a byte-level BPE trained on the catalog text, the system prompt and the tool schemas
+* :func:`build_tokenizer`: a byte-level BPE trained on the public product fields, the train split's requests, the
+  system prompt and the tool schemas
   (:func:`~shopsimrl.train.tiny_hf.build_bpe_tokenizer`), with the Qwen2.5 chat template TRL bundles, so the
   rollout core, TRL's trainers and the served checkpoint all render exactly what a GPU user's Qwen model would.
 * :func:`build_model`: a Qwen2-architecture ``transformers`` model with random init (:data:`PRESETS`).
@@ -55,13 +56,33 @@ def chat_template(name: str = TEMPLATE_FILE) -> str:
     return (Path(trl.__file__).parent / "chat_templates" / name).read_text(encoding="utf-8")
 
 
-def corpus(data: str | Path, *, products: int = 6000) -> list[str]:
-    """Tokenizer training text: the rules, the tool schemas, and the first ``products`` catalog records."""
+#: The product fields the tokenizer may read: what a listing and a product page show (title, attributes, the
+#: customization options, the bullets). Never ``instructions`` or ``user_persona``: the goals of every split.
+PUBLIC_PRODUCT_FIELDS = ("title", "attribute", "customization_options", "small_description")
+
+
+def public_product_text(product: Mapping[str, Any]) -> str:
+    """One product record reduced to its public, non-goal fields (:data:`PUBLIC_PRODUCT_FIELDS`), as JSON."""
+    return json.dumps({k: product[k] for k in PUBLIC_PRODUCT_FIELDS if k in product}, ensure_ascii=False)
+
+
+def corpus(data: str | Path, *, products: int = 6000, train_requests: bool = True) -> list[str]:
+    """Tokenizer training text: the rules, the tool schemas, the public fields of the first ``products`` catalog
+    records and (``train_requests``) the requests of the persona *train* split, nothing of val or test (a
+    held-out claim needs the tokenizer never to have seen a held-out request, even as BPE merges)."""
     from ..agent.prompt import SYSTEM_PROMPT
+    from ..catalog.store import Catalog
 
     items = json.loads(gzip.decompress((Path(data) / "products.json.gz").read_bytes()))[:products]
+    requests: list[str] = []
+    if train_requests:
+        catalog = Catalog.from_data_dir(data)
+        try:
+            requests = [str(catalog.goal(task)["instruction_text"]) for task in catalog.split("train")]
+        finally:
+            catalog.close()
     return [SYSTEM_PROMPT, json.dumps(episode_tools(), ensure_ascii=False),
-            *(json.dumps(p, ensure_ascii=False) for p in items)]
+            *(public_product_text(p) for p in items), *requests]
 
 
 def build_tokenizer(texts: Iterable[str], preset: ModelPreset) -> Any:
