@@ -204,3 +204,42 @@ def test_a_tokenizer_that_is_not_byte_level_is_refused() -> None:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", unk_token="<unk>")
     with pytest.raises(GrammarError, match="byte-level"):
         ToolCallConstraint(tokenizer)
+
+
+def test_batched_sampler_applies_the_grammar_over_the_batch(tokenizer: Any, page_tools: list[list[dict[str, Any]]]
+                                                            ) -> None:
+    """The GPU preset's sampler: concurrent requests (one per page, from threads) are decoded as one batch; every
+    constrained row is a valid call of its own page's tools, its log-probs are the model's unconstrained ones,
+    a seeded request samples the same alone as in the batch, and greedy decoding equals the per-turn sampler's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from shopsimrl.train.batched_generate import BatchedGenerate
+    from shopsimrl.train.local_lm import PRESETS, CachedGenerate, build_model
+    from shopsimrl.train.rollout import TurnRequest
+
+    model = build_model(tokenizer, PRESETS["tiny"], seed=0)
+    prompts = [tokenizer.encode(f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
+               for text in ("买一件羽绒服", "找个节能的小冰箱，价格不超过650元", "白色")]
+    jobs = [(prompts[i % len(prompts)], tools, 100 + i) for i, tools in enumerate(page_tools)]
+    batched = BatchedGenerate(model, tokenizer, max_new_tokens=64, temperature=1.0, tool_choice="required",
+                              max_batch=len(jobs), gather_s=0.2)
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        gens = list(pool.map(lambda job: batched(TurnRequest(job[0], tools=job[1]), job[2]), jobs))
+    assert max(batched.batches) > 1  # the requests really shared a batch
+    for (prompt, tools, _), gen in zip(jobs, gens, strict=True):
+        assert gen.finish_reason == "stop"
+        ids = list(gen.token_ids)
+        _check_sound(tokenizer, ToolCallConstraint(tokenizer), tools, ids)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
+        expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None])[:, 0]
+        assert torch.allclose(torch.tensor(list(gen.log_probs)), expected, atol=1e-4)
+    prompt, tools, seed = jobs[-1]
+    alone = batched(TurnRequest(prompt, tools=tools), seed)
+    assert list(alone.token_ids) == list(gens[-1].token_ids)
+    single = CachedGenerate(model, tokenizer, max_new_tokens=64, tool_choice="required")
+    for prompt, tools, _ in jobs[:3]:
+        assert (list(batched(TurnRequest(prompt, tools=tools), 0, 0.0).token_ids)
+                == list(single(TurnRequest(prompt, tools=tools), 0, 0.0).token_ids))

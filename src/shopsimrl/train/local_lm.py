@@ -148,7 +148,10 @@ class CachedGenerate:
         self.slots = slots
         self.lock = threading.Lock()
         self.cache: list[tuple[list[int], Any]] = []
-        self.generator = torch.Generator().manual_seed(seed)
+        # the sampler state lives on the model's device: a CUDA model's probabilities cannot be sampled with a
+        # CPU generator
+        self.device = next(model.parameters()).device
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.prefill_tokens = 0
         self.sampled_tokens = 0
 
@@ -178,17 +181,11 @@ class CachedGenerate:
                     self.model.train()
 
     def _call_state(self, tools: Sequence[Mapping[str, Any]], tool_choice: str) -> Any:
-        from ..errors import GrammarError
-        from .tool_grammar import ToolCallConstraint
+        if tool_choice == "required" and tools and self._constraint is None:
+            from .tool_grammar import ToolCallConstraint
 
-        if tool_choice != "required" or not tools:
-            return None
-        if self._constraint is None:  # a tokenizer that is not byte-level BPE is refused here, loudly
-            self._constraint = ToolCallConstraint(self.tokenizer)
-        try:
-            return self._constraint.start(tools)
-        except GrammarError:  # tools the grammar cannot express (a non-string argument): sampled freely
-            return None
+            self._constraint = ToolCallConstraint(self.tokenizer)  # a tokenizer that is not byte-level BPE: refused
+        return call_state(self._constraint, tools, tool_choice)
 
     def _take(self, prompt: list[int]) -> tuple[int, Any]:
         from transformers import DynamicCache
@@ -211,9 +208,9 @@ class CachedGenerate:
                 ) -> Generation:
         import torch
 
-        gen = torch.Generator().manual_seed(seed) if seed is not None else self.generator
+        device = self.device
+        gen = torch.Generator(device=device).manual_seed(seed) if seed is not None else self.generator
         start, past = self._take(prompt)
-        device = next(self.model.parameters()).device
         feed = torch.tensor([prompt[start:]], device=device)
         self.prefill_tokens += feed.shape[1]
         fed = list(prompt)
@@ -250,6 +247,28 @@ class CachedGenerate:
         if len(self.cache) > self.slots:
             self.cache.pop(0)
         return Generation(ids, log_probs, finish)
+
+
+def call_state(constraint: Any, tools: Sequence[Mapping[str, Any]], tool_choice: str) -> Any:
+    """The grammar state of one constrained turn, or None: a free turn (not "required", no tools, or tools the
+    grammar cannot express, such as a non-string argument)."""
+    from ..errors import GrammarError
+
+    if tool_choice != "required" or not tools or constraint is None:
+        return None
+    try:
+        return constraint.start(tools)
+    except GrammarError:
+        return None
+
+
+def accelerated(use_cpu: bool) -> bool:
+    """Whether training and sampling run on CUDA in bf16 (the gpu preset on a machine that has one)."""
+    if use_cpu:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 def time_budget(minutes: float | None) -> list[Any]:
