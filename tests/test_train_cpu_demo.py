@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, datasets) is not installed")
 
@@ -244,3 +246,33 @@ def test_tokenizer_text_holds_no_held_out_request_nor_goal_field(prepared_dir: P
     (copy / "products.json.gz").write_bytes(gzip.compress(json.dumps(products, ensure_ascii=False).encode()))
     # (the copy fails the catalog's integrity check, so its requests are not read: the product part is compared)
     assert corpus(copy, train_requests=False) == texts[: len(texts) - len(train)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, None]), min_size=2, max_size=2), min_size=8, max_size=8),
+       st.integers(1, 3), st.integers(0, 5))
+def test_dynamic_sampling_keeps_groups_with_spread(rewards: list[list[float | None]], want: int, extra: int) -> None:
+    """DAPO's dynamic sampling over any sequence of group outcomes: groups are drawn in order until ``want`` have
+    reward spread or ``want + extra`` were drawn; the update holds ``want`` groups, those with spread first, and
+    the counts add up (sampled = kept + zero-spread + unscored)."""
+    from shopsimrl.train.cpu_demo_grpo import dynamic_rollout
+
+    tasks = iter(str(i) for i in range(1, 100))
+    max_groups = want + extra
+    by_task = {str(i): group for i, group in enumerate(rewards)}
+    rolled: list[str] = []
+
+    def roll(prompts: list[str]) -> dict[str, Any]:
+        heads = prompts[::2]
+        rolled.extend(heads)
+        return {"shop_reward": [r for task in heads for r in by_task[task]], "prompt_ids": [[int(p)] for p in prompts]}
+
+    out, counts = dynamic_rollout(roll, ["0", "0"] * want, group_size=2, want=want, max_groups=max_groups,
+                                  stream=tasks)
+    spread = [t for t in rolled if None not in by_task[t] and len(set(by_task[t])) > 1]
+    assert counts["sampled"] == len(rolled) == counts["kept"] + counts["zero_spread"] + counts["unscored"]
+    assert counts["kept"] == len(spread) and counts["trained"] == min(want, len(spread))
+    assert counts["kept"] >= want or counts["sampled"] >= max_groups  # it stops only when done or out of budget
+    assert len(out["shop_reward"]) == 2 * want and len(out["prompt_ids"]) == 2 * want
+    trained = [str(out["prompt_ids"][i][0]) for i in range(0, 2 * want, 2)]
+    assert trained[: counts["trained"]] == spread[: counts["trained"]]  # groups with spread first, in draw order
