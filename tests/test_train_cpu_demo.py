@@ -19,7 +19,7 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import RecipeError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.train import cpu_demo, cpu_demo_sft
+from shopsimrl.train import cpu_demo, cpu_demo_eval, cpu_demo_run, cpu_demo_sft
 from shopsimrl.train.chat_template import episode_tools
 from shopsimrl.train.cpu_demo_grpo import run_grpo
 from shopsimrl.train.rollout import TurnRequest
@@ -92,10 +92,56 @@ def test_cpu_recipe_smoke(prepared_dir: Path, tmp_path: Path) -> None:
 
     # the served-checkpoint path: shopsimrl eval against the loopback endpoint (tool_choice "required": the
     # server constrains decoding to the request's tools), every episode completed and every turn a valid call
-    row = cpu_demo.evaluate_checkpoint(cfg, "grpo", paths["grpo"], paths["eval"] / "grpo")
+    row = cpu_demo_eval.evaluate_checkpoint(cfg, "grpo", paths["grpo"], paths["eval"] / "grpo")
     assert row["episodes"] == 2 and row["protocol_error_rate"] == 0.0
     manifest = json.loads((paths["eval"] / "grpo" / "manifest.json").read_text())
     assert '"tool_choice": "required"' in json.dumps(manifest)
+    # the baselines run on the very tasks the checkpoints ran on (the table compares like with like)
+    first = cpu_demo_eval.evaluate_policy(cfg, "first", paths["eval"] / "first")
+    assert first["tasks_sha256"] == row["tasks_sha256"] and first["episodes"] == 2
+    # the dynamic sampler's counts add up over the steps it logged
+    grpo_rows = [json.loads(line) for line in (tmp_path / "grpo-own" / "rollouts.jsonl").read_text().splitlines()]
+    assert own["groups"]["sampled"] == sum(r["groups_sampled_count"] for r in grpo_rows) >= cfg.groups_per_step
+
+
+def test_out_and_report_mistakes_are_refused(prepared_dir: Path, tmp_path: Path) -> None:
+    """``--out`` holding another kind of run (an eval run directory) is refused before anything is written, and
+    ``--stages report`` where no stage has run is an error, not an empty report (issue 45)."""
+    from shopsimrl.eval.runner import EvalSettings, evaluate
+
+    run = tmp_path / "eval-run"
+    evaluate(EvalSettings(data=str(prepared_dir), out=str(run), split="val", policy="first", limit=1, seed=0))
+    before = sorted(p.name for p in run.iterdir())
+    with pytest.raises(RecipeError, match="holds an eval run"):
+        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(run), stages=("init",)))
+    assert sorted(p.name for p in run.iterdir()) == before
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RecipeError, match="is a file"):
+        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "file")))
+    with pytest.raises(RecipeError, match="nothing to report"):
+        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "empty"),
+                                                      stages=("report",)))
+    assert not (tmp_path / "empty").exists()
+
+
+def test_every_invocation_is_recorded(prepared_dir: Path, tmp_path: Path) -> None:
+    """Stages run in separate invocations: results.json and config.json list each one (stages, arguments, wall
+    time per stage), the report's invocation total is their sum, and the report names the preset."""
+    out = tmp_path / "run"
+    base = dict(cpu_demo.SMOKE, tokenizer_products=50, data=str(prepared_dir), out=str(out), threads=1)
+    cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(**{**base, "stages": ("init",)}), {"stages": "init"})
+    results = cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(**{**base, "stages": ("init", "report")}),
+                                      {"stages": "init,report", "seed": 0})
+    invocations = results["invocations"]
+    assert [i["stages"] for i in invocations] == [["init"], ["init", "report"]]
+    assert [i["arguments"] for i in invocations] == [{"stages": "init"}, {"stages": "init,report", "seed": 0}]
+    assert all(set(i["wall_s"]) == set(i["stages"]) and i["total_s"] >= sum(i["wall_s"].values()) - 0.2
+               for i in invocations)
+    config = json.loads((out / "config.json").read_text())
+    assert config["kind"] == cpu_demo_run.KIND and config["invocations"] == invocations
+    report = (out / "report.md").read_text()
+    total = sum(i["total_s"] for i in invocations)
+    assert f"## Invocations (2; total {total:.0f} s)" in report and "preset `smoke` (model `tiny`)" in report
 
 
 def _training_tokenizer(data: Path) -> Any:

@@ -123,7 +123,7 @@ class RecipeConfig:
             parse_difficulty(self.grpo_difficulty)
 
 
-SMOKE = dict(preset="smoke", model_preset="tiny", grpo_max_groups=3, tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6,
+SMOKE = dict(preset="smoke", model_preset="tiny", grpo_max_groups=3, tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6, max_context=4096,
              sft_short_steps=1, sft_first_steps=1, sft_lm_steps=2, sft_steps=4, sft_batch=2, grpo_steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
              max_new_tokens=48, demo_min_reward=0.0)
 GPU = dict(preset="gpu", model_preset="gpu", use_cpu=False, batched_decoding=True, grpo_concurrency=16, threads=16, sft_lm_steps=300, sft_steps=300, sft_batch=8, grpo_steps=40, group_size=8,
