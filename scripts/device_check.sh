@@ -46,7 +46,7 @@ print("[device-check] grpo:", json.dumps({k: grpo.get(k) for k in ("steps", "epi
 rows = [json.loads(line) for line in (out / "model" / "grpo" / "rollouts.jsonl").read_text().splitlines() if line]
 for row in rows:
     print(f"[device-check] grpo step {row['step']}: rollout {row['rollout_s']} s, {row['episodes']} episodes, "
-          f"{row['sampled_tokens_per_s']:.0f} sampled tokens/s, groups sampled {row['groups_sampled_count']} "
+          f"{row['sampled_tokens_per_s']:.0f} sampled tokens/s, {row['decode_batch_mean']:.1f} turns per batch, groups sampled {row['groups_sampled_count']} "
           f"kept {row['groups_kept_count']}")
 for name, row in (results.get("eval") or {}).get("checkpoints", {}).items():
     print(f"[device-check] eval {name:9s} success {row['success']:.4f} r_strict {row['r_strict']:.4f} "

@@ -27,7 +27,7 @@ from shopsimrl.train.rollout import TurnRequest
 
 def _config(data: Path, out: Path) -> cpu_demo.RecipeConfig:
     return cpu_demo.RecipeConfig(data=str(data), out=str(out), threads=1, eval_split="val", **{
-        **cpu_demo.SMOKE, "sft_short_steps": 1, "sft_first_steps": 1, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2,
+        **cpu_demo.SMOKE, "sft_short_steps": 1, "sft_first_steps": 1, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2, "grpo_max_groups": 2,
         "demo_train_tasks": 6, "demo_standard_tasks": 2})
 
 
@@ -257,6 +257,12 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
         cpu_demo_sft.first_turn_rows(tokens, 1.0, seed=0)
     with pytest.raises(RecipeError, match="sft_first_turn_share"):  # refused before any stage runs
         cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", sft_first_turn_share=1.0)
+    with pytest.raises(RecipeError, match="grpo_max_groups"):
+        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", grpo_max_groups=1)
+    from shopsimrl.errors import DifficultyError
+
+    with pytest.raises(DifficultyError):
+        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", grpo_difficulty="easy")
 
 
 def test_tokenizer_text_holds_no_held_out_request_nor_goal_field(prepared_dir: Path, tmp_path: Path) -> None:
@@ -322,3 +328,27 @@ def test_dynamic_sampling_keeps_groups_with_spread(rewards: list[list[float | No
     assert len(out["shop_reward"]) == 2 * want and len(out["prompt_ids"]) == 2 * want
     trained = [str(out["prompt_ids"][i][0]) for i in range(0, 2 * want, 2)]
     assert trained[: counts["trained"]] == spread[: counts["trained"]]  # groups with spread first, in draw order
+
+
+@pytest.mark.slow
+def test_device_check_script_runs_the_batched_path_on_cpu(prepared_dir: Path, tmp_path: Path) -> None:
+    """scripts/device_check.sh with DEVICE_CHECK_TINY=1: the gpu preset's code path (batched decoding in GRPO
+    and the evaluation server) end to end on the CPU, and the figures it prints. Never run on a GPU here."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "device_check.sh"
+    env = {**os.environ, "DEVICE_CHECK_TINY": "1", "DATA": str(prepared_dir), "OUT": str(tmp_path / "check"),
+           "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[device-check]")]
+    assert any("CUDA False" in line for line in lines)
+    assert any(line.startswith("[device-check] grpo step 1:") for line in lines)
+    rollouts = (tmp_path / "check" / "model" / "grpo" / "rollouts.jsonl").read_text().splitlines()
+    assert json.loads(rollouts[0])["decode_batch_mean"] > 1.0  # concurrent episodes' turns shared batches
+    for row in ("init", "first", "heuristic", "sft", "grpo", "sft-auto"):
+        assert any(line.startswith(f"[device-check] eval {row} ") for line in lines), row
+    config = json.loads((tmp_path / "check" / "config.json").read_text())
+    assert config["batched_decoding"] and config["grpo_concurrency"] == 4

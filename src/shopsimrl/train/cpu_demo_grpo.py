@@ -65,6 +65,12 @@ def _decision(group: Mapping[str, Any]) -> str:
     return group_decision([r is not None for r in rewards], {i: float(r) for i, r in enumerate(rewards) if r is not None})
 
 
+def _batch_mean(sampler: Any) -> float:
+    """Turns per decoded batch (1.0 for the one-turn-at-a-time sampler)."""
+    batches = getattr(sampler, "batches", None)
+    return sum(batches) / len(batches) if batches else 1.0
+
+
 def dynamic_rollout(roll: Callable[[list[str]], dict[str, Any]], prompts: list[str], *, group_size: int,
                     want: int, max_groups: int, stream: Iterator[str]) -> tuple[dict[str, Any], dict[str, int]]:
     """Roll out ``prompts`` and then groups of ``stream``'s tasks until ``want`` groups have reward spread (at most
@@ -159,6 +165,7 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
         row = {"step": trainer.state.global_step + 1, "episodes": len(trajectories), "rollout_s": round(wall, 2),
                "sampled_tokens": tokens, "prefill_tokens": getattr(samplers[-1], "prefill_tokens", 0),
                "sampled_tokens_per_s": tokens / wall if wall else 0.0,
+               "decode_batch_mean": _batch_mean(samplers[-1]),
                "sequence_tokens_mean": sum(len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"],
                                                                            strict=True)) / max(1, len(prompts)),
                **rollout_metrics(every, [t.steps for t in trajectories], [t.success for t in trajectories],

@@ -8,6 +8,7 @@ an earlier cpu-demo run: a directory holding another kind of run (an eval run di
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -96,7 +97,7 @@ def run_recipe(cfg: RecipeConfig, arguments: Mapping[str, Any] | None = None) ->
 
             _timed(cfg, name, lambda: write_report(out, results))
         else:
-            results[name] = _timed(cfg, name, lambda name=name: stages[name](cfg))
+            results[name] = _timed(cfg, name, functools.partial(stages[name], cfg))
         invocation["wall_s"][name] = cfg.timings[name]
         record(time.perf_counter() - started)
     record(time.perf_counter() - started)
