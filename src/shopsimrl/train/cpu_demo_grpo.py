@@ -94,6 +94,36 @@ def dynamic_rollout(roll: Callable[[list[str]], dict[str, Any]], prompts: list[s
     return join_groups(chosen), counts
 
 
+def sample_step(cfg: RecipeConfig, roll: Callable[[list[str]], dict[str, Any]], prompts: list[str],
+                stream: Iterator[str]) -> tuple[dict[str, Any], dict[str, int]]:
+    """One step's rollouts and group counts: dynamic sampling, or (``grpo_dynamic`` off) the groups drawn."""
+    if cfg.grpo_dynamic:
+        return dynamic_rollout(roll, prompts, group_size=cfg.group_size, want=cfg.groups_per_step,
+                               max_groups=cfg.grpo_max_groups or 4 * cfg.groups_per_step, stream=stream)
+    out = roll(prompts)
+    decisions = [_decision(g) for g in group_outputs(out, cfg.group_size)]
+    return out, {"sampled": len(decisions), "kept": decisions.count(KEEP),
+                 "zero_spread": decisions.count(DROP_ZERO_SPREAD), "unscored": decisions.count(DROP_UNSCORED),
+                 "trained": decisions.count(KEEP)}
+
+
+def curve_row(cfg: RecipeConfig, out: Mapping[str, Any], sampled: list[tuple[dict[str, Any], list[Any]]],
+              groups: Mapping[str, int], wall: float, sampler: Any, *, step: int) -> dict[str, Any]:
+    """A step's training-curve row: over every episode sampled (``sampled``), sequence lengths over those trained."""
+    every = join_groups([g for got, _ in sampled for g in group_outputs(got, cfg.group_size)])
+    trajectories = [t for _, batch_trajectories in sampled for t in batch_trajectories]
+    tokens = sum(len(t.generated_tokens) for t in trajectories)
+    trained = len(out["prompt_ids"])
+    return {"step": step, "episodes": len(trajectories), "rollout_s": round(wall, 2),
+            "sampled_tokens": tokens, "prefill_tokens": getattr(sampler, "prefill_tokens", 0),
+            "sampled_tokens_per_s": tokens / wall if wall else 0.0, "decode_batch_mean": _batch_mean(sampler),
+            "sequence_tokens_mean": sum(len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"],
+                                                                        strict=True)) / max(1, trained),
+            **rollout_metrics(every, [t.steps for t in trajectories], [t.success for t in trajectories],
+                              cfg.group_size),
+            **{f"groups_{k}_count": v for k, v in groups.items()}}
+
+
 def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
              generate_factory: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """GRPO from ``model``; ``generate_factory`` replaces the model's own sampler (wiring checks in tests)."""
@@ -149,28 +179,9 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
             sampled.append((got, captured.pop()))
             return got
 
-        if cfg.grpo_dynamic:
-            out, groups = dynamic_rollout(roll, list(prompts), group_size=cfg.group_size, want=cfg.groups_per_step,
-                                          max_groups=cfg.grpo_max_groups or 4 * cfg.groups_per_step, stream=stream)
-        else:
-            out = roll(list(prompts))
-            decisions = [_decision(g) for g in group_outputs(out, cfg.group_size)]
-            groups = {"sampled": len(decisions), "kept": decisions.count(KEEP),
-                      "zero_spread": decisions.count(DROP_ZERO_SPREAD), "unscored": decisions.count(DROP_UNSCORED),
-                      "trained": decisions.count(KEEP)}
-        wall = time.perf_counter() - start
-        every = join_groups([g for got, _ in sampled for g in group_outputs(got, cfg.group_size)])
-        trajectories = [t for _, batch_trajectories in sampled for t in batch_trajectories]
-        tokens = sum(len(t.generated_tokens) for t in trajectories)
-        row = {"step": trainer.state.global_step + 1, "episodes": len(trajectories), "rollout_s": round(wall, 2),
-               "sampled_tokens": tokens, "prefill_tokens": getattr(samplers[-1], "prefill_tokens", 0),
-               "sampled_tokens_per_s": tokens / wall if wall else 0.0,
-               "decode_batch_mean": _batch_mean(samplers[-1]),
-               "sequence_tokens_mean": sum(len(p) + len(c) for p, c in zip(out["prompt_ids"], out["completion_ids"],
-                                                                           strict=True)) / max(1, len(prompts)),
-               **rollout_metrics(every, [t.steps for t in trajectories], [t.success for t in trajectories],
-                                 cfg.group_size),
-               **{f"groups_{k}_count": v for k, v in groups.items()}}
+        out, groups = sample_step(cfg, roll, list(prompts), stream)
+        row = curve_row(cfg, out, sampled, groups, time.perf_counter() - start, samplers[-1],
+                        step=trainer.state.global_step + 1)
         curve.append(row)
         trl_adapter._log(trainer, {f"shop/{k}": float(v) for k, v in row.items() if k != "step"})
         return out
@@ -190,13 +201,21 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
     wall = time.perf_counter() - start
     trainer.model.save_pretrained(target)
     tokenizer.save_pretrained(target)
-    logs = trainer.state.log_history
+    _write_logs(target, trainer.state.log_history, curve)
+    return {"steps": trainer.state.global_step, "episodes": sum(r["episodes"] for r in curve),
+            "train_s": round(wall, 1), "tasks": len(ids), "dynamic": cfg.grpo_dynamic, "groups": group_totals(curve)}
+
+
+def _write_logs(target: Path, logs: list[dict[str, Any]], curve: list[dict[str, Any]]) -> None:
     target.mkdir(parents=True, exist_ok=True)
     (target / "log.jsonl").write_text("".join(json.dumps(h, sort_keys=True) + "\n" for h in logs), encoding="utf-8")
     (target / "rollouts.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in curve),
                                            encoding="utf-8")
+
+
+def group_totals(curve: list[dict[str, Any]]) -> dict[str, int]:
+    """The groups of every step summed, and the steps whose update held at least one group with spread."""
     totals = {k: sum(int(r[f"groups_{k}_count"]) for r in curve)
               for k in ("sampled", "kept", "zero_spread", "unscored", "trained")}
     totals["informative_steps"] = sum(1 for r in curve if r["groups_trained_count"] > 0)
-    return {"steps": trainer.state.global_step, "episodes": sum(r["episodes"] for r in curve),
-            "train_s": round(wall, 1), "tasks": len(ids), "dynamic": cfg.grpo_dynamic, "groups": totals}
+    return totals
