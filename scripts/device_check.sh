@@ -20,6 +20,12 @@ print(f"[device-check] torch {torch.__version__}, CUDA {cuda}"
       + (f", {torch.cuda.get_device_name(0)}, bf16 {torch.cuda.is_bf16_supported()}" if cuda else ""))
 EOF
 
+if [[ ! -f "$DATA/manifest.json" ]]; then  # a bare machine: build the default catalog first (no download)
+  start=$(date +%s)
+  "$PYTHON" -m shopsimrl.cli data build-default --out "$DATA"
+  echo "[device-check] catalog built in $(( $(date +%s) - start )) s"
+fi
+
 if [[ "${DEVICE_CHECK_TINY:-0}" == 1 ]]; then
   # the gpu preset's sampler on CPU: the smoke model, batched decoding, a few steps, 4 val tasks
   args=(--preset smoke --batched-decoding --grpo-concurrency 4 --eval-concurrency 4 --threads 1
