@@ -166,10 +166,24 @@ def test_tool_choice_is_read_as_vllm_does() -> None:
     assert constrained_tools({"tool_choice": "required"})[1] == "auto"  # nothing to call: free
 
 
+def _check_call_and_log_probs(tokenizer: Any, model: Any, prompt: list[int], tools: Sequence[Mapping[str, Any]],
+                              gen: Any) -> None:
+    """A closed, valid call of ``tools`` whose reported log-probs are the model's own (unconstrained): they match a
+    forward pass over the same tokens."""
+    import torch
+
+    assert gen.finish_reason == "stop"
+    ids = list(gen.token_ids)
+    _check_sound(tokenizer, ToolCallConstraint(tokenizer), tools, ids)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
+    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None])[:, 0]
+    assert torch.allclose(torch.tensor(list(gen.log_probs)), expected, atol=1e-4)
+
+
 def test_sampler_with_required_calls_a_page_tool(tokenizer: Any, page_tools: list[list[dict[str, Any]]]) -> None:
     """A random-init model (which never closes a call by itself) answers every page with a valid call, and the
     reported log-probs are the model's own (unconstrained): they match a forward pass over the same tokens."""
-    import torch
 
     from shopsimrl.train.local_lm import PRESETS, CachedGenerate, build_model
     from shopsimrl.train.rollout import TurnRequest
@@ -180,14 +194,7 @@ def test_sampler_with_required_calls_a_page_tool(tokenizer: Any, page_tools: lis
     required = CachedGenerate(model, tokenizer, max_new_tokens=64, temperature=1.0, seed=1, tool_choice="required")
     assert free(TurnRequest(prompt, tools=page_tools[0])).finish_reason == "length"
     for tools in page_tools:
-        gen = required(TurnRequest(prompt, tools=tools))
-        assert gen.finish_reason == "stop"
-        ids = list(gen.token_ids)
-        _check_sound(tokenizer, ToolCallConstraint(tokenizer), tools, ids)
-        with torch.no_grad():
-            logits = model(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float()
-        expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids)[:, None])[:, 0]
-        assert torch.allclose(torch.tensor(list(gen.log_probs)), expected, atol=1e-4)
+        _check_call_and_log_probs(tokenizer, model, prompt, tools, required(TurnRequest(prompt, tools=tools)))
     # a request's own smaller budget (the server's max_tokens): the call is still closed within it
     short = required(TurnRequest(prompt, tools=page_tools[0]), max_new_tokens=40)
     assert short.finish_reason == "stop" and len(short.token_ids) <= 40
@@ -204,3 +211,34 @@ def test_a_tokenizer_that_is_not_byte_level_is_refused() -> None:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", unk_token="<unk>")
     with pytest.raises(GrammarError, match="byte-level"):
         ToolCallConstraint(tokenizer)
+
+
+def test_batched_sampler_applies_the_grammar_over_the_batch(tokenizer: Any, page_tools: list[list[dict[str, Any]]]
+                                                            ) -> None:
+    """The GPU preset's sampler: concurrent requests (one per page, from threads) are decoded as one batch; every
+    constrained row is a valid call of its own page's tools, its log-probs are the model's unconstrained ones,
+    a seeded request samples the same alone as in the batch, and greedy decoding equals the per-turn sampler's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shopsimrl.train.batched_generate import BatchedGenerate
+    from shopsimrl.train.local_lm import PRESETS, CachedGenerate, build_model
+    from shopsimrl.train.rollout import TurnRequest
+
+    model = build_model(tokenizer, PRESETS["tiny"], seed=0)
+    prompts = [tokenizer.encode(f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n")
+               for text in ("买一件羽绒服", "找个节能的小冰箱，价格不超过650元", "白色")]
+    jobs = [(prompts[i % len(prompts)], tools, 100 + i) for i, tools in enumerate(page_tools)]
+    batched = BatchedGenerate(model, tokenizer, max_new_tokens=64, temperature=1.0, tool_choice="required",
+                              max_batch=len(jobs), gather_s=0.2)
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        gens = list(pool.map(lambda job: batched(TurnRequest(job[0], tools=job[1]), job[2]), jobs))
+    assert max(batched.batches) > 1  # the requests really shared a batch
+    for (prompt, tools, _), gen in zip(jobs, gens, strict=True):
+        _check_call_and_log_probs(tokenizer, model, prompt, tools, gen)
+    prompt, tools, seed = jobs[-1]
+    alone = batched(TurnRequest(prompt, tools=tools), seed)
+    assert list(alone.token_ids) == list(gens[-1].token_ids)
+    single = CachedGenerate(model, tokenizer, max_new_tokens=64, tool_choice="required")
+    for prompt, tools, _ in jobs[:3]:
+        assert (list(batched(TurnRequest(prompt, tools=tools), 0, 0.0).token_ids)
+                == list(single(TurnRequest(prompt, tools=tools), 0, 0.0).token_ids))

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, datasets) is not installed")
 
@@ -17,7 +19,7 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import RecipeError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.train import cpu_demo, cpu_demo_sft
+from shopsimrl.train import cpu_demo, cpu_demo_eval, cpu_demo_run, cpu_demo_sft
 from shopsimrl.train.chat_template import episode_tools
 from shopsimrl.train.cpu_demo_grpo import run_grpo
 from shopsimrl.train.rollout import TurnRequest
@@ -25,7 +27,7 @@ from shopsimrl.train.rollout import TurnRequest
 
 def _config(data: Path, out: Path) -> cpu_demo.RecipeConfig:
     return cpu_demo.RecipeConfig(data=str(data), out=str(out), threads=1, eval_split="val", **{
-        **cpu_demo.SMOKE, "sft_short_steps": 1, "sft_first_steps": 1, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2,
+        **cpu_demo.SMOKE, "sft_short_steps": 1, "sft_first_steps": 1, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2, "grpo_max_groups": 2,
         "demo_train_tasks": 6, "demo_standard_tasks": 2})
 
 
@@ -90,10 +92,56 @@ def test_cpu_recipe_smoke(prepared_dir: Path, tmp_path: Path) -> None:
 
     # the served-checkpoint path: shopsimrl eval against the loopback endpoint (tool_choice "required": the
     # server constrains decoding to the request's tools), every episode completed and every turn a valid call
-    row = cpu_demo.evaluate_checkpoint(cfg, "grpo", paths["grpo"], paths["eval"] / "grpo")
+    row = cpu_demo_eval.evaluate_checkpoint(cfg, "grpo", paths["grpo"], paths["eval"] / "grpo")
     assert row["episodes"] == 2 and row["protocol_error_rate"] == 0.0
     manifest = json.loads((paths["eval"] / "grpo" / "manifest.json").read_text())
     assert '"tool_choice": "required"' in json.dumps(manifest)
+    # the baselines run on the very tasks the checkpoints ran on (the table compares like with like)
+    first = cpu_demo_eval.evaluate_policy(cfg, "first", paths["eval"] / "first")
+    assert first["tasks_sha256"] == row["tasks_sha256"] and first["episodes"] == 2
+    # the dynamic sampler's counts add up over the steps it logged
+    grpo_rows = [json.loads(line) for line in (tmp_path / "grpo-own" / "rollouts.jsonl").read_text().splitlines()]
+    assert own["groups"]["sampled"] == sum(r["groups_sampled_count"] for r in grpo_rows) >= cfg.groups_per_step
+
+
+def test_out_and_report_mistakes_are_refused(prepared_dir: Path, tmp_path: Path) -> None:
+    """``--out`` holding another kind of run (an eval run directory) is refused before anything is written, and
+    ``--stages report`` where no stage has run is an error, not an empty report (issue 45)."""
+    from shopsimrl.eval.runner import EvalSettings, evaluate
+
+    run = tmp_path / "eval-run"
+    evaluate(EvalSettings(data=str(prepared_dir), out=str(run), split="val", policy="first", limit=1, seed=0))
+    before = sorted(p.name for p in run.iterdir())
+    with pytest.raises(RecipeError, match="holds an eval run"):
+        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(run), stages=("init",)))
+    assert sorted(p.name for p in run.iterdir()) == before
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RecipeError, match="is a file"):
+        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "file")))
+    with pytest.raises(RecipeError, match="nothing to report"):
+        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "empty"),
+                                                      stages=("report",)))
+    assert not (tmp_path / "empty").exists()
+
+
+def test_every_invocation_is_recorded(prepared_dir: Path, tmp_path: Path) -> None:
+    """Stages run in separate invocations: results.json and config.json list each one (stages, arguments, wall
+    time per stage), the report's invocation total is their sum, and the report names the preset."""
+    out = tmp_path / "run"
+    base = dict(cpu_demo.SMOKE, tokenizer_products=50, data=str(prepared_dir), out=str(out), threads=1)
+    cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(**{**base, "stages": ("init",)}), {"stages": "init"})
+    results = cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(**{**base, "stages": ("init", "report")}),
+                                      {"stages": "init,report", "seed": 0})
+    invocations = results["invocations"]
+    assert [i["stages"] for i in invocations] == [["init"], ["init", "report"]]
+    assert [i["arguments"] for i in invocations] == [{"stages": "init"}, {"stages": "init,report", "seed": 0}]
+    assert all(set(i["wall_s"]) == set(i["stages"]) and i["total_s"] >= sum(i["wall_s"].values()) - 0.2
+               for i in invocations)
+    config = json.loads((out / "config.json").read_text())
+    assert config["kind"] == cpu_demo_run.KIND and config["invocations"] == invocations
+    report = (out / "report.md").read_text()
+    total = sum(i["total_s"] for i in invocations)
+    assert f"## Invocations (2; total {total:.0f} s)" in report and "preset `smoke` (model `tiny`)" in report
 
 
 def _training_tokenizer(data: Path) -> Any:
@@ -209,3 +257,98 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
         cpu_demo_sft.first_turn_rows(tokens, 1.0, seed=0)
     with pytest.raises(RecipeError, match="sft_first_turn_share"):  # refused before any stage runs
         cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", sft_first_turn_share=1.0)
+    with pytest.raises(RecipeError, match="grpo_max_groups"):
+        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", grpo_max_groups=1)
+    from shopsimrl.errors import DifficultyError
+
+    with pytest.raises(DifficultyError):
+        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", grpo_difficulty="easy")
+
+
+def test_tokenizer_text_holds_no_held_out_request_nor_goal_field(prepared_dir: Path, tmp_path: Path) -> None:
+    """The tokenizer's training text (issue 46): public product fields, the rules, the tool schemas and train
+    requests only. No val or test request (full or simple form) is in it, no record's ``instructions`` or
+    ``user_persona``, and rewriting every goal field of every product leaves it unchanged."""
+    import gzip
+    import shutil
+
+    from shopsimrl.catalog.store import Catalog
+    from shopsimrl.train.local_lm import PUBLIC_PRODUCT_FIELDS, corpus
+
+    texts = corpus(prepared_dir)
+    joined = "\n".join(texts)
+    catalog = Catalog.from_data_dir(prepared_dir)
+    held_out = [catalog.goal(t) for split in ("val", "test") for t in catalog.split(split)]
+    train = [catalog.goal(t)["instruction_text"] for t in catalog.split("train")]
+    catalog.close()
+    assert held_out and train
+    for goal in held_out:  # the whole held-out population
+        assert goal["instruction_text"] not in joined and goal["instruction_simple"] not in joined
+    assert all(request in texts for request in train)  # train requests at most, and then whole
+    for key in ("instructions", "instruction", "user_persona", "__reasoning__", "price_upper"):
+        assert f'"{key}"' not in joined
+    products = json.loads(gzip.decompress((prepared_dir / "products.json.gz").read_bytes()))
+    assert any(set(p) - set(PUBLIC_PRODUCT_FIELDS) for p in products)  # the filter has something to drop
+    copy = tmp_path / "data"
+    shutil.copytree(prepared_dir, copy)
+    for p in products:
+        p["instructions"] = [{"instruction": "LEAK"}]
+        p["user_persona"] = {"LEAK": "LEAK"}
+        p["full_description"] = "LEAK"
+    (copy / "products.json.gz").write_bytes(gzip.compress(json.dumps(products, ensure_ascii=False).encode()))
+    # (the copy fails the catalog's integrity check, so its requests are not read: the product part is compared)
+    assert corpus(copy, train_requests=False) == texts[: len(texts) - len(train)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0, None]), min_size=2, max_size=2), min_size=8, max_size=8),
+       st.integers(1, 3), st.integers(0, 5))
+def test_dynamic_sampling_keeps_groups_with_spread(rewards: list[list[float | None]], want: int, extra: int) -> None:
+    """DAPO's dynamic sampling over any sequence of group outcomes: groups are drawn in order until ``want`` have
+    reward spread or ``want + extra`` were drawn; the update holds ``want`` groups, those with spread first, and
+    the counts add up (sampled = kept + zero-spread + unscored)."""
+    from shopsimrl.train.cpu_demo_grpo import dynamic_rollout
+
+    tasks = iter(str(i) for i in range(1, 100))
+    max_groups = want + extra
+    by_task = {str(i): group for i, group in enumerate(rewards)}
+    rolled: list[str] = []
+
+    def roll(prompts: list[str]) -> dict[str, Any]:
+        heads = prompts[::2]
+        rolled.extend(heads)
+        return {"shop_reward": [r for task in heads for r in by_task[task]], "prompt_ids": [[int(p)] for p in prompts]}
+
+    out, counts = dynamic_rollout(roll, ["0", "0"] * want, group_size=2, want=want, max_groups=max_groups,
+                                  stream=tasks)
+    spread = [t for t in rolled if None not in by_task[t] and len(set(by_task[t])) > 1]
+    assert counts["sampled"] == len(rolled) == counts["kept"] + counts["zero_spread"] + counts["unscored"]
+    assert counts["kept"] == len(spread) and counts["trained"] == min(want, len(spread))
+    assert counts["kept"] >= want or counts["sampled"] >= max_groups  # it stops only when done or out of budget
+    assert len(out["shop_reward"]) == 2 * want and len(out["prompt_ids"]) == 2 * want
+    trained = [str(out["prompt_ids"][i][0]) for i in range(0, 2 * want, 2)]
+    assert trained[: counts["trained"]] == spread[: counts["trained"]]  # groups with spread first, in draw order
+
+
+@pytest.mark.slow
+def test_device_check_script_runs_the_batched_path_on_cpu(prepared_dir: Path, tmp_path: Path) -> None:
+    """scripts/device_check.sh with DEVICE_CHECK_TINY=1: the gpu preset's code path (batched decoding in GRPO
+    and the evaluation server) end to end on the CPU, and the figures it prints. Never run on a GPU here."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "device_check.sh"
+    env = {**os.environ, "DEVICE_CHECK_TINY": "1", "DATA": str(prepared_dir), "OUT": str(tmp_path / "check"),
+           "PYTHON": sys.executable, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[device-check]")]
+    assert any("CUDA False" in line for line in lines)
+    assert any(line.startswith("[device-check] grpo step 1:") for line in lines)
+    rollouts = (tmp_path / "check" / "model" / "grpo" / "rollouts.jsonl").read_text().splitlines()
+    assert json.loads(rollouts[0])["decode_batch_mean"] > 1.0  # concurrent episodes' turns shared batches
+    for row in ("init", "first", "heuristic", "sft", "grpo", "sft-auto"):
+        assert any(line.startswith(f"[device-check] eval {row} ") for line in lines), row
+    config = json.loads((tmp_path / "check" / "config.json").read_text())
+    assert config["batched_decoding"] and config["grpo_concurrency"] == 4

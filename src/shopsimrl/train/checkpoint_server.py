@@ -3,7 +3,8 @@ same runtime, validator and run directory as any served model (vLLM, SGLang, a h
 
 The server renders the conversation with the checkpoint's own chat template and the episode tool list the
 rollout core trains with (:func:`~shopsimrl.train.chat_template.episode_tools`: ``search``/``click`` without
-the per-page enum, whose values are in the observation text), samples with :class:`CachedGenerate` and answers
+the per-page enum, whose values are in the observation text), samples with :class:`CachedGenerate` (one request
+at a time, prefix-cached: CPU) or :class:`~.batched_generate.BatchedGenerate` (concurrent requests batched) and answers
 with the sampled text as ``content`` (``<tool_call>`` JSON, which the runtime's validator reads like vLLM's
 Hermes parser would). ``tool_choice`` is honoured as vLLM does: ``"required"`` (or one named function) constrains
 decoding to one call of the request's own tools, enums included (:mod:`~shopsimrl.train.tool_grammar`); ``"auto"``
@@ -61,11 +62,16 @@ def constrained_tools(body: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]],
 
 
 def create_app(model: Any, tokenizer: Any, *, model_name: str, max_new_tokens: int = 64,
-               max_context: int | None = None) -> Any:
+               max_context: int | None = None, max_batch: int | None = None) -> Any:
+    """``max_batch``: concurrent requests decoded together, up to that many (:class:`~.batched_generate.
+    BatchedGenerate`, no lock between requests); None: one at a time with the prefix-cached sampler (CPU)."""
     from fastapi import FastAPI
 
+    from .batched_generate import BatchedGenerate
+
     app = FastAPI()
-    sampler = CachedGenerate(model, tokenizer, max_new_tokens=max_new_tokens, slots=64)
+    sampler: Any = (CachedGenerate(model, tokenizer, max_new_tokens=max_new_tokens, slots=64) if max_batch is None
+                    else BatchedGenerate(model, tokenizer, max_new_tokens=max_new_tokens, max_batch=max_batch))
     tools = episode_tools()
     app.state.sampler = sampler
 

@@ -33,9 +33,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def cmd_cpu_demo(args: argparse.Namespace) -> int:
-    from .cpu_demo import config_from_args, run_recipe
+    from .cpu_demo_run import config_from_args, given_arguments, run_recipe
 
-    results = run_recipe(config_from_args(args))
+    results = run_recipe(config_from_args(args), given_arguments(args))
     table = (results.get("eval") or {}).get("checkpoints")
     if table:
         for name, row in table.items():
@@ -53,7 +53,7 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     demo.add_argument("--data", default="data/default", help="a prepared data directory")
     demo.add_argument("--out", default="runs/cpu-demo", help="output directory (checkpoints, runs, report)")
     demo.add_argument("--preset", choices=["cpu", "smoke", "gpu"], default="cpu",
-                      help="cpu: the 2-core recipe (about 2 h); smoke: a minute-long check; gpu: larger model and batch")
+                      help="cpu: the 2-core recipe (about 2 h); smoke: every stage, small (about 2 min); gpu: larger model, bf16 and batched decoding on CUDA (unmeasured)")
     demo.add_argument("--seed", type=int, default=0, help="seed of every random choice (tokenizer, init, sampling)")
     demo.add_argument("--stages", help="comma-separated subset of init,demos,sft,grpo,eval,report (default: all)")
     overrides = {  # each overrides the preset's value (default: the preset's)
@@ -72,6 +72,8 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "temperature": (float, "GRPO sampling temperature"), "eval_temperature": (float, "eval sampling temperature"),
         "sft_minutes": (float, "wall-clock cap of each SFT phase"), "grpo_minutes": (float, "wall-clock cap of GRPO"),
         "sft_batch": (int, "SFT episodes per optimizer step"),
+        "grpo_concurrency": (int, "GRPO episodes rolled out at once (with --batched-decoding, decoded as one batch)"),
+        "eval_concurrency": (int, "evaluation requests in flight at once"),
     }
     for name, (kind, what) in overrides.items():
         demo.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
@@ -80,6 +82,21 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                       help="required: each turn is one call of the page's tools, decoded under their schemas "
                            "(a click is one of the page's values), in GRPO and eval; auto: free sampling "
                            "(default: the preset's)")
+    demo.add_argument("--grpo-max-groups", dest="grpo_max_groups", type=int, default=None,
+                      help="dynamic sampling: groups rolled out per GRPO step at most while looking for "
+                           "groups-per-step groups with reward spread (default: 4 x groups-per-step)")
+    demo.add_argument("--grpo-dynamic", dest="grpo_dynamic", action=argparse.BooleanOptionalAction, default=None,
+                      help="dynamic sampling (DAPO): update on groups with reward spread only; --no-grpo-dynamic: "
+                           "on the first groups drawn, zero-spread ones included (default: on)")
+    demo.add_argument("--difficulty", dest="grpo_difficulty", default=None,
+                      help="GRPO task stream: train tasks of these difficulty tiers only, e.g. first,heuristic "
+                           "(needs `shopsimrl data tiers`; default: all tiers)")
+    demo.add_argument("--batched-decoding", dest="batched_decoding", action=argparse.BooleanOptionalAction,
+                      default=None, help="decode concurrent turns as one batch (GRPO rollouts, evaluation server): "
+                                         "the gpu preset's sampler (default: on for gpu, off otherwise)")
+    demo.add_argument("--eval-unconstrained", dest="eval_unconstrained", action=argparse.BooleanOptionalAction,
+                      default=None, help="also evaluate the SFT checkpoint with tool_choice auto (row sft-auto), "
+                                         "where protocol errors are possible (default: on)")
     demo.set_defaults(func=cmd_cpu_demo)
     from .policy_command import add_policy_command
 

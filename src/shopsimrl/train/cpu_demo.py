@@ -10,15 +10,16 @@ Stages (each writes under ``--out``; docs/training.md#train-a-small-policy-on-cp
 3. ``model/sft``: TRL's ``SFTTrainer``, assistant-only loss (TRL's Qwen2.5 training template marks the turns;
    :mod:`shopsimrl.train.cpu_demo_sft`).
 4. ``model/grpo``: TRL's ``GRPOTrainer`` with the project's ``make_rollout_func`` on train tasks, r_strict.
-5. ``eval/{init,sft,grpo}``: each checkpoint served on a loopback OpenAI-compatible endpoint
-   (:mod:`shopsimrl.train.checkpoint_server`) and measured by ``shopsimrl eval`` on the persona val split;
-   ``compare.json``: ``shopsimrl compare`` of SFT vs GRPO (paired bootstrap).
+5. ``eval/{init,first,heuristic,sft,grpo,sft-auto}``: each checkpoint served on a loopback OpenAI-compatible
+   endpoint and measured by ``shopsimrl eval`` on the persona val split, beside the ``first`` and ``heuristic``
+   policies on the same tasks (:mod:`shopsimrl.train.cpu_demo_eval`); ``compare.json``: SFT vs GRPO.
 6. ``report.md`` and ``curves.png`` (:mod:`shopsimrl.train.cpu_demo_report`).
+
+:mod:`shopsimrl.train.cpu_demo_run` runs them and records every invocation.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import random
 import time
@@ -39,9 +40,14 @@ class RecipeConfig:
     data: str
     out: str
     seed: int = 0
-    preset: str = "cpu"
+    preset: str = "cpu"  # the recipe preset's name (cpu, smoke, gpu), as the report names it
+    model_preset: str = "cpu"  # the model and tokenizer size (local_lm.PRESETS)
     threads: int = 2
-    use_cpu: bool = True  # False: the accelerator transformers finds (the gpu preset)
+    use_cpu: bool = True  # False: the accelerator transformers finds (the gpu preset), bf16 where CUDA has it
+    # concurrent turns decoded as one batch (batched_generate.BatchedGenerate) in GRPO rollouts (grpo_concurrency
+    # episodes at once) and evaluation (eval_concurrency requests); off: one turn at a time, prefix-cached (CPU)
+    batched_decoding: bool = False
+    grpo_concurrency: int = 1
     tokenizer_products: int = 6000
     # demonstrations (public-information policies only)
     demo_policies: tuple[str, ...] = ("heuristic", "strong")
@@ -82,11 +88,17 @@ class RecipeConfig:
     grpo_lr: float = 5e-4
     temperature: float = 0.8
     grpo_minutes: float | None = None
+    # dynamic sampling (DAPO): a step rolls out groups until ``groups_per_step`` have reward spread (at most
+    # ``grpo_max_groups`` groups; None: 4 × groups_per_step) and updates on those; off: the first groups drawn
+    grpo_dynamic: bool = True
+    grpo_max_groups: int | None = None
+    grpo_difficulty: str | None = None  # the GRPO task stream's difficulty tiers (e.g. "first,heuristic")
     # evaluation (persona val split, through the runtime a served model uses)
     eval_split: str = "val"
     eval_tasks: int | None = None  # None: the whole split (400)
     eval_temperature: float = 0.6
     eval_concurrency: int = 4
+    eval_unconstrained: bool = True  # also evaluate the SFT checkpoint with tool_choice="auto" (row sft-auto)
     stages: tuple[str, ...] = STAGES
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -102,12 +114,19 @@ class RecipeConfig:
 
         if self.tool_choice not in TOOL_CHOICES:
             raise RecipeError(f"tool_choice must be one of {TOOL_CHOICES}, not {self.tool_choice!r}")
+        if self.grpo_max_groups is not None and self.grpo_max_groups < self.groups_per_step:
+            raise RecipeError(f"grpo_max_groups ({self.grpo_max_groups}) must be at least groups_per_step "
+                              f"({self.groups_per_step})")
+        if self.grpo_difficulty is not None:
+            from ..catalog.tiers import parse_difficulty
+
+            parse_difficulty(self.grpo_difficulty)
 
 
-SMOKE = dict(preset="tiny", tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6,
+SMOKE = dict(preset="smoke", model_preset="tiny", grpo_max_groups=3, tokenizer_products=300, demo_train_tasks=12, demo_standard_tasks=4, max_turns=6, max_context=4096,
              sft_short_steps=1, sft_first_steps=1, sft_lm_steps=2, sft_steps=4, sft_batch=2, grpo_steps=2, group_size=2, groups_per_step=2, eval_tasks=4,
              max_new_tokens=48, demo_min_reward=0.0)
-GPU = dict(preset="gpu", use_cpu=False, threads=16, sft_lm_steps=300, sft_steps=300, sft_batch=8, grpo_steps=40, group_size=8,
+GPU = dict(preset="gpu", model_preset="gpu", use_cpu=False, batched_decoding=True, grpo_concurrency=16, threads=16, sft_lm_steps=300, sft_steps=300, sft_batch=8, grpo_steps=40, group_size=8,
            groups_per_step=2, grpo_lr=2e-4, sft_lr=1e-3, eval_concurrency=32, max_turns=8, max_context=8192,
            demo_train_tasks=None, demo_standard_tasks=2000)
 
@@ -138,7 +157,7 @@ def _timed(cfg: RecipeConfig, name: str, fn: Callable[[], Any]) -> Any:
 def stage_init(cfg: RecipeConfig) -> dict[str, Any]:
     from .local_lm import PRESETS, build_model, build_tokenizer, corpus, parameter_count
 
-    preset = PRESETS[cfg.preset]
+    preset = PRESETS[cfg.model_preset]
     tokenizer = build_tokenizer(corpus(cfg.data, products=cfg.tokenizer_products), preset)
     model = build_model(tokenizer, preset, seed=cfg.seed)
     target = _paths(Path(cfg.out))["init"]
@@ -152,12 +171,13 @@ def load(path: Path, *, use_cpu: bool = True) -> tuple[Any, Any]:
 
     if not path.is_dir():
         raise RecipeError(f"{path} is missing: run the stage that writes it first")
+    from .local_lm import accelerated
+
     model: Any = AutoModelForCausalLM.from_pretrained(path)
-    if not use_cpu:
+    if accelerated(use_cpu):  # evaluation in bf16 on CUDA (training loads with use_cpu=True: the trainer places it)
         import torch
 
-        if torch.cuda.is_available():
-            model = model.to("cuda")
+        model = model.to("cuda", dtype=torch.bfloat16)
     return model, AutoTokenizer.from_pretrained(path)
 
 
@@ -193,6 +213,7 @@ def stage_demos(cfg: RecipeConfig) -> dict[str, Any]:
 
     demos = _paths(Path(cfg.out))["demos"]
     counts: dict[str, int] = {}
+    episodes: dict[str, int] = {}
     records: list[dict[str, Any]] = []
     for policy in cfg.demo_policies:
         for split, limit, sample in (("train", cfg.demo_train_tasks, None), ("standard", None, cfg.demo_standard_tasks)):
@@ -206,10 +227,12 @@ def stage_demos(cfg: RecipeConfig) -> dict[str, Any]:
             for record in got:
                 record["metadata"]["source"] = run.name
             counts[f"{policy}-{split}"] = len(got)
+            episodes[f"{policy}-{split}"] = len({r["metadata"]["episode_id"] for r in got})
             records.extend(got)
     write_records(records, demos / "sft_turns.jsonl")
-    return {"turn_records": counts,
-            "episodes": len({(r["metadata"]["source"], r["metadata"]["episode_id"]) for r in records})}
+    # one record per accepted turn: the episodes and the turn records are counted per source, so each adds up
+    return {"turn_records": counts, "episodes_by_source": episodes, "turns": len(records),
+            "episodes": sum(episodes.values())}
 
 
 # --- 3. SFT ----------------------------------------------------------------------------------------------------
@@ -285,98 +308,3 @@ def stage_grpo(cfg: RecipeConfig) -> dict[str, Any]:
     paths = _paths(Path(cfg.out))
     model, tokenizer = load(paths["sft"])
     return run_grpo(cfg, model, tokenizer, paths["grpo"])
-
-
-# --- 5. evaluation ---------------------------------------------------------------------------------------------
-
-def evaluate_checkpoint(cfg: RecipeConfig, name: str, path: Path, run: Path) -> dict[str, Any]:
-    """Serve ``path`` on loopback and run ``shopsimrl eval`` against it (persona val split)."""
-    from ..agent.model_client import ModelSettings
-    from ..eval.runner import EvalSettings
-    from .checkpoint_server import create_app, serving
-
-    model, tokenizer = load(path, use_cpu=cfg.use_cpu)
-    app = create_app(model, tokenizer, model_name=f"cpu-demo-{name}", max_new_tokens=cfg.max_new_tokens,
-                     max_context=cfg.max_context)
-    with serving(app) as url:
-        settings = EvalSettings(
-            data=cfg.data, out=str(run), split=cfg.eval_split, seed=cfg.seed, max_steps=cfg.max_turns,
-            concurrency=cfg.eval_concurrency, sample_size=cfg.eval_tasks,
-            model=ModelSettings(base_url=url, model=f"cpu-demo-{name}", temperature=cfg.eval_temperature,
-                                max_tokens=cfg.max_new_tokens, send_seed=True, checkpoint_id=str(path),
-                                tool_choice=cfg.tool_choice,
-                                timeout=600.0))
-        result = _eval_run(settings, f"eval {name}")
-    summary = result.summary
-    return {"success": summary["primary"]["success_rate"], "r_strict": summary["primary"]["reward_mean"],
-            "protocol_error_rate": summary["behavior"]["protocol_error_rate"],
-            "steps": summary["behavior"]["steps_mean"], "episodes": summary["counts"]["completed"],
-            "terminations": summary["behavior"]["termination_reasons"]}
-
-
-def stage_eval(cfg: RecipeConfig) -> dict[str, Any]:
-    from ..eval.compare import compare_runs
-
-    paths = _paths(Path(cfg.out))
-    table: dict[str, Any] = {}
-    for name in ("init", "sft", "grpo"):
-        start = time.perf_counter()
-        table[name] = evaluate_checkpoint(cfg, name, paths[name], paths["eval"] / name)
-        table[name]["wall_s"] = round(time.perf_counter() - start, 1)
-    comparison = compare_runs(str(paths["eval"] / "sft"), str(paths["eval"] / "grpo"))
-    (Path(cfg.out) / "compare.json").write_text(json.dumps(comparison, indent=2, ensure_ascii=False),
-                                                encoding="utf-8")
-    return {"checkpoints": table, "compare": {k: comparison["metrics"][k] for k in comparison["metrics"]},
-            "paired_episodes": comparison["paired_episodes"]}
-
-
-# --- the recipe ------------------------------------------------------------------------------------------------
-
-def _peak_mb(results: Mapping[str, Any]) -> float:
-    """Peak resident memory over every invocation that wrote ``results`` (stages may run one by one)."""
-    import resource
-
-    now = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    return max(now, float(results.get("peak_rss_mb") or 0.0))
-
-
-def run_recipe(cfg: RecipeConfig) -> dict[str, Any]:
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _torch_setup(cfg)
-    results_path = out / "results.json"
-    results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
-    settings = json.dumps({k: v for k, v in asdict(cfg).items() if k != "timings"}, indent=2)
-    (out / "config.json").write_text(settings, encoding="utf-8")
-    for name in cfg.stages:  # the settings each stage last ran with (stages can be rerun one by one)
-        (out / f"config-{name}.json").write_text(settings, encoding="utf-8")
-    stages: dict[str, Callable[[RecipeConfig], dict[str, Any]]] = {
-        "init": stage_init, "demos": stage_demos, "sft": stage_sft, "grpo": stage_grpo, "eval": stage_eval}
-    started = time.perf_counter()
-    for name in STAGES:
-        if name not in cfg.stages:
-            continue
-        if name == "report":
-            from .cpu_demo_report import write_report
-
-            _timed(cfg, name, lambda: write_report(out, results))
-            continue
-        results[name] = _timed(cfg, name, functools.partial(stages[name], cfg))
-        results.setdefault("timings", {}).update(cfg.timings)
-        results["peak_rss_mb"] = _peak_mb(results)
-        results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
-    results.setdefault("timings", {}).update(cfg.timings)
-    results["timings"]["total_this_invocation"] = round(time.perf_counter() - started, 1)
-    results["peak_rss_mb"] = _peak_mb(results)
-    results_path.write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
-    return results
-
-
-def config_from_args(args: Any) -> RecipeConfig:
-    preset: dict[str, Any] = {"smoke": SMOKE, "gpu": GPU}.get(args.preset, {})
-    cfg = RecipeConfig(data=args.data, out=args.out, seed=args.seed, **preset)
-    overrides = {k: v for k, v in vars(args).items()
-                 if k in RecipeConfig.__dataclass_fields__ and v is not None and k not in ("data", "out", "seed", "preset")}
-    if args.stages:
-        overrides["stages"] = tuple(s.strip() for s in args.stages.split(",") if s.strip())
-    return replace(cfg, **overrides)

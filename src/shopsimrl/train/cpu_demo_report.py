@@ -82,26 +82,89 @@ def _phase_steps(sft: Mapping[str, Any]) -> str:
     return f": {' + '.join(parts)}" if parts else ""
 
 
+ROW_LABELS = {"init": "random init", "first": "`first` policy", "heuristic": "`heuristic` policy", "sft": "SFT",
+              "grpo": "GRPO", "sft-auto": "SFT, `tool_choice` auto"}
+
+
+def _validation(config: Mapping[str, Any], table: Mapping[str, Any]) -> list[str]:
+    episodes = {row.get("episodes") for row in table.values()}
+    lines = [f"## Validation ({config.get('eval_split')} split, {', '.join(str(e) for e in sorted(episodes))} "
+             "episodes per row, the same tasks in every row)", "",
+             "| row | tool choice | success | mean r_strict | protocol-error rate | steps | eval wall s |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for name, row in table.items():
+        choice = row.get("tool_choice") or ("— (built-in policy)" if row.get("policy") else "required")
+        lines.append(f"| {ROW_LABELS.get(name, name)} | {choice} | {_pct(row.get('success'))} | "
+                     f"{_num(row.get('r_strict'))} | {_pct(row.get('protocol_error_rate'))} | "
+                     f"{_num(row.get('steps'), 2)} | {_num(row.get('wall_s'), 0)} |")
+    lines += ["", "Under `tool_choice` required every turn is decoded as one call of the page's tools, so a protocol "
+              "error cannot happen: those rows' 0% is by construction, not a result. The `tool_choice` auto row "
+              "samples the SFT checkpoint freely; its protocol-error rate is what SFT taught of the call format.",
+              ""]
+    return lines
+
+
+def _groups(grpo: Mapping[str, Any]) -> list[str]:
+    groups = grpo.get("groups")
+    if not isinstance(groups, Mapping):
+        return []
+    mode = "dynamic sampling (groups with reward spread only)" if grpo.get("dynamic") else "no dynamic sampling"
+    return [f"GRPO groups ({mode}): {groups.get('sampled')} sampled, {groups.get('kept')} with reward spread, "
+            f"{groups.get('zero_spread')} zero-spread, {groups.get('unscored')} unscored; "
+            f"{groups.get('trained')} trained on over {grpo.get('steps')} steps "
+            f"({groups.get('informative_steps')} steps with at least one group with spread).", ""]
+
+
+def _stage_notes() -> dict[str, Callable[[Mapping[str, Any]], str]]:
+    def demos(r: Mapping[str, Any]) -> str:
+        by_source = r.get("episodes_by_source")
+        if isinstance(by_source, Mapping):
+            return (f"{r.get('episodes')} demonstration episodes ({', '.join(f'{k} {v}' for k, v in by_source.items())}), "
+                    f"{r.get('turns')} turn records")
+        return f"{r.get('episodes')} demonstration episodes (turn records: {r.get('turn_records')})"
+
+    return {
+        "init": lambda r: f"{r.get('parameters')} parameters",
+        "demos": demos,
+        "sft": lambda r: (f"{r.get('steps')} optimizer steps{_phase_steps(r)} ({r.get('examples_seen', '?')} rows "
+                          f"from {r.get('episodes')} demonstration episodes)"),
+        "grpo": lambda r: f"{r.get('steps')} optimizer steps, {r.get('episodes')} episodes",
+        "eval": lambda r: f"{', '.join(ROW_LABELS.get(n, n) for n in r.get('checkpoints') or {})}",
+    }
+
+
+def _stages(results: Mapping[str, Any]) -> list[str]:
+    notes = _stage_notes()
+    lines = ["## Stages (each stage's last run)", "", "| stage | wall s | notes |", "|---|---:|---|"]
+    timings = {k: v for k, v in (results.get("timings") or {}).items() if k in notes or k == "report"}
+    for name, seconds in timings.items():
+        stage = results.get(name)
+        note = notes[name](stage) if name in notes and isinstance(stage, Mapping) else ""
+        lines.append(f"| {name} | {seconds:.0f} | {note} |")
+    lines.append(f"| total | {sum(timings.values()):.0f} | the stages' last runs |")
+    invocations = results.get("invocations") or []
+    if invocations:
+        lines += ["", f"## Invocations ({len(invocations)}; total {sum(i.get('total_s', 0) for i in invocations):.0f} s)",
+                  "", "| # | stages (wall s) | total s | arguments |", "|---:|---|---:|---|"]
+        for number, inv in enumerate(invocations, 1):
+            walls = ", ".join(f"{k} {v:.0f}" for k, v in (inv.get("wall_s") or {}).items())
+            given = " ".join(f"{k}={v}" for k, v in (inv.get("arguments") or {}).items())
+            lines.append(f"| {number} | {walls or ', '.join(inv.get('stages') or [])} | "
+                         f"{inv.get('total_s', 0):.0f} | {given or '—'} |")
+    return lines
+
+
 def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: str | None) -> str:
     lines = ["# CPU recipe: SFT → GRPO from scratch", ""]
     init = results.get("init") or {}
     if init:
         lines.append(f"Model: Qwen2 architecture, {init.get('parameters', 0) / 1e6:.2f} M parameters, "
-                     f"byte-level BPE vocabulary {init.get('vocab')}, preset `{config.get('preset')}`, seed "
-                     f"{config.get('seed')}.")
+                     f"byte-level BPE vocabulary {init.get('vocab')}, preset `{config.get('preset')}` (model "
+                     f"`{config.get('model_preset', config.get('preset'))}`), seed {config.get('seed')}.")
         lines.append("")
     evaluation = results.get("eval") or {}
-    table = evaluation.get("checkpoints") or {}
-    if table:
-        lines += [f"## Validation ({config.get('eval_split')} split, "
-                  f"{next(iter(table.values())).get('episodes')} episodes per checkpoint)", "",
-                  "| checkpoint | success | mean r_strict | protocol-error rate | steps | eval wall s |",
-                  "|---|---:|---:|---:|---:|---:|"]
-        for name, row in table.items():
-            lines.append(f"| {name} | {_pct(row.get('success'))} | {_num(row.get('r_strict'))} | "
-                         f"{_pct(row.get('protocol_error_rate'))} | {_num(row.get('steps'), 2)} | "
-                         f"{_num(row.get('wall_s'), 0)} |")
-        lines.append("")
+    if evaluation.get("checkpoints"):
+        lines += _validation(config, evaluation["checkpoints"])
     compare = evaluation.get("compare") or {}
     if compare:
         lines += [f"## GRPO − SFT (paired bootstrap, {evaluation.get('paired_episodes')} paired episodes)", "",
@@ -112,25 +175,13 @@ def report_text(results: Mapping[str, Any], config: Mapping[str, Any], curves: s
                 lines.append(f"| {name} | {_num(m['mean_a'])} | {_num(m['mean_b'])} | {m['diff']:+.4f} | "
                              f"[{m['ci_low']:+.4f}, {m['ci_high']:+.4f}] |")
         lines.append("")
-    lines += ["## Stages", "", "| stage | wall s | notes |", "|---|---:|---|"]
-    notes: dict[str, Callable[[Mapping[str, Any]], str]] = {
-        "init": lambda r: f"{r.get('parameters')} parameters",
-        "demos": lambda r: f"{r.get('episodes')} demonstration episodes ({r.get('turn_records')})",
-        "sft": lambda r: (f"{r.get('steps')} optimizer steps{_phase_steps(r)} ({r.get('examples_seen', '?')} rows "
-                          f"from {r.get('episodes')} demonstration episodes)"),
-        "grpo": lambda r: f"{r.get('steps')} optimizer steps, {r.get('episodes')} episodes",
-        "eval": lambda r: "init, SFT, GRPO through the served-model runtime",
-    }
-    timings = {k: v for k, v in (results.get("timings") or {}).items() if k in notes or k == "report"}
-    for name, seconds in timings.items():
-        stage = results.get(name)
-        note = notes[name](stage) if name in notes and isinstance(stage, Mapping) else ""
-        lines.append(f"| {name} | {seconds:.0f} | {note} |")
-    lines.append(f"| total | {sum(timings.values()):.0f} | all stages |")
+    lines += _groups(results.get("grpo") or {})
+    lines += _stages(results)
     lines += ["", f"Peak resident memory: {results.get('peak_rss_mb', '—')} MB.", ""]
     if curves:
         lines += [f"![training curves]({curves})", ""]
-    lines += ["## Configuration", "", "```json", json.dumps(dict(config), indent=2), "```", ""]
+    settings = {k: v for k, v in config.items() if k != "invocations"}
+    lines += ["## Configuration (the last invocation)", "", "```json", json.dumps(settings, indent=2), "```", ""]
     return "\n".join(lines)
 
 

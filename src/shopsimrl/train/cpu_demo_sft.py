@@ -115,14 +115,14 @@ def sft_phase(cfg: RecipeConfig, model: Any, tokenizer: Any, rows: list[dict[str
 
     trl: Any = importlib.import_module("trl")
 
-    from .local_lm import time_budget
+    from .local_lm import accelerated, time_budget
 
     args = trl.SFTConfig(output_dir=str(output_dir / f"trainer-{name}"), max_steps=steps,
                          per_device_train_batch_size=cfg.sft_batch, learning_rate=cfg.sft_lr,
                          lr_scheduler_type=scheduler, warmup_steps=min(10, max(1, steps // 20)), weight_decay=0.0,
                          assistant_only_loss=False,  # the dataset's assistant_masks column masks the loss (TRL applies it)
                          max_length=cfg.max_context + cfg.max_turns * cfg.max_new_tokens, logging_steps=1,
-                         save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=False, seed=cfg.seed,
+                         save_strategy="no", report_to=[], use_cpu=cfg.use_cpu, bf16=accelerated(cfg.use_cpu), seed=cfg.seed,
                          dataloader_num_workers=0, dataset_num_proc=None,
                          gradient_checkpointing=False)  # on by default in TRL: pure overhead for a model this small
     trainer: Any = trl.SFTTrainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(rows),

@@ -1,6 +1,7 @@
 """A small causal LM made here from scratch (no download) and a KV-cached sampler for it, for the CPU recipe.
 
-* :func:`build_tokenizer`: a byte-level BPE trained on the catalog text, the system prompt and the tool schemas
+* :func:`build_tokenizer`: a byte-level BPE trained on the public product fields, the train split's requests, the
+  system prompt and the tool schemas
   (:func:`~shopsimrl.train.tiny_hf.build_bpe_tokenizer`), with the Qwen2.5 chat template TRL bundles, so the
   rollout core, TRL's trainers and the served checkpoint all render exactly what a GPU user's Qwen model would.
 * :func:`build_model`: a Qwen2-architecture ``transformers`` model with random init (:data:`PRESETS`).
@@ -55,13 +56,33 @@ def chat_template(name: str = TEMPLATE_FILE) -> str:
     return (Path(trl.__file__).parent / "chat_templates" / name).read_text(encoding="utf-8")
 
 
-def corpus(data: str | Path, *, products: int = 6000) -> list[str]:
-    """Tokenizer training text: the rules, the tool schemas, and the first ``products`` catalog records."""
+#: The product fields the tokenizer may read: what a listing and a product page show (title, attributes, the
+#: customization options, the bullets). Never ``instructions`` or ``user_persona``: the goals of every split.
+PUBLIC_PRODUCT_FIELDS = ("title", "attribute", "customization_options", "small_description")
+
+
+def public_product_text(product: Mapping[str, Any]) -> str:
+    """One product record reduced to its public, non-goal fields (:data:`PUBLIC_PRODUCT_FIELDS`), as JSON."""
+    return json.dumps({k: product[k] for k in PUBLIC_PRODUCT_FIELDS if k in product}, ensure_ascii=False)
+
+
+def corpus(data: str | Path, *, products: int = 6000, train_requests: bool = True) -> list[str]:
+    """Tokenizer training text: the rules, the tool schemas, the public fields of the first ``products`` catalog
+    records and (``train_requests``) the requests of the persona *train* split, nothing of val or test (a
+    held-out claim needs the tokenizer never to have seen a held-out request, even as BPE merges)."""
     from ..agent.prompt import SYSTEM_PROMPT
+    from ..catalog.store import Catalog
 
     items = json.loads(gzip.decompress((Path(data) / "products.json.gz").read_bytes()))[:products]
+    requests: list[str] = []
+    if train_requests:
+        catalog = Catalog.from_data_dir(data)
+        try:
+            requests = [str(catalog.goal(task)["instruction_text"]) for task in catalog.split("train")]
+        finally:
+            catalog.close()
     return [SYSTEM_PROMPT, json.dumps(episode_tools(), ensure_ascii=False),
-            *(json.dumps(p, ensure_ascii=False) for p in items)]
+            *(public_product_text(p) for p in items), *requests]
 
 
 def build_tokenizer(texts: Iterable[str], preset: ModelPreset) -> Any:
@@ -127,7 +148,10 @@ class CachedGenerate:
         self.slots = slots
         self.lock = threading.Lock()
         self.cache: list[tuple[list[int], Any]] = []
-        self.generator = torch.Generator().manual_seed(seed)
+        # the sampler state lives on the model's device: a CUDA model's probabilities cannot be sampled with a
+        # CPU generator
+        self.device = next(model.parameters()).device
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.prefill_tokens = 0
         self.sampled_tokens = 0
 
@@ -157,17 +181,11 @@ class CachedGenerate:
                     self.model.train()
 
     def _call_state(self, tools: Sequence[Mapping[str, Any]], tool_choice: str) -> Any:
-        from ..errors import GrammarError
-        from .tool_grammar import ToolCallConstraint
+        if tool_choice == "required" and tools and self._constraint is None:
+            from .tool_grammar import ToolCallConstraint
 
-        if tool_choice != "required" or not tools:
-            return None
-        if self._constraint is None:  # a tokenizer that is not byte-level BPE is refused here, loudly
-            self._constraint = ToolCallConstraint(self.tokenizer)
-        try:
-            return self._constraint.start(tools)
-        except GrammarError:  # tools the grammar cannot express (a non-string argument): sampled freely
-            return None
+            self._constraint = ToolCallConstraint(self.tokenizer)  # a tokenizer that is not byte-level BPE: refused
+        return call_state(self._constraint, tools, tool_choice)
 
     def _take(self, prompt: list[int]) -> tuple[int, Any]:
         from transformers import DynamicCache
@@ -190,9 +208,9 @@ class CachedGenerate:
                 ) -> Generation:
         import torch
 
-        gen = torch.Generator().manual_seed(seed) if seed is not None else self.generator
+        device = self.device
+        gen = torch.Generator(device=device).manual_seed(seed) if seed is not None else self.generator
         start, past = self._take(prompt)
-        device = next(self.model.parameters()).device
         feed = torch.tensor([prompt[start:]], device=device)
         self.prefill_tokens += feed.shape[1]
         fed = list(prompt)
@@ -229,6 +247,28 @@ class CachedGenerate:
         if len(self.cache) > self.slots:
             self.cache.pop(0)
         return Generation(ids, log_probs, finish)
+
+
+def call_state(constraint: Any, tools: Sequence[Mapping[str, Any]], tool_choice: str) -> Any:
+    """The grammar state of one constrained turn, or None: a free turn (not "required", no tools, or tools the
+    grammar cannot express, such as a non-string argument)."""
+    from ..errors import GrammarError
+
+    if tool_choice != "required" or not tools or constraint is None:
+        return None
+    try:
+        return constraint.start(tools)
+    except GrammarError:
+        return None
+
+
+def accelerated(use_cpu: bool) -> bool:
+    """Whether training and sampling run on CUDA in bf16 (the gpu preset on a machine that has one)."""
+    if use_cpu:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 def time_budget(minutes: float | None) -> list[Any]:
