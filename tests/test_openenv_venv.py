@@ -28,3 +28,12 @@ def test_openenv_edge_suite_passes_against_the_real_package():
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     assert " passed" in output and "skipped" not in output, output[-3000:]
+
+
+def test_openenv_validation_suite_passes_against_the_real_package():
+    """``tests/test_openenv_validation.py``: ``openenv validate`` (static and ``--url``) and each check's property."""
+    python = ensure_venv(".venv-openenv", ["-e", ".[openenv]", "pytest>=8"])
+    done = run_suite(python, "tests/test_openenv_validation.py")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert " passed" in output and "skipped" not in output, output[-3000:]
