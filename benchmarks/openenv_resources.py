@@ -1,6 +1,6 @@
 """The resource figures ``openenv.yaml`` declares (``validation.resources``), measured on ``serve-openenv``.
 
-    .venv-openenv/bin/python benchmarks/bench_openenv_resources.py --data DIR [--limit 100] [--sessions 8]
+    .venv-openenv/bin/python benchmarks/openenv_resources.py --data DIR [--limit 100] [--sessions 8]
 
 Starts ``shopsimrl serve-openenv`` in its own process, plays the heuristic over OpenEnv's WebSocket on the first
 ``--limit`` test tasks with ``--sessions`` sessions at once, and prints one JSON object: the server's peak RSS
