@@ -245,3 +245,21 @@ def test_served_tools_are_the_declared_tools(world, url):
                                            [{"tool": "search", "arguments": {"query": "手机"}}], pad=False))
     offered = {t["function"]["name"] for payload in observations for t in payload["tools"]}
     assert offered == declared
+
+
+def test_metadata_and_state_carry_the_version_stamps(world, url):
+    from shopsimrl.catalog.store import read_manifest
+    from shopsimrl.stamps import STAMP_KEYS, catalog_stamps, task_set_sha256
+
+    stamps = {**catalog_stamps(world.catalog.root, read_manifest(world.catalog.root)),
+              "task_set_sha256": task_set_sha256(("all", t) for t in world.catalog.split("all"))}
+    description = httpx.get(url + "/metadata").json()["description"]
+    assert all(f"{key}={stamps[key]}" in description for key in STAMP_KEYS), description
+
+    async def go():
+        async with ShopSimClient(base_url=url) as client:
+            await client.reset(split="test", index=0)
+            return await client.state()
+
+    state = asyncio.run(go())
+    assert (state.generator_version, state.catalog_sha256) == (stamps["generator_version"], stamps["catalog_sha256"])
