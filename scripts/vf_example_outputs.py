@@ -69,6 +69,9 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
+    latest = OUTPUTS / args.policy / "logs" / "latest"
+    if latest.is_symlink():  # verifiers' pointer to the last attempt: a link would make the tree unportable
+        latest.unlink()
     print(f"wrote {OUTPUTS / args.policy}")
     return done.returncode
 

@@ -74,3 +74,7 @@ def test_the_readme_quotes_the_committed_figures():
     assert any(s > 0 for s in scores)
     metrics = set(rollouts[0]["traces"][0]["metrics"])
     assert all(f"`{name}`" in readme for name in metrics), metrics
+
+
+def test_the_committed_run_holds_plain_files_only():
+    assert not [p for p in RUN.rglob("*") if p.is_symlink()]  # OpenEnv's validator refuses trees with links
