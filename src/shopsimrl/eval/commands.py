@@ -198,7 +198,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    paths = write_report(args.run, vs=args.vs, out=args.out, allow_partial=args.allow_partial)
+    paths = write_report(args.run, vs=args.vs, out=args.out, allow_partial=args.allow_partial,
+                         allow_stamp_mismatch=args.allow_stamp_mismatch)
     print(f"report: {paths['html']}  ({paths['md']})")
     return 0
 
@@ -313,6 +314,8 @@ def add_commands(commands: Any) -> None:
     rep.add_argument("--vs", help="a second run: add the paired differences (RUN - VS)")
     rep.add_argument("--allow-partial", action="store_true",
                      help="with --vs: pair only the episodes completed in both runs (else such a pair is refused)")
+    rep.add_argument("--allow-stamp-mismatch", action="store_true",
+                     help="with --vs: pair runs on different version stamps with a warning (default: refuse)")
     rep.add_argument("--out", help="output directory (default: the run directory)")
     rep.set_defaults(func=cmd_report)
 

@@ -331,7 +331,8 @@ def html_page(markdown: str) -> str:
 
 
 def write_report(
-    run: str, *, vs: str | None = None, out: str | None = None, allow_partial: bool = False
+    run: str, *, vs: str | None = None, out: str | None = None, allow_partial: bool = False,
+    allow_stamp_mismatch: bool = False,
 ) -> dict[str, str]:
     """Write ``report.md``, ``report.html`` and the figures; returns their paths. ``vs``: the A run; a pair
     with episodes not completed in both runs is refused (``ComparisonError``) unless ``allow_partial``, as in
@@ -350,7 +351,7 @@ def write_report(
     if vs is not None:
         from .compare import compare_runs
 
-        comparison = compare_runs(vs, run, allow_partial=allow_partial)
+        comparison = compare_runs(vs, run, allow_partial=allow_partial, allow_stamp_mismatch=allow_stamp_mismatch)
     (target / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
     figures = _figures(summary, tables, comparison)
     paths = {name: f"{FIGURE_DIR}/{name}" for name in figures}
