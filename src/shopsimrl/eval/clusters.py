@@ -21,7 +21,7 @@ import numpy as np
 
 CLUSTER_SEED = 20260902
 DEFAULT_RESAMPLES = 10_000
-CHUNK = 1_000  # resamples drawn at once: memory stays ~CHUNK x clusters whatever the run's size
+CHUNK_DRAWS = 2_000_000  # cluster draws held at once (~16 MB per array), whatever the run's size
 CLUSTERINGS = ("leaf_category", "persona_group")
 
 
@@ -45,8 +45,9 @@ def cluster_bootstrap(
         counts[index[label]] += 1
     rng = np.random.default_rng(cluster_seed(metric, clustering))
     means = []
-    for start in range(0, resamples, CHUNK):
-        draw = rng.integers(0, len(labels), size=(min(CHUNK, resamples - start), len(labels)))
+    chunk = max(1, CHUNK_DRAWS // len(labels))
+    for start in range(0, resamples, chunk):
+        draw = rng.integers(0, len(labels), size=(min(chunk, resamples - start), len(labels)))
         means.append(sums[draw].sum(axis=1) / counts[draw].sum(axis=1))
     tail = (1.0 - confidence) / 2 * 100
     low, high = np.percentile(np.concatenate(means), [tail, 100 - tail], method="linear")
