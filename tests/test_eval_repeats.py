@@ -75,7 +75,11 @@ def test_builtin_policy_repeats_are_byte_identical_and_the_report_says_so(small_
     assert repeats["identical"] is True and repeats["flip_rate"] == 0 and repeats["success_rate_std"] == 0
     assert repeats["noise_source"] == "none"
     assert repeats["pass_hat_k"]["3"] == repeats["pass_at_k"]["3"] == repeats["success_rate_mean"]
-    assert "byte-identical" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "byte-identical" in report
+    per_seed = ", ".join(f"{v:.4f}" for v in repeats["per_repeat"]["reward_mean"])
+    assert f"| r_strict per seed (repeat 0, 1, …) | {per_seed} |" in report  # the per-seed means and their spread
+    assert "| spread of the per-seed r_strict (max − min) | 0.0000 |" in report and "r_strict per seed" in printed
 
 
 def test_the_noise_source_separates_the_llm_shoppers_noise():

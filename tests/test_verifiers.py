@@ -170,3 +170,43 @@ def test_vf_eval_dialogue_asks_the_shopper_and_matches_in_process(world, vf_eval
     assert asked and text.count("顾客回复：") >= asked  # every question reached the shopper through the MCP tool
     for task_id in through:
         assert json.dumps(world.catalog.goal(task_id)["instruction_text"], ensure_ascii=False)[1:-1] not in text
+
+
+# --- the documented command (issue 45 item 5) ----------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"
+
+
+def documented_vf_eval() -> list[str]:
+    """The ``vf-eval`` command of docs/integrations.md, as a reader copies it (continuation lines joined)."""
+    text = DOCS.read_text("utf-8")
+    block = text[text.index("OPENAI_API_KEY=EMPTY .venv-verifiers/bin/vf-eval"):]
+    block = block[:block.index("```")].replace("\\\n", " ")
+    return block.split()[1:]  # without the environment assignment
+
+
+def test_the_documented_vf_eval_command_scores_every_rollout(world, prepared_dir, tmp_path):
+    """As written (its -c included), at a faithful smaller size: the fixture's 15 tasks x 2 rollouts, not 100 x 1."""
+    args = documented_vf_eval()
+    assert args[args.index("-c") + 1] == "8" and "--no-push" in args
+    tasks = list(world.catalog.split("all"))
+    replace = {"--env.taskset.data": str(prepared_dir), "--env.taskset.split": "all", "-n": str(len(tasks))}
+    with serve(create_policy_app(world, policy="heuristic")) as url:
+        replace["--client.base-url"] = f"{url}/v1"
+        command = [str(Path(sys.executable).parent / "vf-eval")]
+        for i, arg in enumerate(args[1:], start=1):
+            command.append(replace.get(args[i - 1], arg) if i > 1 else arg)
+        command += ["-r", "2", "--no-rich", "-o", str(tmp_path)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path,
+                              env={**os.environ, "OPENAI_API_KEY": "EMPTY"})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    (traces,) = tmp_path.glob("*/traces.jsonl")
+    rollouts = [json.loads(line) for line in traces.read_text().splitlines() if line.strip()]
+    assert len(rollouts) == 2 * len(tasks)
+    assert all(r["ok"] and not r["errors"] for r in rollouts), [r["errors"] for r in rollouts if r["errors"]]
+    scores = {}
+    for rollout in rollouts:
+        (trace,) = rollout["traces"]
+        scores.setdefault(trace["task"]["data"]["task_id"], set()).add(trace["rewards"]["r_strict"]["score"])
+    expected = {t: r["final"]["reward"] for t, r in in_process(world, tasks).items()}
+    assert scores == {t: {v} for t, v in expected.items()} and any(expected.values())

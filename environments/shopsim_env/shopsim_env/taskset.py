@@ -23,6 +23,7 @@ from verifiers.v1.harnesses.null.harness import NullHarness
 from shopsimrl.agent.prompt import first_user_message, system_message
 from shopsimrl.contract import PURCHASE, SINGLE_TURN
 from shopsimrl.env import ShopWorld
+from shopsimrl.stamps import catalog_stamps, task_set_sha256
 from shopsimrl.versions import EPISODE_LIMITS, REPORTED_METRICS
 
 from .toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
@@ -46,6 +47,11 @@ class ShopSimData(vf.TaskData):
     persona: bool = False
     shopper: str | None = None
     step_limit: int = MAX_STEPS  # the episode's own action limit: 30, or 40 in dialogue mode
+    # version stamps (shopsimrl.stamps): in every rollout of vf-eval's output, so results say what they were made on
+    environment_version: str = ""
+    generator_version: str | None = None
+    catalog_sha256: str | None = None
+    task_set_sha256: str = ""
 
 
 class ShopSimTask(vf.Task[ShopSimData, ShopSimState, vf.TaskConfig]):
@@ -91,7 +97,10 @@ class ShopSimTaskset(vf.Taskset[ShopSimTask, ShopSimTasksetConfig]):
         world = ShopWorld.shared(Path(self.config.data).resolve())
         env = world.new_env()
         shopper = self.config.shopper
-        for task_id in world.catalog.split(self.config.split):
+        ids = world.catalog.split(self.config.split)
+        stamps = {**catalog_stamps(world.catalog.root, world.catalog.manifest),
+                  "task_set_sha256": task_set_sha256((self.config.split, t) for t in ids)}
+        for task_id in ids:
             if shopper is not None:
                 reset: dict[str, Any] = env.reset(task_id, persona=self.config.persona, shopper=shopper)
             else:
@@ -103,7 +112,7 @@ class ShopSimTaskset(vf.Taskset[ShopSimTask, ShopSimTasksetConfig]):
                     persona=reset["task_mode"] == "persona", shopper=shopper,
                     step_limit=EPISODE_LIMITS[reset["interaction_mode"]],
                     system_prompt=system_message(reset["user_persona"]),
-                    prompt=first_user_message(visible, reset["observation"]),
+                    prompt=first_user_message(visible, reset["observation"]), **stamps,
                 ),
                 self.config.task,
             )

@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from .report_stats import CLUSTER_TITLES
 from .rundir import is_completed
 from .summary import reward_detail
 from .taxonomy import CAUSE_TITLES
@@ -80,6 +81,9 @@ def summary_table(summary: Mapping[str, Any], title: str) -> Table:
         ("reward (r_strict) mean ± SEM", f"{_num(primary['reward_mean'])} ± {_num(sem)}"),
         ("success rate", _pct(primary["success_rate"])),
     ]
+    for unit, row in ((summary.get("intervals") or {}).get("r_strict") or {}).items():
+        rows.append((f"  r_strict 95% CI over {CLUSTER_TITLES[unit]} ({row['clusters']})",
+                     f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"))
     rows += [(f"  {key}", _num(value)) for key, value in summary["reward_components"].items()]
     rows += [
         ("steps per episode", _num(behavior["steps_mean"], 2)),
@@ -108,6 +112,9 @@ def summary_table(summary: Mapping[str, Any], title: str) -> Table:
         rows += [
             (f"success over {k} repeats (mean ± std)",
              f"{_pct(repeats['success_rate_mean'])} ± {_pct(repeats['success_rate_std'] or 0.0)}"),
+            ("r_strict per seed (mean; max − min)",
+             ", ".join(_num(v) for v in repeats["per_repeat"]["reward_mean"])
+             + f"; {_num(max(repeats['per_repeat']['reward_mean']) - min(repeats['per_repeat']['reward_mean']))}"),
             (f"pass^{k} / pass@{k}", f"{_pct(repeats['pass_hat_k'][k])} / {_pct(repeats['pass_at_k'][k])}"),
             ("flip rate (tasks)", f"{_pct(repeats['flip_rate'])} of {repeats['tasks']}"
              + (" · repeats byte-identical" if repeats["identical"] else "")),
@@ -121,6 +128,11 @@ def summary_table(summary: Mapping[str, Any], title: str) -> Table:
         rows.append(("failure causes", ", ".join(f"{CAUSE_TITLES[c]} {n}" for c, n in taxonomy["causes"].items())))
     if summary.get("errors"):
         rows.append(("error types", ", ".join(f"{k} {v}" for k, v in summary["errors"].items())))
+    stamps = summary.get("stamps")
+    if stamps:
+        rows.append(("version stamps", " · ".join(f"{key.removesuffix('_sha256')} "
+                                                  f"{str(value)[:12] if key.endswith('sha256') else value}"
+                                                  for key, value in stamps.items())))
     for key, value in rows:
         table.add_row(key, value)
     return table

@@ -180,7 +180,8 @@ def _console() -> Any:
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare_runs, comparison_tables
 
-    result = compare_runs(args.run_a, args.run_b, resamples=args.resamples, allow_partial=args.allow_partial)
+    result = compare_runs(args.run_a, args.run_b, resamples=args.resamples, allow_partial=args.allow_partial,
+                          allow_stamp_mismatch=args.allow_stamp_mismatch)
     if args.out:
         Path(args.out).write_text(json.dumps(result, ensure_ascii=False, indent=2, sort_keys=True) + "\n", "utf-8")
     if args.json:
@@ -197,7 +198,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
-    paths = write_report(args.run, vs=args.vs, out=args.out, allow_partial=args.allow_partial)
+    paths = write_report(args.run, vs=args.vs, out=args.out, allow_partial=args.allow_partial,
+                         allow_stamp_mismatch=args.allow_stamp_mismatch)
     print(f"report: {paths['html']}  ({paths['md']})")
     return 0
 
@@ -300,6 +302,9 @@ def add_commands(commands: Any) -> None:
     cmp_.add_argument("run_b", help="run directory B (differences are B - A)")
     cmp_.add_argument("--resamples", type=int, default=10_000, help="paired bootstrap resamples")
     cmp_.add_argument("--allow-partial", action="store_true", help="compare the tasks completed in both runs")
+    cmp_.add_argument("--allow-stamp-mismatch", action="store_true",
+                      help="compare runs on different version stamps (environment, generator, catalog, task set) "
+                           "with a warning instead of refusing them (default: refuse)")
     cmp_.add_argument("--out", help="also write the comparison as JSON to this file")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.set_defaults(func=cmd_compare)
@@ -309,6 +314,8 @@ def add_commands(commands: Any) -> None:
     rep.add_argument("--vs", help="a second run: add the paired differences (RUN - VS)")
     rep.add_argument("--allow-partial", action="store_true",
                      help="with --vs: pair only the episodes completed in both runs (else such a pair is refused)")
+    rep.add_argument("--allow-stamp-mismatch", action="store_true",
+                     help="with --vs: pair runs on different version stamps with a warning (default: refuse)")
     rep.add_argument("--out", help="output directory (default: the run directory)")
     rep.set_defaults(func=cmd_report)
 

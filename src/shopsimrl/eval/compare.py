@@ -20,6 +20,9 @@ import numpy as np
 from rich.table import Table
 
 from ..errors import ComparisonError
+from ..stamps import plan_stamps, stamp_differences
+from .clusters import CLUSTERINGS, cluster_bootstrap, plan_clusters
+from .report_stats import clustered_cell
 from .rundir import RunDir, is_completed
 from .summary import reward_detail, step_counts
 from .taxonomy import CAUSE_TITLES, cause_changes
@@ -100,15 +103,31 @@ def _shopper_model(plan: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in identity.items() if key not in ("base_url", "api_key_env")}
 
 
-def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, partial: bool = False) -> dict[str, Any]:
+# What the version stamps already say: with --allow-stamp-mismatch these differences are warnings, not problems.
+STAMPED = ("environment environment_version", "environment catalog", "task split task_ids_sha256")
+
+
+def check_alignment(
+    plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, partial: bool = False, allow_stamps: bool = False,
+) -> dict[str, Any]:
     """What makes two plans incomparable. ``partial``: the task lists may differ (``--limit``, a sample, an
-    unfinished run); the episodes both hold must still have the same seeds."""
+    unfinished run); the episodes both hold must still have the same seeds. ``allow_stamps``: runs on different
+    version stamps (environment, generator, catalog, task set) are compared with a warning instead of refused."""
     problems, warnings = [], []
+    stamps_a, stamps_b = plan_stamps(plan_a), plan_stamps(plan_b)
+    differing = stamp_differences(stamps_a, stamps_b)
+    if partial:  # a partial comparison pairs the common tasks: the task sets may differ
+        differing = [line for line in differing if not line.startswith("task_set_sha256")]
+    if differing and allow_stamps:
+        warnings.append("version stamps differ (--allow-stamp-mismatch): " + "; ".join(differing))
+    elif differing:
+        problems.append("version stamps differ (" + "; ".join(differing) + "; --allow-stamp-mismatch compares "
+                        "them with a warning)")
     if plan_a.get("pipeline_version") != plan_b.get("pipeline_version"):
         problems.append("pipeline versions differ")
     split_a, split_b = plan_a.get("task_split", {}), plan_b.get("task_split", {})
     for key in ("name", "persona") if partial else ("name", "task_ids_sha256", "persona"):
-        if split_a.get(key) != split_b.get(key):
+        if split_a.get(key) != split_b.get(key) and not (allow_stamps and f"task split {key}" in STAMPED):
             problems.append(f"task split {key} differs ({split_a.get(key)} vs {split_b.get(key)})")
     if partial:
         if conflicts := _seed_conflicts(plan_a, plan_b):
@@ -130,7 +149,8 @@ def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, par
     if shopper_a == shopper_b == "llm" and llm_a != llm_b:  # two LLM shoppers: the same model and sampling only
         problems.append(f"environment shopper model differs ({llm_a.get('model')} vs {llm_b.get('model')})")
     for key in ENVIRONMENT_KEYS:
-        if env_a[key] != env_b[key] and f"environment {key}" not in ignored:
+        stamped = allow_stamps and f"environment {key}" in STAMPED
+        if env_a[key] != env_b[key] and f"environment {key}" not in ignored and not stamped:
             problems.append(f"environment {key} differs")
     run_a, run_b = plan_a.get("runtime", {}), plan_b.get("runtime", {})
     for key in ("max_steps", "action_protocol"):
@@ -141,16 +161,35 @@ def check_alignment(plan_a: Mapping[str, Any], plan_b: Mapping[str, Any], *, par
         warnings.append("the two plans use the same model, prompt and skills: differences are sampling noise")
     if plan_a.get("environment", {}).get("adapter") != plan_b.get("environment", {}).get("adapter"):
         warnings.append("one run used the in-process environment and the other the HTTP service")
-    return {"problems": problems, "warnings": warnings, "differs_in": differs, "ignored": list(ignored)}
+    return {"problems": problems, "warnings": warnings, "differs_in": differs, "ignored": list(ignored),
+            "stamps": {"a": stamps_a, "b": stamps_b}}
+
+
+def add_clustered(
+    metrics: Mapping[str, dict[str, Any]], per_a: Sequence[Mapping[str, float]], per_b: Sequence[Mapping[str, float]],
+    tasks: Sequence[int], clusters: Mapping[str, Mapping[int, str]], *, resamples: int,
+) -> None:
+    """Beside each metric's task-paired interval, the paired difference's clustered intervals (eval/clusters.py)."""
+    for clustering in CLUSTERINGS:
+        labels = clusters.get(clustering) or {}
+        if not tasks or not all(task in labels for task in tasks):
+            continue
+        for name, m in metrics.items():
+            diff = [b[name] - a[name] for a, b in zip(per_a, per_b, strict=True)]
+            got = cluster_bootstrap(diff, [labels[t] for t in tasks], metric=f"diff:{name}", clustering=clustering,
+                                    resamples=resamples)
+            m.setdefault("clustered", {})[clustering] = {key: got[key] for key in ("ci_low", "ci_high", "clusters",
+                                                                                   "seed")}
 
 
 def compare_runs(
     run_a: str, run_b: str, *, resamples: int = DEFAULT_RESAMPLES, allow_partial: bool = False,
+    allow_stamp_mismatch: bool = False,
 ) -> dict[str, Any]:
     """Compare two run directories; raises :class:`ComparisonError` when they are not aligned."""
     dir_a, dir_b = RunDir(run_a), RunDir(run_b)
     plan_a, plan_b = dir_a.plan().plan, dir_b.plan().plan
-    alignment = check_alignment(plan_a, plan_b, partial=allow_partial)
+    alignment = check_alignment(plan_a, plan_b, partial=allow_partial, allow_stamps=allow_stamp_mismatch)
     if alignment["problems"]:
         raise ComparisonError(f"{run_a} and {run_b} are not comparable: " + "; ".join(alignment["problems"]))
     planned_b = {(split, task, sample) for split, task, sample, _ in _jobs(plan_b)}
@@ -177,6 +216,7 @@ def compare_runs(
         name: paired_bootstrap([m[name] for m in per_a], [m[name] for m in per_b], metric=name, resamples=resamples)
         for name in names
     }
+    add_clustered(metrics, per_a, per_b, [key[1] for key in keys], plan_clusters(plan_a), resamples=resamples)
     success_a = [m["r_success"] == 1 for m in per_a]
     success_b = [m["r_success"] == 1 for m in per_b]
     transitions = {
@@ -201,13 +241,13 @@ def comparison_tables(result: Mapping[str, Any]) -> list[Table]:
     a, b = result["run_a"], result["run_b"]
     table = Table(title=f"{b['experiment']} − {a['experiment']} ({result['paired_episodes']} paired episodes, "
                         f"95% paired bootstrap)", header_style="bold")
-    for column in ("metric", "A", "B", "B − A", "95% CI"):
+    for column in ("metric", "A", "B", "B − A", "95% CI", "95% CI, leaf clusters"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     for name, m in result["metrics"].items():
         scale, unit = (100.0, " pp") if name in ("r_success",) or name.endswith("_rate") else (1.0, "")
         table.add_row(
             name, f"{m['mean_a'] * scale:.4f}", f"{m['mean_b'] * scale:.4f}", f"{m['diff'] * scale:+.4f}{unit}",
-            f"[{m['ci_low'] * scale:+.4f}, {m['ci_high'] * scale:+.4f}]",
+            f"[{m['ci_low'] * scale:+.4f}, {m['ci_high'] * scale:+.4f}]", clustered_cell(m, scale=scale),
         )
     t = result["transitions"]
     trans = Table(title="success transitions (A → B)", header_style="bold")

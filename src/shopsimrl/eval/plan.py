@@ -17,6 +17,7 @@ from typing import Any
 from ..agent.prompt import canonical_json, sha256_json
 from ..agent.runtime import EpisodeJob
 from ..errors import PlanError
+from ..stamps import plan_stamps
 
 PIPELINE_VERSION = "shopsimrl-v0.4"
 MANIFEST_SCHEMA = "shopsimrl-run-manifest-v1"
@@ -89,6 +90,7 @@ class EvalPlan:
             "model": self.plan["model"], "environment": self.plan["environment"], "prompt": self.plan["prompt"],
             "skills": self.plan["skills"],
             "runtime": {key: self.plan["runtime"][key] for key in ("max_steps", "action_protocol")},
+            "stamps": plan_stamps(self.plan),
         }
 
     def canonical(self) -> str:

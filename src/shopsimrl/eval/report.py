@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..contract import MISSING_TEXT
+from .report_stats import clustered_cell, intervals_markdown, repeats_markdown, stamps_markdown
 from .rundir import RunDir, is_completed, write_json_atomic
 from .runner import run_summary
 from .summary import reward_detail, step_counts
@@ -187,7 +188,7 @@ def _markdown(title: str, summary: Mapping[str, Any], tables: Mapping[str, Any],
         f"- model: `{run.get('model_id')}` ({model.get('provider')})",
         f"- split: `{run.get('task_split', {}).get('name')}` · environment: {run.get('environment', {}).get('adapter')}"
         f" · catalog `{str(run.get('environment', {}).get('catalog', {}).get('data_sha256'))[:12]}…`",
-        f"- plan fingerprint: `{run.get('fingerprint', '')[:16]}…`", "",
+        f"- plan fingerprint: `{run.get('fingerprint', '')[:16]}…`", *stamps_markdown(summary.get("stamps")), "",
         "## Summary", "", "| metric | value |", "|---|---|",
         f"| episodes completed / requested | {c['completed']} / {c['requested']} (coverage {_fmt(c['coverage'], True)}) |",
         f"| failed (technical) | {c['failed']} |",
@@ -211,7 +212,8 @@ def _markdown(title: str, summary: Mapping[str, Any], tables: Mapping[str, Any],
         *[f"| {i + 1} | {name} | {n} | {_fmt(rate, True)} |" for i, (name, n, rate) in enumerate(tables["categories"])],
         "", "## Error rates", "", f"![error rates]({figure_paths['error_rates.png']})", "",
     ]
-    lines += _repeats_markdown(summary.get("repeats"))
+    lines += intervals_markdown(summary.get("intervals"))
+    lines += repeats_markdown(summary.get("repeats"))
     if summary.get("by_difficulty"):
         lines += ["## Success by difficulty tier", "",
                   "Tier: the first public-information policy (`first`, `heuristic`, `strong`) that solves the task; "
@@ -229,9 +231,9 @@ def _markdown(title: str, summary: Mapping[str, Any], tables: Mapping[str, Any],
             f"{comparison['paired_episodes']} paired episodes; task-paired percentile bootstrap, "
             f"{next(iter(comparison['metrics'].values()))['resamples']} resamples, 95% intervals.", "",
             f"![paired differences]({figure_paths['paired_differences.png']})", "",
-            "| metric | A | B | B − A | 95% CI |", "|---|---|---|---|---|",
-            *[f"| {n} | {m['mean_a']:.4f} | {m['mean_b']:.4f} | {m['diff']:+.4f} | [{m['ci_low']:+.4f}, {m['ci_high']:+.4f}] |"
-              for n, m in comparison["metrics"].items()],
+            "| metric | A | B | B − A | 95% CI | 95% CI, leaf clusters |", "|---|---|---|---|---|---|",
+            *[f"| {n} | {m['mean_a']:.4f} | {m['mean_b']:.4f} | {m['diff']:+.4f} | [{m['ci_low']:+.4f}, "
+              f"{m['ci_high']:+.4f}] | {clustered_cell(m)} |" for n, m in comparison["metrics"].items()],
             "", "| fail → success | success → fail | both succeed | neither |", "|---|---|---|---|",
             "| {fail_to_success} | {success_to_fail} | {both_success} | {neither} |".format(**comparison["transitions"]),
             "",
@@ -240,38 +242,6 @@ def _markdown(title: str, summary: Mapping[str, Any], tables: Mapping[str, Any],
         for warning in comparison["alignment"]["warnings"]:
             lines.append(f"> note: {warning}")
     return "\n".join(lines) + "\n"
-
-
-def _repeats_markdown(repeats: Mapping[str, Any] | None) -> list[str]:
-    """``--repeats K``: spread over repeats, pass^k / pass@k for every k, the flip rate."""
-    if not repeats:
-        return []
-    k = repeats["repeats"]
-    lines = ["## Repeats", "",
-             f"{k} repeats of each of {repeats['tasks']} tasks (distinct sampling seeds)"
-             + (f"; {repeats['tasks_left_out']} tasks without {k} completed repeats left out" if repeats[
-                 "tasks_left_out"] else "") + ".", ""]
-    source = repeats.get("noise_source")
-    if source == "shopper":
-        lines += ["> The agent is a built-in (deterministic) policy: this spread is the LLM shopper's own noise "
-                  "(the same agent, a different shopper seed per repeat).", ""]
-    elif source == "agent+shopper":
-        lines += ["> Both the model and the LLM shopper sample: this spread mixes their noise; run a built-in "
-                  "dialogue policy against the same shopper to see the shopper's share.", ""]
-    if repeats["identical"]:
-        lines += ["> note: the repeats are byte-identical episodes (this policy and shopper ignore the sampling "
-                  "seed): a spread of zero and a flip rate of zero are by construction, not a measured noise floor.",
-                  ""]
-    lines += ["| figure | value |", "|---|---|",
-              f"| success rate, mean ± std over repeats | {_fmt(repeats['success_rate_mean'], True)} ± "
-              f"{_fmt(repeats['success_rate_std'] or 0.0, True)} |",
-              f"| r_strict, mean ± std over repeats | {_fmt(repeats['reward_mean_mean'])} ± "
-              f"{_fmt(repeats['reward_mean_std'] or 0.0)} |",
-              f"| flip rate (tasks whose success differs between repeats) | {_fmt(repeats['flip_rate'], True)} |",
-              "", "| k | pass^k | pass@k |", "|---|---|---|",
-              *[f"| {n} | {_fmt(repeats['pass_hat_k'][n], True)} | {_fmt(repeats['pass_at_k'][n], True)} |"
-                for n in repeats["pass_hat_k"]], ""]
-    return lines
 
 
 def _taxonomy_markdown(taxonomy: Mapping[str, Any] | None, figure_paths: Mapping[str, str]) -> list[str]:
@@ -361,7 +331,8 @@ def html_page(markdown: str) -> str:
 
 
 def write_report(
-    run: str, *, vs: str | None = None, out: str | None = None, allow_partial: bool = False
+    run: str, *, vs: str | None = None, out: str | None = None, allow_partial: bool = False,
+    allow_stamp_mismatch: bool = False,
 ) -> dict[str, str]:
     """Write ``report.md``, ``report.html`` and the figures; returns their paths. ``vs``: the A run; a pair
     with episodes not completed in both runs is refused (``ComparisonError``) unless ``allow_partial``, as in
@@ -380,7 +351,7 @@ def write_report(
     if vs is not None:
         from .compare import compare_runs
 
-        comparison = compare_runs(vs, run, allow_partial=allow_partial)
+        comparison = compare_runs(vs, run, allow_partial=allow_partial, allow_stamp_mismatch=allow_stamp_mismatch)
     (target / FIGURE_DIR).mkdir(parents=True, exist_ok=True)
     figures = _figures(summary, tables, comparison)
     paths = {name: f"{FIGURE_DIR}/{name}" for name in figures}

@@ -37,6 +37,7 @@ from ..dialogue.llm_shopper import LLMShopperSettings, ShopperEndpoint
 from ..dialogue.reply_cache import CACHE_DIRNAME
 from ..env.shop_env import ShopWorld
 from ..errors import ShopSimError
+from ..stamps import generator_version, plan_stamps
 from ..versions import (
     DIALOGUE_OBSERVATION_VERSION,
     DIALOGUE_TOOL_VERSION,
@@ -45,6 +46,7 @@ from ..versions import (
     OBSERVATION_VERSION,
     TOOL_VERSION,
 )
+from .clusters import plan_clusters, summary_intervals
 from .plan import DEFAULT_EVAL_SEED, EvalPlan, build_jobs
 from .ray_runner import RayEpisodePool, import_ray
 from .repeats import noise_source
@@ -171,6 +173,9 @@ def environment_identity(
         "catalog": {"data_sha256": manifest.get("output_data_sha256"),
                     "schema_version": manifest.get("schema_version")},
     }
+    generator = generator_version(catalog.root, manifest)
+    if generator is not None:  # a generated catalog; absent otherwise (plans of other catalogs keep their fingerprints)
+        out["catalog"]["generator_version"] = generator
     if shopper is not None:  # dialogue mode: its own versions; absent otherwise (single-turn plans unchanged)
         out.update(interaction_mode=MULTI_TURN, shopper=shopper, dialogue_version=DIALOGUE_OBSERVATION_VERSION,
                    dialogue_tool_version=DIALOGUE_TOOL_VERSION)
@@ -279,13 +284,17 @@ def run_summary(
     meta = {"experiment": plan.plan["experiment"], "plan_fingerprint": plan.fingerprint,
             "model_id": plan.plan["model_id"], "model_label": label, "split": plan.plan["task_split"]["name"]}
     ids = [job.episode_id for job in plan.jobs()]
-    summary = summarize(run_dir.records() if records is None else records, episode_ids=ids, meta=meta)
+    latest = run_dir.records() if records is None else records
+    summary = summarize(latest, episode_ids=ids, meta=meta)
+    summary["stamps"] = plan_stamps(plan.plan)
+    completed = [latest[eid] for eid in ids if eid in latest and is_completed(latest[eid])]
+    if completed:  # plain and clustered bootstrap intervals (eval/clusters.py)
+        summary["intervals"] = summary_intervals(completed, plan_clusters(plan.plan))
     data_dir = Path(str(plan.plan["task_split"].get("path") or "")).parent
     document = stored_tiers(data_dir) if (data_dir / TIERS_FILE).is_file() else None
     if document is not None:  # the catalog's tiers are known: success per tier
         tiers = {int(task): tier for tier, tasks in document["tiers"].items() for task in tasks}
         wanted = set(ids)
-        latest = run_dir.records() if records is None else records
         summary["by_difficulty"] = tier_summary([r for eid, r in latest.items() if eid in wanted], tiers)
     if "repeats" in summary:
         summary["repeats"]["noise_source"] = noise_source(model.get("provider") == "builtin",

@@ -18,6 +18,7 @@ from ..contract import ACTION_LIMIT, PERSONA_MODE, SINGLE_TURN
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..env.tools import tool_named, tools_for_state
 from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
+from ..stamps import catalog_stamps, task_set_sha256
 from ..versions import (
     ENVIRONMENT_VERSION,
     EPISODE_LIMITS,
@@ -88,9 +89,11 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
             payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
                                       session_id=episode_id)
         interaction_mode = payload["interaction_mode"]
+        stamps = catalog_stamps(self.world.catalog.root, self.world.catalog.manifest)
         self._state = ShopSimState(
             episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == PERSONA_MODE,
             interaction_mode=interaction_mode, shopper=shopper, action_limit=EPISODE_LIMITS[interaction_mode],
+            generator_version=stamps["generator_version"], catalog_sha256=stamps["catalog_sha256"],
             **version_strings(),
         )
         state = payload["observation_state"]
@@ -135,8 +138,14 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def state(self) -> ShopSimState:
         return self._state
 
+    def stamps(self) -> dict[str, Any]:
+        """The served catalog's version stamps (``shopsimrl.stamps``); the task set is every task of the catalog."""
+        catalog = self.world.catalog
+        return {**catalog_stamps(catalog.root, catalog.manifest),
+                "task_set_sha256": task_set_sha256(("all", t) for t in catalog.split("all"))}
+
     def get_metadata(self) -> EnvironmentMetadata:
-        versions = ", ".join(f"{k}={v}" for k, v in version_strings().items())
+        versions = ", ".join(f"{k}={v}" for k, v in {**version_strings(), **self.stamps()}.items())
         return EnvironmentMetadata(
             name="shopsim", version=ENVIRONMENT_VERSION,
             description=(f"ShopSimRL: deterministic simulated shop; search and click to buy the right item "

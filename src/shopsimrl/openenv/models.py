@@ -64,3 +64,5 @@ class ShopSimState(State):
     reward_version: str = ""
     observation_version: str = ""
     tool_version: str = ""
+    generator_version: str | None = None  # version stamps of the served catalog (shopsimrl.stamps)
+    catalog_sha256: str | None = None
