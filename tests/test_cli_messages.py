@@ -99,6 +99,47 @@ def test_every_server_on_a_busy_port_fails_with_one_line_before_any_banner(prepa
     assert "serving" not in output and "Errno" not in output
 
 
+@pytest.mark.parametrize("command", ["serve", "serve-openenv", "policy-server"])
+@pytest.mark.parametrize("port", ["65536", "99999", "-1"])
+def test_every_server_refuses_a_port_out_of_range_in_one_line(command, port, capsys, no_catalog_open):
+    """Issue 45 item 2: 99999 was accepted and listened on 34463 (mod 65536); now one line, before the catalog."""
+    assert main([command, "--port", port]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert f"--port {port} is not a TCP port: use 0-65535" in captured.err
+
+
+@pytest.mark.parametrize(("command", "path"), [("serve", "/healthz"), ("policy-server", "/v1/models")])
+def test_port_zero_serves_on_a_free_port_that_the_banner_names(prepared_dir, command, path):
+    """Issue 45 item 2: --port 0 picks a free port; the banner prints the port actually listened on."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    server = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", command, "--data", str(prepared_dir),
+                               "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        banner = server.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)", banner)
+        assert match and int(match.group(1)) > 0, banner
+        url = f"http://127.0.0.1:{match.group(1)}{path}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(url, timeout=5).status_code == 200
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and server.poll() is None, banner
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 @pytest.mark.parametrize(
     ("payload", "message"),
     [

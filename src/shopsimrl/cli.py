@@ -240,11 +240,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .dialogue.llm_shopper import ShopperEndpoint, shopper_settings_from_args
 
     shopper = shopper_settings_from_args(args)  # shopper "llm" on both APIs (None: refused with a 400)
+    from .server.ports import check_port_free, check_port_range
+
+    check_port_range(args.port)  # before the catalog is opened (or built)
     args.data = resolve_data(args.data)
     _check_data(args.data)
-    from .server.ports import check_port_free
-
-    check_port_free(args.host, args.port)
+    args.port = check_port_free(args.host, args.port)  # 0: the free port the kernel chose
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
         from .server._workers import serve_workers
 
@@ -353,7 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_argument(serve)
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (a non-loopback one needs --api-key-env or --insecure)")
-    serve.add_argument("--port", type=int, default=5700, help="TCP port to listen on")
+    from .server.ports import add_port_argument
+
+    add_port_argument(serve, 5700)
     serve.add_argument("--slots", type=int, default=256, help="environment slots (concurrent leased sessions)")
     serve.add_argument("--workers", type=int, default=1,
                        help="worker processes behind a front that routes by lease (default 1: one process)")
