@@ -223,7 +223,13 @@ def _print_stats(stats: dict[str, Any]) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    result = run_demo(args.archive, args.out)
+    if args.archive is not None:
+        result = run_demo(args.archive, args.out)
+    else:  # the fixture shipped in the package, so `demo` works from a wheel as from a checkout
+        from importlib.resources import as_file, files
+
+        with as_file(files("shopsimrl") / FIXTURE_NAME) as fixture:
+            result = run_demo(fixture, args.out)
     return 0 if result.get("done") else 1
 
 
@@ -377,7 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")
-    demo.add_argument("--archive", default="tests/data/fixture_catalog.json", help="archive to prepare")
+    demo.add_argument("--archive", default=None,
+                      help="archive to prepare (default: the 17-product fixture catalog shipped in the package, "
+                           f"shopsimrl/{FIXTURE_NAME}; tests/data/ links to it)")
     demo.add_argument("--out", default="data/fixture", help="data directory to write")
     demo.set_defaults(func=cmd_demo)
 
@@ -395,6 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+FIXTURE_NAME = "fixture_catalog.json"  # the seed's worked example, package data (pyproject's package-data)
 DESCRIPTION = "ShopSimRL: a deterministic local shop simulator for training and evaluating LLM shopping agents."
 
 
