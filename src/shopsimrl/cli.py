@@ -135,8 +135,18 @@ def cmd_data_generate(args: argparse.Namespace) -> int:
 def cmd_data_build_default(args: argparse.Namespace) -> int:
     from .generate.default import build_default_catalog
 
-    manifest = build_default_catalog(args.out, seed=args.seed, force=args.force, regenerate=args.force,
-                                     progress=_progress)
+    if args.out is None:  # the user cache's copy, under its lock (what --data opens when it is not given)
+        from .generate import user_cache
+
+        args.out = str(user_cache.default_catalog_dir(args.seed))
+        if args.force:
+            (Path(args.out) / user_cache.COMPLETE_FILE).unlink(missing_ok=True)
+        current = user_cache.is_complete(Path(args.out), args.seed)
+        user_cache.ensure_default_catalog(seed=args.seed, events=user_cache.BuildEvents(stage=_progress))
+        manifest = json.loads((Path(args.out) / "manifest.json").read_text("utf-8")) | {"up_to_date": current}
+    else:
+        manifest = build_default_catalog(args.out, seed=args.seed, force=args.force, regenerate=args.force,
+                                         progress=_progress)
     stats = manifest["stats"]
     state = "up to date" if manifest.get("up_to_date") else "built"
     print(
@@ -312,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=cmd_data_info)
 
     search = data.add_parser("search", help="ranked ASINs for a query")
-    search.add_argument("dir", help="a prepared data directory")
+    add_data_argument(search, positional="dir")
     search.add_argument("query", help="search text, as an agent would type it")
     search.add_argument("--k", type=positive_int, default=20, help="number of results (at least 1)")
     search.add_argument("--json", action="store_true", help="print [{rank, asin, score}] (score = -bm25)")
@@ -334,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.set_defaults(func=cmd_data_generate)
 
     build_default = data.add_parser("build-default", help="generate + prepare the default catalog (cached)")
-    build_default.add_argument("--out", default="data/default", help="data directory to write (or reuse)")
+    build_default.add_argument("--out", default=None,
+                               help="data directory to write (or reuse) (default: the default catalog in the user "
+                                    "cache directory, the one every command's --data defaults to)")
     build_default.add_argument("--seed", type=int, default=20240521, help="generator seed")
     build_default.add_argument("--force", action="store_true",
                                help="generate and prepare again from scratch, also over a directory holding other data")
@@ -414,9 +426,15 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         default = action.default
         shown = action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE)
-        if shown and "default" not in text and default not in (None, False, [], argparse.SUPPRESS):
+        if shown and "default" not in text and not no_default(default):
             text += " (default: %(default)s)"
         return text
+
+
+def no_default(value: object) -> bool:
+    """An option with nothing to show as its default: unset, a flag's off state, an empty list (not 0 or 0.0,
+    which compare equal to False but are real defaults)."""
+    return value is None or value is False or value == [] or value is argparse.SUPPRESS
 
 
 def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
