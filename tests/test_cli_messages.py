@@ -168,6 +168,22 @@ def test_a_dead_model_endpoint_reports_its_first_cause(prepared_dir, tmp_path, c
     assert "ModelRequestError" in line and f"http://127.0.0.1:{port}/v1" in line and "Connect" in line
 
 
+def test_a_dead_env_url_stops_at_the_first_connection_with_one_line(prepared_dir, tmp_path, capsys):
+    """Issue 45 item 7: --env-url to a dead server retried every task; now one line before any episode runs."""
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    out = tmp_path / "run"
+    code = main(["eval", "--data", str(prepared_dir), "--split", "test", "--policy", "heuristic",
+                 "--env-url", f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress", "--no-report"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "", captured.out
+    assert captured.err.count("\n") == 1, captured.err
+    assert f"--env-url http://127.0.0.1:{port} cannot be reached (ConnectError" in captured.err
+    assert "shopsimrl serve" in captured.err
+    assert not (out / "traces.jsonl").exists()  # no episode was tried
+
+
 def test_no_persona_overrides_a_persona_split_and_the_plan_records_it(prepared_dir, tmp_path):
     """Issue 28 item 3: --no-persona is an override (the plain instruction), recorded as persona_override."""
     out = tmp_path / "plain"
