@@ -35,6 +35,18 @@ def serve(app, *, max_wait: float = 10.0, **config) -> Iterator[str]:
         sock.close()
 
 
+async def unavailable_service(scope, receive, send):
+    """A server that answers every request 503 (a reachable --env-url whose resets all fail)."""
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            await send({"type": f"{message['type']}.complete"})
+            if message["type"] == "lifespan.shutdown":
+                return
+    await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"down"})
+
+
 class DroppingProxy:
     """Forwards loopback TCP to ``upstream``; ``drop(n)`` closes every open connection and refuses the next n.
 

@@ -99,6 +99,47 @@ def test_every_server_on_a_busy_port_fails_with_one_line_before_any_banner(prepa
     assert "serving" not in output and "Errno" not in output
 
 
+@pytest.mark.parametrize("command", ["serve", "serve-openenv", "policy-server"])
+@pytest.mark.parametrize("port", ["65536", "99999", "-1"])
+def test_every_server_refuses_a_port_out_of_range_in_one_line(command, port, capsys, no_catalog_open):
+    """Issue 45 item 2: 99999 was accepted and listened on 34463 (mod 65536); now one line, before the catalog."""
+    assert main([command, "--port", port]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert f"--port {port} is not a TCP port: use 0-65535" in captured.err
+
+
+@pytest.mark.parametrize(("command", "path"), [("serve", "/healthz"), ("policy-server", "/v1/models")])
+def test_port_zero_serves_on_a_free_port_that_the_banner_names(prepared_dir, command, path):
+    """Issue 45 item 2: --port 0 picks a free port; the banner prints the port actually listened on."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    server = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", command, "--data", str(prepared_dir),
+                               "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        banner = server.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)", banner)
+        assert match and int(match.group(1)) > 0, banner
+        url = f"http://127.0.0.1:{match.group(1)}{path}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(url, timeout=5).status_code == 200
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and server.poll() is None, banner
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 @pytest.mark.parametrize(
     ("payload", "message"),
     [
@@ -125,6 +166,22 @@ def test_a_dead_model_endpoint_reports_its_first_cause(prepared_dir, tmp_path, c
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.startswith("first failure:"))
     assert "ModelRequestError" in line and f"http://127.0.0.1:{port}/v1" in line and "Connect" in line
+
+
+def test_a_dead_env_url_stops_at_the_first_connection_with_one_line(prepared_dir, tmp_path, capsys):
+    """Issue 45 item 7: --env-url to a dead server retried every task; now one line before any episode runs."""
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    out = tmp_path / "run"
+    code = main(["eval", "--data", str(prepared_dir), "--split", "test", "--policy", "heuristic",
+                 "--env-url", f"http://127.0.0.1:{port}", "--out", str(out), "--no-progress", "--no-report"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "", captured.out
+    assert captured.err.count("\n") == 1, captured.err
+    assert f"--env-url http://127.0.0.1:{port} cannot be reached (ConnectError" in captured.err
+    assert "shopsimrl serve" in captured.err
+    assert not (out / "traces.jsonl").exists()  # no episode was tried
 
 
 def test_no_persona_overrides_a_persona_split_and_the_plan_records_it(prepared_dir, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from live_server import serve
+from live_server import serve, unavailable_service
 from shopsimrl.agent.policy_server import create_policy_app
 from shopsimrl.env import ShopWorld
+from shopsimrl.errors import ServiceError
 from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.compare import ComparisonError, compare_runs, metric_seed, paired_bootstrap
 from shopsimrl.eval.plan import build_jobs, episode_seed
@@ -236,11 +238,26 @@ def test_in_process_and_service_give_identical_traces(world, prepared_dir, tmp_p
     assert any("HTTP service" in w for w in comparison["alignment"]["warnings"])
 
 
-def test_technical_failures_are_retried_in_waves(world, prepared_dir, tmp_path):
-    # the service is gone: every attempt fails at reset, three attempts per episode
+def test_a_dead_env_url_fails_once_before_any_episode(world, prepared_dir, tmp_path):
+    """Issue 45 item 7: no connection at all is one ServiceError up front, not three failed attempts per task."""
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
     dead = tmp_path / "dead"
-    result = evaluate(EvalSettings(data=str(prepared_dir), out=str(dead), split="test", policy="heuristic",
-                                   env_url="http://127.0.0.1:9", env_timeout=2.0), world=world)
+    with pytest.raises(ServiceError, match=f"--env-url {re.escape(url)} cannot be reached"):
+        evaluate(EvalSettings(data=str(prepared_dir), out=str(dead), split="test", policy="heuristic",
+                              env_url=url, env_timeout=2.0), world=world)
+    assert not (dead / "traces.jsonl").exists()
+
+
+def test_technical_failures_are_retried_in_waves(world, prepared_dir, tmp_path):
+    # the service answers but every reset fails: three attempts per episode
+    dead = tmp_path / "dead"
+    with serve(unavailable_service) as url:
+        result = evaluate(EvalSettings(data=str(prepared_dir), out=str(dead), split="test", policy="heuristic",
+                                       env_url=url, env_timeout=2.0), world=world)
     lines = [json.loads(line) for line in (dead / "traces.jsonl").read_text().splitlines()]
     assert len(lines) == 3 * 2 and all(r["status"] == "failed" and r["error"]["stage"] == "reset" for r in lines)
     assert result.summary["counts"]["failed"] == 2 and result.summary["primary"]["reward_mean"] is None

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+
+import pytest
 
 from shopsimrl.cli import main
 
@@ -111,3 +114,46 @@ def test_category_names_are_drawn_with_a_debian_cjk_font(monkeypatch):
     stale = [font for font in font_manager.fontManager.ttflist if font.name not in CJK_FONTS]
     monkeypatch.setattr(font_manager.fontManager, "ttflist", stale)  # a cache built before the font was installed
     assert _cjk_font() in CJK_FONTS
+
+
+@pytest.mark.parametrize("episodes", [1, 7, 40])
+def test_progress_outside_a_terminal_is_whole_lines_every_few_seconds(episodes):
+    """Issue 45 item 7: in a pipe rich printed one bar at the end, cut to 80 columns (``1200…``, ``0:0…``); now a
+    whole line at the first episode, one per ``every`` seconds (a stepped clock: 1.5 s per episode) and the end."""
+    import io
+
+    from rich.console import Console
+
+    from shopsimrl.eval._console import LiveProgress
+    from shopsimrl.eval.rundir import TRACE_SCHEMA_VERSION
+
+    ticks = iter(range(10_000))
+    stream = io.StringIO()
+    label = "a-long-policy-label · persona multi-turn scenario · test"
+    progress = LiveProgress(label, console=Console(file=stream, width=40), every=5.0,
+                            clock=lambda: 1.5 * next(ticks))
+    progress.start(episodes + 2, 2)
+    for n in range(episodes):
+        progress.record({"schema_version": TRACE_SCHEMA_VERSION, "status": "completed" if n % 3 else "failed",
+                         "final": {"done": True, "reward_detail": {"r_success": n % 2}}})
+    progress.stop()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == f"[shopsimrl] resuming: 2 of {episodes + 2} episodes already completed"
+    counts = [int(re.search(r": (\d+)/", line).group(1)) for line in lines[1:]]
+    assert counts == sorted(counts) and counts[-1] == 2 + episodes - len(range(0, episodes, 3))
+    assert len(lines) - 1 <= 2 + episodes * 1.5 / 5.0
+    assert all(line.startswith(f"[shopsimrl] {label}: ") and line.endswith(" elapsed") for line in lines[1:])
+    assert not any("…" in line or "━" in line for line in lines)
+
+
+def test_eval_in_a_pipe_prints_plain_progress_lines(prepared_dir, tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "shopsimrl.cli", "eval", "--data", str(prepared_dir), "--split", "test",
+                           "--policy", "heuristic", "--repeats", "3", "--out", str(tmp_path / "run"), "--no-report"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "episodes" in line]
+    assert lines and lines[-1].startswith("[shopsimrl] heuristic · test: 6/6 episodes, success ")
+    assert "…" not in done.stderr and "━" not in done.stderr

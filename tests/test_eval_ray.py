@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from live_server import serve, unavailable_service
 from shopsimrl.cli import main
 from shopsimrl.env import ShopWorld
 from shopsimrl.eval import EvalSettings, evaluate
@@ -73,10 +74,12 @@ def test_ray_run_equals_local_run_and_resumes(local_ray, prepared_dir, tmp_path)
 
 
 def test_ray_technical_failures_are_retried(local_ray, prepared_dir, tmp_path):
-    # every worker's environment is a service that is not there: three attempts per episode, all in the driver's file
+    # every worker's environment is a service whose resets all fail: three attempts per episode, all in the
+    # driver's file (a service not there at all stops before the first episode: test_eval.py)
     out = tmp_path / "dead"
-    result = evaluate(EvalSettings(data=str(prepared_dir), out=str(out), split="test", policy="heuristic",
-                                   env_url="http://127.0.0.1:9", env_timeout=2.0, ray="", concurrency=1))
+    with serve(unavailable_service) as url:
+        result = evaluate(EvalSettings(data=str(prepared_dir), out=str(out), split="test", policy="heuristic",
+                                       env_url=url, env_timeout=2.0, ray="", concurrency=1))
     lines = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
     assert len(lines) == 3 * 2 and all(r["status"] == "failed" and r["error"]["stage"] == "reset" for r in lines)
     assert result.summary["counts"]["failed"] == 2

@@ -96,10 +96,16 @@ def test_v1_client_mistakes_are_4xx_json(http, method, path, body, status, fragm
     assert response.status_code == status and fragment in response.json()["error"]
 
 
-def test_v1_step_body_must_be_json(http):
+@pytest.mark.parametrize("body", [b"{oops", b"[1,", b"\xff\xfe", b'{"action": "click[x]"'])
+@pytest.mark.parametrize("route", ["/v1/sessions", "/v1/sessions/{sid}/step"])
+def test_v1_malformed_json_is_the_reference_apis_plain_400(http, route, body):
+    """Issue 45 item 7: it was 422 ``body.1: JSON decode error``; now the reference API's 400 and message."""
     sid = http.post("/v1/sessions", json={"task_id": 0}).json()["session_id"]
-    response = http.post(f"/v1/sessions/{sid}/step", content=b"{oops", headers={"content-type": "application/json"})
-    assert response.status_code == 422 and "error" in response.json()
+    response = http.post(route.format(sid=sid), content=body, headers={"content-type": "application/json"})
+    reference = http.post("/api/shop_agent", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == reference.status_code == 400, response.text
+    assert response.json() == reference.json() == {
+        "error": "request body must be a JSON object (UTF-8, standard JSON)", "code": "invalid_request"}
 
 
 def test_full_pool_is_503_after_the_wait_timeout(http):

@@ -1,5 +1,6 @@
 """After ``pip install`` of the wheel (outside the repository, in a fresh venv), ``shopsimrl eval --policy
-heuristic --split test`` is a working first command: it builds the default catalog in the user cache itself.
+heuristic --split test`` is a working first command: it builds the default catalog in the user cache itself; ``shopsimrl demo`` plays the
+worked example on the fixture catalog shipped in the package.
 
 Two such commands start at once, as two users' shells might: one builds, the other waits, and both finish.
 Dependencies come from pip's own cache and wheel directories, so the venv takes seconds once pip has them.
@@ -34,7 +35,10 @@ def _wheel(tmp_path: Path) -> Path:
     return wheel
 
 
-def test_eval_is_a_working_first_command_after_a_wheel_install(tmp_path):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The wheel installed in a fresh venv; returns the environment of a shell whose PATH starts there."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     wheel = _wheel(tmp_path)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -42,9 +46,24 @@ def test_eval_is_a_working_first_command_after_a_wheel_install(tmp_path):
            if key not in ("PYTHONPATH", "VIRTUAL_ENV", "SHOPSIMRL_CACHE_DIR", "XDG_CACHE_HOME")}
     # no PYTHONPATH: a checkout's src/ on it would make pip take the package as installed already
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], check=True, env=env)
+    return env | {"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+
+
+def test_demo_works_from_a_wheel_outside_the_repository(installed, tmp_path):
+    """Issue 45 item 1: the default --archive was a repo path (`archive not found: <cwd>/tests/data/...`)."""
     home = tmp_path / "home"
     home.mkdir()
-    env |= {"HOME": str(home), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+    done = subprocess.run(["shopsimrl", "demo"], cwd=home, env=installed | {"HOME": str(home)},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "reward (r_strict) = 1.0" in done.stdout and "target_asin_match=True" in done.stdout
+    assert (home / "data" / "fixture" / "manifest.json").is_file()
+
+
+def test_eval_is_a_working_first_command_after_a_wheel_install(installed, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = installed | {"HOME": str(home)}
     start = time.monotonic()
     runs = [subprocess.Popen(["shopsimrl", "eval", "--policy", "heuristic", "--split", "test", "--out", f"runs/{n}"],
                              cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -135,8 +135,18 @@ def cmd_data_generate(args: argparse.Namespace) -> int:
 def cmd_data_build_default(args: argparse.Namespace) -> int:
     from .generate.default import build_default_catalog
 
-    manifest = build_default_catalog(args.out, seed=args.seed, force=args.force, regenerate=args.force,
-                                     progress=_progress)
+    if args.out is None:  # the user cache's copy, under its lock (what --data opens when it is not given)
+        from .generate import user_cache
+
+        args.out = str(user_cache.default_catalog_dir(args.seed))
+        if args.force:
+            (Path(args.out) / user_cache.COMPLETE_FILE).unlink(missing_ok=True)
+        current = user_cache.is_complete(Path(args.out), args.seed)
+        user_cache.ensure_default_catalog(seed=args.seed, events=user_cache.BuildEvents(stage=_progress))
+        manifest = json.loads((Path(args.out) / "manifest.json").read_text("utf-8")) | {"up_to_date": current}
+    else:
+        manifest = build_default_catalog(args.out, seed=args.seed, force=args.force, regenerate=args.force,
+                                         progress=_progress)
     stats = manifest["stats"]
     state = "up to date" if manifest.get("up_to_date") else "built"
     print(
@@ -223,7 +233,13 @@ def _print_stats(stats: dict[str, Any]) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
-    result = run_demo(args.archive, args.out)
+    if args.archive is not None:
+        result = run_demo(args.archive, args.out)
+    else:  # the fixture shipped in the package, so `demo` works from a wheel as from a checkout
+        from importlib.resources import as_file, files
+
+        with as_file(files("shopsimrl") / FIXTURE_NAME) as fixture:
+            result = run_demo(fixture, args.out)
     return 0 if result.get("done") else 1
 
 
@@ -240,11 +256,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .dialogue.llm_shopper import ShopperEndpoint, shopper_settings_from_args
 
     shopper = shopper_settings_from_args(args)  # shopper "llm" on both APIs (None: refused with a 400)
+    from .server.ports import check_port_free, check_port_range
+
+    check_port_range(args.port)  # before the catalog is opened (or built)
     args.data = resolve_data(args.data)
     _check_data(args.data)
-    from .server.ports import check_port_free
-
-    check_port_free(args.host, args.port)
+    args.port = check_port_free(args.host, args.port)  # 0: the free port the kernel chose
     if args.workers > 1:  # a front process routes each request to the worker holding its lease
         from .server._workers import serve_workers
 
@@ -305,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(func=cmd_data_info)
 
     search = data.add_parser("search", help="ranked ASINs for a query")
-    search.add_argument("dir", help="a prepared data directory")
+    add_data_argument(search, positional="dir")
     search.add_argument("query", help="search text, as an agent would type it")
     search.add_argument("--k", type=positive_int, default=20, help="number of results (at least 1)")
     search.add_argument("--json", action="store_true", help="print [{rank, asin, score}] (score = -bm25)")
@@ -327,7 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     generate.set_defaults(func=cmd_data_generate)
 
     build_default = data.add_parser("build-default", help="generate + prepare the default catalog (cached)")
-    build_default.add_argument("--out", default="data/default", help="data directory to write (or reuse)")
+    build_default.add_argument("--out", default=None,
+                               help="data directory to write (or reuse) (default: the default catalog in the user "
+                                    "cache directory, the one every command's --data defaults to)")
     build_default.add_argument("--seed", type=int, default=20240521, help="generator seed")
     build_default.add_argument("--force", action="store_true",
                                help="generate and prepare again from scratch, also over a directory holding other data")
@@ -353,7 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_argument(serve)
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (a non-loopback one needs --api-key-env or --insecure)")
-    serve.add_argument("--port", type=int, default=5700, help="TCP port to listen on")
+    from .server.ports import add_port_argument
+
+    add_port_argument(serve, 5700)
     serve.add_argument("--slots", type=int, default=256, help="environment slots (concurrent leased sessions)")
     serve.add_argument("--workers", type=int, default=1,
                        help="worker processes behind a front that routes by lease (default 1: one process)")
@@ -374,7 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     demo = commands.add_parser("demo", help="prepare a catalog and play one scripted episode to a purchase")
-    demo.add_argument("--archive", default="tests/data/fixture_catalog.json", help="archive to prepare")
+    demo.add_argument("--archive", default=None,
+                      help="archive to prepare (default: the 17-product fixture catalog shipped in the package, "
+                           f"shopsimrl/{FIXTURE_NAME}; tests/data/ links to it)")
     demo.add_argument("--out", default="data/fixture", help="data directory to write")
     demo.set_defaults(func=cmd_demo)
 
@@ -392,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+FIXTURE_NAME = "fixture_catalog.json"  # the seed's worked example, package data (pyproject's package-data)
 DESCRIPTION = "ShopSimRL: a deterministic local shop simulator for training and evaluating LLM shopping agents."
 
 
@@ -402,9 +426,15 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         text = action.help or ""
         default = action.default
         shown = action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE)
-        if shown and "default" not in text and default not in (None, False, [], argparse.SUPPRESS):
+        if shown and "default" not in text and not no_default(default):
             text += " (default: %(default)s)"
         return text
+
+
+def no_default(value: object) -> bool:
+    """An option with nothing to show as its default: unset, a flag's off state, an empty list (not 0 or 0.0,
+    which compare equal to False but are real defaults)."""
+    return value is None or value is False or value == [] or value is argparse.SUPPRESS
 
 
 def parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:

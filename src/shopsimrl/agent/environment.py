@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
 from ..env.interface import AsyncShopEnvironment, ShopEnvironment
+from ..errors import ServiceError
 
 if TYPE_CHECKING:
     from ..dialogue.llm_shopper import ShopperEndpoint
@@ -157,6 +158,18 @@ class ServiceEnvironment:
     def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+
+    def check_reachable(self) -> None:
+        """One ``GET /healthz`` before the first episode: a server that is down or a wrong URL fails the run once,
+        up front (``ServiceError`` naming ``--env-url``), instead of every episode after its retries. Any HTTP
+        answer counts as reachable (its errors then come with each request)."""
+        import httpx
+
+        try:
+            httpx.get(f"{self.base_url}/healthz", timeout=min(self.timeout, 15.0))
+        except httpx.HTTPError as exc:
+            raise ServiceError(0, f"the environment server --env-url {self.base_url} cannot be reached "
+                                  f"({type(exc).__name__}: {exc}); start it (`shopsimrl serve`) or fix the URL") from exc
 
     def new(self) -> AsyncEnv:
         from ..server.client import AsyncShopClient

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -32,26 +33,37 @@ def _num(value: Any, digits: int = 4) -> str:
 
 
 class LiveProgress:
-    """Progress over the episodes of one run; the success rate counts completed episodes of this process."""
+    """Progress over the episodes of one run; the success rate counts completed episodes of this process.
 
-    def __init__(self, label: str, *, console: Console | None = None, enabled: bool = True) -> None:
+    On a terminal, a rich bar; in a pipe or a log (where rich would print one bar at the end, cut to 80 columns:
+    ``1200…``, ``0:0…``), one whole plain line at the first episode, every ``every`` seconds and at the end."""
+
+    def __init__(self, label: str, *, console: Console | None = None, enabled: bool = True, every: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.console = console or Console(file=sys.stderr)
         self.label = label
         self.enabled = enabled
+        self.plain = enabled and not self.console.is_terminal
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("success {task.fields[success]}"), TextColumn("failed {task.fields[failed]}"),
-            TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, disable=not enabled,
+            TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, disable=not enabled or self.plain,
         )
         self.task: Any = None
         self.finished = self.successes = self.failures = 0
+        self.total = self.skipped = 0
+        self.every, self.clock = every, clock
+        self.started = 0.0
+        self.last_line: float | None = None  # when the last plain line was printed, and what it said
+        self._printed: tuple[int, int] = (-1, -1)
         self.seen: set[str] = set()
 
     def start(self, total: int, skipped: int) -> None:
         self.progress.start()
         self.task = self.progress.add_task(self.label, total=total, completed=skipped, success="—", failed=0)
+        self.total, self.skipped, self.started = total, skipped, self.clock()
         if skipped:
-            self.console.print(f"resuming: {skipped} of {total} episodes already completed")
+            self._say(f"resuming: {skipped} of {total} episodes already completed")
 
     def record(self, record: Mapping[str, Any]) -> None:
         if is_completed(record):
@@ -62,9 +74,35 @@ class LiveProgress:
             self.failures += 1
         self.progress.update(self.task, success=_pct(self.successes / self.finished) if self.finished else "—",
                              failed=self.failures)
+        if self.plain:
+            now = self.clock()
+            if self.last_line is None or now - self.last_line >= self.every or self._done() >= self.total:
+                self._line(now)
 
     def stop(self) -> None:
         self.progress.stop()
+        if self.plain and self.task is not None and self.last_line is not None and self._printed != self._state():
+            self._line(self.clock())  # the run ended between two lines (or stopped early): its last state
+
+    def _done(self) -> int:
+        return self.skipped + self.finished
+
+    def _state(self) -> tuple[int, int]:
+        return self._done(), self.failures
+
+    def _line(self, now: float) -> None:
+        self.last_line, self._printed = now, self._state()
+        elapsed = int(now - self.started)
+        success = _pct(self.successes / self.finished) if self.finished else "—"
+        self._say(f"{self.label}: {self._done()}/{self.total} episodes, success {success}, failed {self.failures}, "
+                  f"{elapsed // 60}:{elapsed % 60:02d} elapsed")
+
+    def _say(self, message: str) -> None:
+        """A whole line (rich would wrap or cut it at the console's width outside a terminal)."""
+        if self.plain:
+            print(f"[shopsimrl] {message}", file=self.console.file, flush=True)
+        else:
+            self.console.print(message)
 
 
 def summary_table(summary: Mapping[str, Any], title: str) -> Table:

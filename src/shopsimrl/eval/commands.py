@@ -216,13 +216,13 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
     )
     from ..catalog.store import check_data_dir
     from ..server.edge import GuardedApp, guard_from_args, uvicorn_options
+    from ..server.ports import check_port_free, check_port_range
 
-    args.data = resolve_data(args.data)
     guard = guard_from_args(args)  # the same admission rules as serve (server/edge.py)
+    check_port_range(args.port)  # before the catalog is opened (or built)
+    args.data = resolve_data(args.data)
     check_data_dir(args.data)
-    from ..server.ports import check_port_free
-
-    check_port_free(args.host, args.port)
+    args.port = check_port_free(args.host, args.port)  # 0: the free port the kernel chose
     world = ShopWorld.from_data_dir(args.data)
     app = create_policy_app(world, policy=args.policy, faults=faults, model_name=args.model_name)
     print(f"[shopsimrl] policy server ({args.policy}) on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
@@ -327,7 +327,9 @@ def add_commands(commands: Any) -> None:
                          f"`eval --shopper rule`, dialogue-oracle needs eval --send-task-id) or {SHOPPER_POLICY}: a "
                          "scripted shopper for `eval --shopper llm`")
     ps.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    ps.add_argument("--port", type=int, default=8100, help="TCP port to listen on")
+    from ..server.ports import add_port_argument
+
+    add_port_argument(ps, 8100)
     ps.add_argument("--model-name", help="the model id served (default shopsim-<policy>)")
     ps.add_argument("--fault-rate", type=float, default=0.0, help="share of requests answered with a protocol error")
     ps.add_argument("--faults", help="comma-separated fault kinds to draw from (default: all protocol errors)")

@@ -206,6 +206,7 @@ def build(settings: EvalSettings, world: ShopWorld | None = None) -> tuple[EvalP
     environment: EnvironmentFactory
     if settings.env_url:
         environment = ServiceEnvironment(settings.env_url, timeout=settings.env_timeout)
+        environment.check_reachable()  # once, before the first episode
     else:
         threaded = settings.policy is None if settings.threaded_env is None else settings.threaded_env
         endpoint = None

@@ -48,7 +48,7 @@ def install_error_answers(app: Any) -> None:
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
 
-    from ..server.http_errors import VALIDATION_ERROR, http_code, row_of
+    from ..server.http_errors import VALIDATION_ERROR, http_code, not_json, row_of
 
     async def library_error(_: Any, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ShopSimError)
@@ -64,6 +64,9 @@ def install_error_answers(app: Any) -> None:
 
     async def invalid_body(_: Any, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        undecodable = not_json(exc.errors())
+        if undecodable is not None:  # a plain 400, as on serve's APIs
+            return await library_error(_, undecodable)
         return JSONResponse({"detail": problems(exc.errors()), "code": VALIDATION_ERROR.code},
                             status_code=VALIDATION_ERROR.status)
 

@@ -32,11 +32,13 @@ from ._v1 import v1_router
 from .guard import Guard, replay_receive, run_cancelling_on_disconnect, with_headers
 from .http_errors import (
     INTERNAL_ERROR,
+    NOT_JSON,
     VALIDATION_ERROR,
     admit,
     encode,
     error_payload,
     http_code,
+    not_json,
     status_of,
 )
 from .leases import Lease
@@ -151,6 +153,9 @@ def create_app(
             return _error(VALIDATION_ERROR.status, f"the request body must be JSON sent with the header Content-Type: application/json "
                                f"(got {kind or 'no Content-Type'}); with curl add -H 'Content-Type: application/json'",
                           VALIDATION_ERROR.code)
+        undecodable = not_json(exc.errors())
+        if undecodable is not None:  # the reference API's plain 400, not 422 "body.1: JSON decode error"
+            return JSONResponse(error_payload(undecodable), status_code=status_of(undecodable))
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors())
         return _error(VALIDATION_ERROR.status, f"invalid request: {problems}", VALIDATION_ERROR.code)
@@ -191,7 +196,7 @@ def create_app(
         try:
             body = decode(raw or b"null")
         except ValueError:  # json.JSONDecodeError, orjson.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            return error_answer(InvalidRequestError("request body must be a JSON object (UTF-8, standard JSON)"))
+            return error_answer(InvalidRequestError(NOT_JSON))
         if not isinstance(body, dict):
             return error_answer(InvalidRequestError("request body must be a JSON object"))
         action = body.get("action")

@@ -94,6 +94,18 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(ShopSimError, 400, "bad_request"),
 )
 
+# A body that does not parse as JSON: the reference API's plain 400 on /api/shop_agent, on /v1 (FastAPI would say
+# 422 "body.1: JSON decode error") and on OpenEnv's task routes alike.
+NOT_JSON = "request body must be a JSON object (UTF-8, standard JSON)"
+
+
+def not_json(errors: Any) -> InvalidRequestError | None:
+    """The reference API's error for a body FastAPI could not decode (pydantic's ``json_invalid``), else None."""
+    if any(isinstance(err, dict) and err.get("type") == "json_invalid" for err in errors):
+        return InvalidRequestError(NOT_JSON)
+    return None
+
+
 # Answers that do not come from a library error (FastAPI's own validation and routing, a bug).
 VALIDATION_ERROR = ErrorRow(ShopSimError, 422, "validation_error")  # /v1 body or query fails its model
 INTERNAL_ERROR = ErrorRow(ShopSimError, 500, "internal_error")

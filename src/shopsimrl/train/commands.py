@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..cli_data import add_data_argument
+
 
 def cmd_export_sft(args: argparse.Namespace) -> int:
     import sys
@@ -33,8 +35,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def cmd_cpu_demo(args: argparse.Namespace) -> int:
+    from ..cli_data import resolve_data
     from .cpu_demo_run import config_from_args, given_arguments, run_recipe
 
+    args.data = resolve_data(args.data)
     results = run_recipe(config_from_args(args), given_arguments(args))
     table = (results.get("eval") or {}).get("checkpoints")
     if table:
@@ -45,18 +49,39 @@ def cmd_cpu_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+PRESET_NAMES = ("cpu", "smoke", "gpu")
+# what a None knob means, in a --help default (RecipeConfig's comments)
+NONE_MEANS = {"demo_train_tasks": "all", "eval_tasks": "all", "sft_minutes": "no cap", "grpo_minutes": "no cap"}
+
+
+def preset_defaults(name: str) -> str:
+    """The value of knob ``name`` under each preset, as ``--help`` states it: ``cpu 600, smoke 4, gpu 300``
+    (or ``2 on every preset``), read from the presets themselves so the help cannot drift from them."""
+    from .cpu_demo_run import config_from_args
+
+    values = []
+    for preset in PRESET_NAMES:
+        value = getattr(config_from_args(argparse.Namespace(preset=preset, data="", out="", seed=0, stages=None)),
+                        name)
+        values.append(NONE_MEANS.get(name, "none") if value is None else f"{value:g}"
+                      if isinstance(value, float) else str(value))
+    if len(set(values)) == 1:
+        return f"{values[0]} on every preset"
+    return ", ".join(f"{preset} {value}" for preset, value in zip(PRESET_NAMES, values, strict=True))
+
+
 def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ..agent.model_client import TOOL_CHOICES
 
     train = commands.add_parser("train", help="training recipes").add_subparsers(dest="train_command", required=True)
     demo = train.add_parser("cpu-demo", help="train a small policy from scratch: tokenizer, SFT, GRPO, val eval, report")
-    demo.add_argument("--data", default="data/default", help="a prepared data directory")
+    add_data_argument(demo)
     demo.add_argument("--out", default="runs/cpu-demo", help="output directory (checkpoints, runs, report)")
-    demo.add_argument("--preset", choices=["cpu", "smoke", "gpu"], default="cpu",
+    demo.add_argument("--preset", choices=PRESET_NAMES, default="cpu",
                       help="cpu: the 2-core recipe (about 2 h); smoke: every stage, small (about 2 min); gpu: larger model, bf16 and batched decoding on CUDA (unmeasured)")
     demo.add_argument("--seed", type=int, default=0, help="seed of every random choice (tokenizer, init, sampling)")
     demo.add_argument("--stages", help="comma-separated subset of init,demos,sft,grpo,eval,report (default: all)")
-    overrides = {  # each overrides the preset's value (default: the preset's)
+    overrides = {  # each overrides the preset's value (its help names every preset's)
         "threads": (int, "torch CPU threads"), "sft_steps": (int, "SFT optimizer steps with the loss on the assistant tokens"),
         "sft_lm_steps": (int, "SFT optimizer steps with the loss on every token, first"),
         "sft_short_steps": (int, "copy-curriculum SFT steps on the request and first call alone, before all others"),
@@ -77,11 +102,11 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
     }
     for name, (kind, what) in overrides.items():
         demo.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
-                          help=f"{what} (default: the preset's)")
+                          help=f"{what} (default: {preset_defaults(name)})")
     demo.add_argument("--tool-choice", dest="tool_choice", choices=TOOL_CHOICES, default=None,
                       help="required: each turn is one call of the page's tools, decoded under their schemas "
                            "(a click is one of the page's values), in GRPO and eval; auto: free sampling "
-                           "(default: the preset's)")
+                           f"(default: {preset_defaults('tool_choice')})")
     demo.add_argument("--grpo-max-groups", dest="grpo_max_groups", type=int, default=None,
                       help="dynamic sampling: groups rolled out per GRPO step at most while looking for "
                            "groups-per-step groups with reward spread (default: 4 x groups-per-step)")
