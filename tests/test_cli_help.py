@@ -10,8 +10,9 @@ import pytest
 
 from shopsimrl.cli import DESCRIPTION, build_parser, no_default, parsers
 from shopsimrl.cli_data import DATA_HELP
-from shopsimrl.train.commands import PRESET_NAMES
-from shopsimrl.train.cpu_demo import RecipeConfig, config_from_args
+from shopsimrl.train.commands import NONE_MEANS, PRESET_NAMES
+from shopsimrl.train.cpu_demo import RecipeConfig
+from shopsimrl.train.cpu_demo_run import config_from_args
 
 SKIPPED = (argparse._HelpAction, argparse._SubParsersAction)
 
@@ -70,7 +71,9 @@ def test_every_cpu_demo_knob_states_each_presets_value():
         for preset, config in configs.items():
             value = getattr(config, action.dest)
             if value is None:
-                assert said[preset] in ("all", "no cap"), (action.dest, preset, said[preset])
+                assert said[preset] == NONE_MEANS[action.dest], (action.dest, preset, said[preset])
+            elif isinstance(value, bool):
+                assert said[preset] == ("on" if value else "off"), (action.dest, preset, said[preset])
             else:
                 assert type(value)(said[preset]) == value, (action.dest, preset, said[preset], value)
 

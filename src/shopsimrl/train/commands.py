@@ -51,7 +51,8 @@ def cmd_cpu_demo(args: argparse.Namespace) -> int:
 
 PRESET_NAMES = ("cpu", "smoke", "gpu")
 # what a None knob means, in a --help default (RecipeConfig's comments)
-NONE_MEANS = {"demo_train_tasks": "all", "eval_tasks": "all", "sft_minutes": "no cap", "grpo_minutes": "no cap"}
+NONE_MEANS = {"demo_train_tasks": "all", "eval_tasks": "all", "sft_minutes": "no cap", "grpo_minutes": "no cap",
+              "grpo_max_groups": "4x-groups-per-step", "grpo_difficulty": "all-tiers"}
 
 
 def preset_defaults(name: str) -> str:
@@ -63,8 +64,8 @@ def preset_defaults(name: str) -> str:
     for preset in PRESET_NAMES:
         value = getattr(config_from_args(argparse.Namespace(preset=preset, data="", out="", seed=0, stages=None)),
                         name)
-        values.append(NONE_MEANS.get(name, "none") if value is None else f"{value:g}"
-                      if isinstance(value, float) else str(value))
+        values.append(NONE_MEANS.get(name, "none") if value is None else ("on" if value else "off")
+                      if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value))
     if len(set(values)) == 1:
         return f"{values[0]} on every preset"
     return ", ".join(f"{preset} {value}" for preset, value in zip(PRESET_NAMES, values, strict=True))
@@ -109,19 +110,19 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                            f"(default: {preset_defaults('tool_choice')})")
     demo.add_argument("--grpo-max-groups", dest="grpo_max_groups", type=int, default=None,
                       help="dynamic sampling: groups rolled out per GRPO step at most while looking for "
-                           "groups-per-step groups with reward spread (default: 4 x groups-per-step)")
+                           f"groups-per-step groups with reward spread (default: {preset_defaults('grpo_max_groups')})")
     demo.add_argument("--grpo-dynamic", dest="grpo_dynamic", action=argparse.BooleanOptionalAction, default=None,
                       help="dynamic sampling (DAPO): update on groups with reward spread only; --no-grpo-dynamic: "
-                           "on the first groups drawn, zero-spread ones included (default: on)")
+                           f"on the first groups drawn, zero-spread ones included (default: {preset_defaults('grpo_dynamic')})")
     demo.add_argument("--difficulty", dest="grpo_difficulty", default=None,
                       help="GRPO task stream: train tasks of these difficulty tiers only, e.g. first,heuristic "
-                           "(needs `shopsimrl data tiers`; default: all tiers)")
+                           f"(needs `shopsimrl data tiers`) (default: {preset_defaults('grpo_difficulty')})")
     demo.add_argument("--batched-decoding", dest="batched_decoding", action=argparse.BooleanOptionalAction,
                       default=None, help="decode concurrent turns as one batch (GRPO rollouts, evaluation server): "
-                                         "the gpu preset's sampler (default: on for gpu, off otherwise)")
+                                         f"the gpu preset's sampler (default: {preset_defaults('batched_decoding')})")
     demo.add_argument("--eval-unconstrained", dest="eval_unconstrained", action=argparse.BooleanOptionalAction,
                       default=None, help="also evaluate the SFT checkpoint with tool_choice auto (row sft-auto), "
-                                         "where protocol errors are possible (default: on)")
+                                         f"where protocol errors are possible (default: {preset_defaults('eval_unconstrained')})")
     demo.set_defaults(func=cmd_cpu_demo)
     from .policy_command import add_policy_command
 

@@ -53,7 +53,7 @@ class PolicyTrainingError(ShopSimError):
 class PolicyTrainConfig:
     """Every knob of a run; the defaults are the shipped weights' recipe."""
 
-    episodes: int = 60_000  # training episodes in all (groups × group size)
+    episodes: int = 100_000  # training episodes in all (groups × group size)
     group_size: int = 8  # episodes per task per group (the baseline is the group's mean reward)
     groups_per_update: int = 16  # groups per Adam step
     lr: float = 0.05
