@@ -4,6 +4,7 @@ foreign pages are refused, idle sockets are reclaimed, and each step's text is b
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -17,8 +18,9 @@ from websockets.sync.client import connect  # noqa: E402
 
 from live_server import serve  # noqa: E402
 from shopsimrl.env import ShopWorld  # noqa: E402
-from shopsimrl.openenv import create_openenv_app  # noqa: E402
-from shopsimrl.server.edge import GuardedApp  # noqa: E402
+from shopsimrl.openenv import ShopSimAction, ShopSimClient, create_openenv_app  # noqa: E402
+from shopsimrl.server._protocol import http_protocol  # noqa: E402
+from shopsimrl.server.edge import IDLE_CLOSE_CODE, GuardedApp  # noqa: E402
 from shopsimrl.server.guard import Guard  # noqa: E402
 
 
@@ -90,12 +92,39 @@ def test_a_foreign_page_and_a_missing_key_are_refused_at_the_handshake(world):
             _reset(socket, world)
 
 
+HEADER_TIMEOUT = 1.0
+
+
+def test_an_episode_outlives_every_connection_timeout_over_openenvs_client(world):
+    """The header and body timeouts bound the HTTP request, not the WebSocket it upgrades to: an episode held
+    over 3x longer, with gaps between steps longer than either timeout, keeps its one session."""
+    gap, steps = 1.6 * HEADER_TIMEOUT, 3
+    query = ShopSimAction(tool="search", arguments={"query": "红色"})
+
+    async def hold(url):
+        async with ShopSimClient(base_url=url) as client:
+            begin = time.monotonic()
+            await client.reset(task_id=min(world.catalog.goals))
+            for _ in range(steps):
+                await asyncio.sleep(gap)
+                result = await client.step(query)
+                assert not result.done and result.observation.page_text
+            return await client.state(), time.monotonic() - begin
+
+    protocol = http_protocol(HEADER_TIMEOUT, HEADER_TIMEOUT)
+    with serve(_app(world, slots=1, idle=4 * HEADER_TIMEOUT), http=protocol) as url:
+        state, held = asyncio.run(hold(url))
+    assert held > 3 * HEADER_TIMEOUT
+    assert state.step_count == steps and state.task_id == min(world.catalog.goals)  # no silent reconnect
+
+
 def test_idle_sockets_are_closed_and_their_slots_freed(world):
     with serve(_app(world, slots=1, idle=1.0)) as url:
         first = _ws(url)
         _reset(first, world)
         time.sleep(2.0)
-        with pytest.raises(ConnectionClosed):
+        with pytest.raises(ConnectionClosed) as closed:
             _call(first, STEP)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == IDLE_CLOSE_CODE == 1001
         with _ws(url) as second:  # the only slot is free again
             _reset(second, world)

@@ -5,7 +5,9 @@ uvicorn closes idle keep-alive connections, but not one that sends half a reques
 them exhaust file descriptors. Here each connection, when it opens and whenever a new request starts
 arriving after the previous answer, gets ``header_timeout`` seconds to complete the request's headers
 (uvicorn then has a new request cycle) and ``body_timeout`` seconds, from the same start, to complete its
-body; otherwise it is closed. Slow handlers (a reset queued for a slot) are not affected.
+body; otherwise it is closed. Slow handlers (a reset queued for a slot) are not affected. A WebSocket upgrade
+hands the socket to uvicorn's WebSocket protocol and disarms the timer: the socket then lives until its client
+closes it, the server's idle timeout reclaims it (``server/edge.py``) or the server stops.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
             self._arm()  # the first bytes of a further request on a kept-alive connection
         super().data_received(data)
 
+    def handle_websocket_upgrade(self, *args: Any) -> None:
+        self._disarm()  # the socket now belongs to the WebSocket protocol (h11 passes the event, httptools none)
+        super().handle_websocket_upgrade(*args)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
@@ -53,7 +59,7 @@ class HeaderTimeoutProtocol(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
 
     def _expire(self, waiting_since: Any) -> None:
         self._header_timer = None
-        if self.transport.is_closing():
+        if self.transport.is_closing() or self.transport.get_protocol() is not self:  # closed, or handed on
             return
         cycle = self.cycle
         if cycle is waiting_since:  # no new request has begun

@@ -6,7 +6,9 @@ routing); the other servers are apps this module wraps in ``GuardedApp``, which 
 every HTTP request and WebSocket handshake, caps bodies, refuses text that is not Unicode, and checks each
 WebSocket message before the wrapped app sees it: a message that is too large, binary, not a JSON object,
 nested too deep or not Unicode is answered with an error in OpenEnv's shape and the session goes on. A socket
-that sends nothing for ``idle_timeout`` seconds is closed and its session freed, like an idle lease.
+that sends nothing for ``idle_timeout`` seconds is closed with ``IDLE_CLOSE_CODE`` (1001, "going away") and its
+session freed, like an idle lease; a socket that keeps sending lives as long as its client wants (the header
+timeout ends with the upgrade, ``server/_protocol.py``).
 """
 
 from __future__ import annotations
@@ -169,12 +171,20 @@ class GuardedApp:
             await send({"type": "websocket.close", "code": 1008})  # before accept: an HTTP 403 to the client
             return
         idle = self.idle_timeout
+        reclaimed = False
+
+        async def app_send(message: dict[str, Any]) -> None:
+            if not reclaimed:  # after an idle close the app's own close (code 1000) must not reach the socket
+                await send(message)
 
         async def checked() -> dict[str, Any]:
+            nonlocal reclaimed
             while True:
                 try:
                     message: dict[str, Any] = await (asyncio.wait_for(receive(), idle) if idle else receive())
-                except asyncio.TimeoutError:  # the app sees its client leave: it frees the session and closes
+                except asyncio.TimeoutError:  # closed here with the documented code; the app frees the session
+                    reclaimed = True
+                    await send({"type": "websocket.close", "code": IDLE_CLOSE_CODE, "reason": "idle"})
                     return {"type": "websocket.disconnect", "code": IDLE_CLOSE_CODE}
                 if message["type"] != "websocket.receive":
                     return message
@@ -184,4 +194,4 @@ class GuardedApp:
                 code = "INVALID_JSON" if problem.startswith("Invalid JSON") else "VALIDATION_ERROR"
                 await send({"type": "websocket.send", "text": _error_message(problem, code)})
 
-        await self.app(scope, checked, send)
+        await self.app(scope, checked, app_send)
