@@ -10,6 +10,8 @@ import time
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 openenv = pytest.importorskip("openenv", reason="runs in .venv-openenv (see tests/test_openenv_venv.py)")
 
@@ -62,6 +64,51 @@ def test_a_malformed_message_is_answered_and_the_session_goes_on(world, bad):
         _reset(socket, world)
         answer = _call(socket, bad)
         assert answer["type"] == "error" and answer["data"]["code"] in ("VALIDATION_ERROR", "INVALID_JSON"), answer
+        assert _call(socket, STEP)["type"] == "observation"
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+TOOLISH = st.sampled_from(["search", "click", "ask_user", "", "rm", "Search", " search"]) | JSON
+STEP_DATA = JSON | st.fixed_dictionaries(
+    {"tool": TOOLISH}, optional={"arguments": JSON | st.dictionaries(st.sampled_from(["query", "value", "x"]), JSON),
+                                 "metadata": JSON, "extra": JSON})
+STEP_MESSAGE = st.fixed_dictionaries({"type": st.just("step")}, optional={"data": STEP_DATA, "extra": JSON})
+TYPED_ERRORS = {"VALIDATION_ERROR", "EXECUTION_ERROR", "INVALID_JSON"}  # never SESSION_ERROR: that ends the session
+
+
+def test_any_json_as_a_step_is_answered_and_the_episode_goes_on(world):
+    """Whatever a step carries (unknown or empty tools, wrong argument types, extra fields, any JSON), the answer
+    is an observation or a typed error, and a valid step in the same session is then played."""
+    with serve(_app(world, slots=1)) as url, _ws(url) as socket:
+
+        @settings(max_examples=150, deadline=None)
+        @given(STEP_MESSAGE)
+        def property_(message):
+            _reset(socket, world)
+            answer = _call(socket, message)
+            assert answer["type"] == "observation" or answer["data"]["code"] in TYPED_ERRORS, answer
+            played = _call(socket, STEP)
+            assert played["type"] == "observation" and not played["data"]["done"], played
+
+        property_()
+
+
+@pytest.mark.parametrize("data", [
+    {"tool": "rm", "arguments": {}}, {"tool": "", "arguments": {}}, {"tool": 7, "arguments": {}},
+    {"tool": "search", "arguments": {"query": 5}}, {"tool": "search", "arguments": "query"},
+    {"tool": "click", "arguments": {"value": ["buy now"]}}, {"tool": "search", "arguments": {"query": "x"}, "x": 1},
+], ids=["unknown", "empty", "number", "argument-type", "arguments-type", "value-type", "extra-field"])
+def test_each_malformed_step_kind_is_a_typed_error(world, data):
+    with serve(_app(world, slots=1)) as url, _ws(url) as socket:
+        _reset(socket, world)
+        answer = _call(socket, {"type": "step", "data": data})
+        assert answer["type"] == "error" and answer["data"]["code"] in TYPED_ERRORS - {"INVALID_JSON"}, answer
+        if data["tool"] in ("rm", ""):
+            assert "unknown tool" in json.dumps(answer["data"]), answer
         assert _call(socket, STEP)["type"] == "observation"
 
 

@@ -11,10 +11,11 @@ import pytest
 from side_venv import ensure_venv, run_suite
 
 pytestmark = pytest.mark.slow
+REQUIREMENTS = ["-e", ".[openenv]", "pytest>=8", "hypothesis>=6.100"]  # hypothesis: the edge suite's properties
 
 
 def test_openenv_suite_passes_against_the_real_package():
-    python = ensure_venv(".venv-openenv", ["-e", ".[openenv]", "pytest>=8"])
+    python = ensure_venv(".venv-openenv", REQUIREMENTS)
     done = run_suite(python, "tests/test_openenv.py")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
@@ -23,7 +24,7 @@ def test_openenv_suite_passes_against_the_real_package():
 
 def test_openenv_edge_suite_passes_against_the_real_package():
     """``tests/test_openenv_edge.py``: the shared server edge in front of OpenEnv's own WebSocket handler."""
-    python = ensure_venv(".venv-openenv", ["-e", ".[openenv]", "pytest>=8"])
+    python = ensure_venv(".venv-openenv", REQUIREMENTS)
     done = run_suite(python, "tests/test_openenv_edge.py")
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
