@@ -29,3 +29,12 @@ def test_openenv_edge_suite_passes_against_the_real_package():
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     assert " passed" in output and "skipped" not in output, output[-3000:]
+
+
+def test_edge_fuzz_suite_covers_all_three_servers_with_the_real_package():
+    """``tests/test_edge_fuzz.py`` with ``serve-openenv`` among its servers (skipped in the dev venv)."""
+    python = ensure_venv(".venv-openenv", REQUIREMENTS)
+    done = run_suite(python, "tests/test_edge_fuzz.py")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert " passed" in output and "skipped" not in output, output[-3000:]

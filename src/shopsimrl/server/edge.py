@@ -23,9 +23,12 @@ from ..errors import ShopSimError
 from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
 from .guard import (
     DEFAULT_MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
     Guard,
     InvalidText,
+    NestedTooDeep,
     Refusal,
+    check_nesting,
     check_text,
     is_loopback,
     replay_receive,
@@ -34,7 +37,6 @@ from .guard import (
 from .http_errors import admit
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # one WebSocket message (a step is a few hundred bytes)
-MAX_JSON_DEPTH = 64  # nesting of a WebSocket message (json would recurse ~1000 deep, then fail the session)
 IDLE_CLOSE_CODE = 1001  # "going away": the server reclaimed the idle session
 
 
@@ -107,31 +109,19 @@ def message_problem(message: dict[str, Any], max_bytes: int) -> str | None:
     if len(text) > max_bytes:  # characters bound the bytes within 4x; the frame itself is capped by uvicorn
         return f"message of {len(text)} characters; this server accepts at most {max_bytes} (--max-message-bytes)"
     try:
+        check_nesting(text)  # before the parse: json would recurse ~1000 deep, then fail the session
         value = json.loads(text)
-    except RecursionError:
+    except NestedTooDeep:
         return f"message nested deeper than {MAX_JSON_DEPTH} levels"
     except ValueError as exc:
         return f"Invalid JSON: {exc}"
     if not isinstance(value, dict):
         return f"a message must be a JSON object, got {type(value).__name__}"
-    if _depth(value) > MAX_JSON_DEPTH:
-        return f"message nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         check_text(text)
     except InvalidText as exc:
         return str(exc)
     return None
-
-
-def _depth(value: Any) -> int:
-    """The nesting depth of decoded JSON, walked without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
 
 
 class GuardedApp:
