@@ -352,15 +352,23 @@ def with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
     return sending
 
 
-async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any) -> None:
+async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any, ended: Any = None) -> None:
     """Await ``handler`` (a coroutine); cancel it if the client disconnects first.
 
     A queued reset is the case this is for: without it a dead client's reset stays in the lease queue and the
-    next free slot goes to it (uvicorn never cancels a request whose client left, it only reports it).
+    next free slot goes to it (uvicorn never cancels a request whose client left, it only reports it). ``ended``
+    (the request's end-of-input event, server/_protocol.py) reaches the lease pool: a reset that must queue
+    leaves the queue when it is set, with an answer a half-closed client still reads.
     """
     import asyncio
 
-    task = asyncio.ensure_future(handler)
+    from .leases import CLIENT_EOF
+
+    token = CLIENT_EOF.set(ended)
+    try:
+        task = asyncio.ensure_future(handler)  # the task copies the context: the pool sees ``ended``
+    finally:
+        CLIENT_EOF.reset(token)
 
     async def watch() -> None:
         while (await receive())["type"] != "http.disconnect":
