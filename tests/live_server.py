@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 import uvicorn
 
 
@@ -33,6 +37,33 @@ def serve(app, *, max_wait: float = 10.0, **config) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_command(command: list[str], *, port: int, health: str = "/healthz", max_wait: float = 120.0,
+                  **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``python -m shopsimrl.cli *command`` (which listens on ``port``) until ``health`` answers 200; stop it
+    (SIGTERM) at the end. ``popen``: extra ``subprocess.Popen`` options (``env=``, ``preexec_fn=``)."""
+    process = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", *command], **popen)
+    deadline = time.monotonic() + max_wait
+    try:
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}{health}", timeout=2).status_code == 200:
+                    break
+            assert process.poll() is None and time.monotonic() < deadline, f"{command[0]} did not start"
+            time.sleep(0.1)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=20)
 
 
 class DroppingProxy:

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-import time
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
 
-from live_server import serve
+from live_server import free_port, serve, serve_command
 from shopsimrl.env import ShopWorld
 from shopsimrl.server import create_app
 from shopsimrl.server._protocol import http_protocol
@@ -68,30 +65,12 @@ def test_a_queued_reset_leaves_the_queue_at_its_clients_end_of_input_with_an_ans
         assert http.get("/healthz").json()["free_slots"] == 1
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def front(prepared_dir):
-    port = _port()
-    process = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", "serve", "--data", str(prepared_dir), "--port",
-                                str(port), "--workers", "2", "--slots", "2"])
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert process.poll() is None and time.monotonic() < deadline, "serve --workers did not start"
-        time.sleep(0.1)
-    yield base
-    process.terminate()
-    process.wait(timeout=20)
+    port = free_port()
+    with serve_command(["serve", "--data", str(prepared_dir), "--port", str(port), "--workers", "2", "--slots", "2"],
+                       port=port):
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_the_workers_front_answers_every_half_closed_request(front):

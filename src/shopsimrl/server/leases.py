@@ -31,14 +31,16 @@ async def _first_of(waiter: asyncio.Future[int], ended: asyncio.Event | None, ti
     moment)."""
     if ended is None:
         return await asyncio.wait_for(asyncio.shield(waiter), timeout)
-    watch = asyncio.ensure_future(ended.wait())
+    watch: asyncio.Future[Any] = asyncio.ensure_future(ended.wait())
+    pending: set[asyncio.Future[Any]] = {waiter, watch}
     try:
-        done, _ = await asyncio.wait({waiter, watch}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         watch.cancel()
-    if waiter in done:
-        return waiter.result()
-    if watch in done:
+    if waiter.done():  # a cancelled waiter raises CancelledError here, as the shielded wait does
+        slot: int = waiter.result()
+        return slot
+    if ended.is_set():
         return None
     raise asyncio.TimeoutError
 
