@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 import uvicorn
 
 
@@ -45,6 +49,33 @@ async def unavailable_service(scope, receive, send):
                 return
     await send({"type": "http.response.start", "status": 503, "headers": [(b"content-type", b"text/plain")]})
     await send({"type": "http.response.body", "body": b"down"})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_command(command: list[str], *, port: int, health: str = "/healthz", max_wait: float = 120.0,
+                  **popen: Any) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``python -m shopsimrl.cli *command`` (which listens on ``port``) until ``health`` answers 200; stop it
+    (SIGTERM) at the end. ``popen``: extra ``subprocess.Popen`` options (``env=``, ``preexec_fn=``)."""
+    process = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", *command], **popen)
+    deadline = time.monotonic() + max_wait
+    try:
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}{health}", timeout=2).status_code == 200:
+                    break
+            assert process.poll() is None and time.monotonic() < deadline, f"{command[0]} did not start"
+            time.sleep(0.1)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=20)
 
 
 class DroppingProxy:

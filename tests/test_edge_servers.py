@@ -6,14 +6,12 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
-from live_server import serve
+from live_server import serve, serve_command
 from shopsimrl.agent.policy_server import create_policy_app
 from shopsimrl.cli import main
 from shopsimrl.env import ShopWorld
@@ -92,23 +90,10 @@ def _low_fd_limit() -> None:
 def slow_server(prepared_dir):
     port = _port()
     env = {**os.environ, "SLOW_TEST_KEY": "k"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "shopsimrl.cli", "serve", "--data", str(prepared_dir), "--port", str(port),
-         "--header-timeout", "1", "--body-timeout", "2", "--log-level", "critical"],
-        preexec_fn=_low_fd_limit, env=env)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.1)
-    yield port
-    process.terminate()
-    process.wait(timeout=20)
+    with serve_command(["serve", "--data", str(prepared_dir), "--port", str(port), "--header-timeout", "1",
+                        "--body-timeout", "2", "--log-level", "critical"], port=port,
+                       preexec_fn=_low_fd_limit, env=env):
+        yield port
 
 
 def test_slow_bodies_are_cut_off_and_new_clients_get_in(slow_server):

@@ -26,7 +26,7 @@ STAYING = {
     # the HTTP guard's admission refusals (an allowed CORS preflight is a response: guard.Preflight)
     **{name: "server/guard.py: an admission refusal" for name in (
         "Refusal", "BodyTooLarge", "HostNotServed", "CrossOriginRefused", "Unauthorized",
-        "UnsupportedMediaType", "InvalidText")},
+        "UnsupportedMediaType", "InvalidText", "NestedTooDeep")},
 }
 
 

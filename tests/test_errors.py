@@ -148,7 +148,7 @@ def _guard_classes() -> dict[type[ShopSimError], tuple[int, str]]:
     return {guard.BodyTooLarge: (413, "body_too_large"), guard.HostNotServed: (421, "host_not_served"),
             guard.CrossOriginRefused: (403, "cross_origin_refused"),
             guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type"),
-            guard.InvalidText: (400, "invalid_text")}
+            guard.InvalidText: (400, "invalid_text"), guard.NestedTooDeep: (400, "nested_too_deep")}
 
 
 @pytest.mark.parametrize(("error", "expected"), [*EXPECTED.items(), *_guard_classes().items()],

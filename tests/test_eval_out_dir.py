@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -66,3 +67,44 @@ def test_an_empty_or_own_directory_is_used(prepared_dir, tmp_path):
     target.mkdir()
     assert _eval(prepared_dir, target, "random") == 0
     assert _eval(prepared_dir, target, "random") == 0  # a resume of its own plan
+
+
+@pytest.fixture(scope="module")
+def random_run(prepared_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("random") / "run"
+    assert _eval(prepared_dir, out, "random") == 0
+    return out
+
+
+def _snapshot(root):
+    """Each entry's kind and content (a link by its target, so a dangling one is compared too)."""
+    return {p.name: ("link", os.readlink(p)) if p.is_symlink() else ("dir",) if p.is_dir() else ("file", p.read_bytes())
+            for p in root.iterdir()}
+
+
+@pytest.mark.parametrize("kind", ["dangling", "link-to-a-matching-manifest", "directory"])
+def test_only_a_regular_manifest_of_its_own_adopts_a_directory(prepared_dir, oracle_run, random_run, tmp_path,
+                                                               capsys, kind):
+    """Foreign traces beside a manifest.json that is a dangling link, a link to another run's manifest of the
+    same plan, or a directory: refused, nothing written; --force starts the run over as its own."""
+    target = tmp_path / "mine"
+    target.mkdir()
+    shutil.copy(oracle_run / "traces.jsonl", target / "traces.jsonl")  # 100 % purchases: not this plan's
+    manifest = target / "manifest.json"
+    if kind == "dangling":
+        manifest.symlink_to(tmp_path / "nowhere" / "manifest.json")
+    elif kind == "directory":
+        manifest.mkdir()
+    else:
+        manifest.symlink_to(random_run / "manifest.json")
+    before = _snapshot(target)
+    capsys.readouterr()
+    assert _eval(prepared_dir, target, "random") == 2
+    err = capsys.readouterr().err
+    assert "manifest.json" in err and ("symbolic link" in err or "is a directory" in err), err
+    assert _snapshot(target) == before
+    if kind != "directory":
+        assert _eval(prepared_dir, target, "random", "--force") == 0
+        assert manifest.is_file() and not manifest.is_symlink()
+        summary = json.loads((target / "summary.json").read_text())
+        assert summary["primary"] == json.loads((random_run / "summary.json").read_text())["primary"]

@@ -262,13 +262,28 @@ def test_a_manifest_that_is_not_json_is_refused(copy_dir: Path) -> None:
         Catalog.from_data_dir(copy_dir)
 
 
+def test_a_stamp_copied_with_the_directory_vouches_for_nothing(copy_dir: Path, tmp_path: Path) -> None:
+    """A copy (shutil.copytree keeps mtimes and the stamp) has new inodes and ctimes: every file is hashed again,
+    so a same-size edit with the old mtime in the copy is refused at its first open."""
+    again = tmp_path / "again"
+    shutil.copytree(copy_dir, again)
+    target = again / "exclusions.json"
+    before = target.stat()
+    data = bytearray(target.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    _refused(again, "exclusions.json")
+
+
 def test_full_verification_ignores_the_stamp(copy_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stamp = json.loads((copy_dir / STAMP_FILE).read_text("utf-8"))
     target = copy_dir / "exclusions.json"
     target.write_text(target.read_text("utf-8").replace("asin", "asiN", 1), "utf-8")
     now = target.stat()
     stamp["exclusions.json"]["stat"] = [*stamp["exclusions.json"]["stat"][:2], now.st_size, now.st_mtime_ns, now.st_ctime_ns]
-    (copy_dir / STAMP_FILE).write_text(json.dumps(stamp), "utf-8")  # a forged stamp hides the edit ...
+    (copy_dir / STAMP_FILE).write_text(json.dumps(stamp), "utf-8")  # a forged stamp hides the edit (by design:
+    # someone who writes the directory on purpose can as well rewrite manifest.json; integrity.py says so) ...
     Catalog.from_data_dir(copy_dir)
     monkeypatch.setenv("SHOPSIMRL_VERIFY", "full")  # ... unless verification is forced to hash everything
     _refused(copy_dir, "exclusions.json")

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from live_server import serve_command
 from shopsimrl.env import ShopWorld
 from shopsimrl.server import AsyncShopClient
 
@@ -37,22 +38,9 @@ def _children(pid: int) -> list[int]:
 @pytest.fixture(scope="module")
 def front(prepared_dir):
     port = _port()
-    process = subprocess.Popen([sys.executable, "-m", "shopsimrl.cli", "serve", "--data", str(prepared_dir), "--port",
-                                str(port), "--workers", "2", "--slots", "6", "--wait-timeout", "30"])
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert process.poll() is None and time.monotonic() < deadline, "serve --workers did not start"
-        time.sleep(0.1)
-    yield base, process
-    if process.poll() is None:
-        process.terminate()
-        process.wait(timeout=20)
+    with serve_command(["serve", "--data", str(prepared_dir), "--port", str(port), "--workers", "2", "--slots", "6",
+                        "--wait-timeout", "30"], port=port) as process:
+        yield f"http://127.0.0.1:{port}", process
 
 
 def test_health_adds_up_the_workers(front):

@@ -6,9 +6,17 @@ one's presence and size, then its SHA-256, and refuses the first mismatch with a
 
 Cost: hashing reads every byte (about 0.1 s for the default catalog). To keep a million-product catalog's
 open fast, a successful check leaves a stamp (``.verified.json``: each file's device, inode, size, mtime and
-ctime with its hash); a later open re-hashes only files whose stat differs from their stamp. Any write
-through the file system changes ctime, which no user call can set back, so an edited, cut, replaced or
-deleted file is always re-hashed and refused. ``SHOPSIMRL_VERIFY=full`` ignores the stamp.
+ctime with its hash); a later open re-hashes only files whose stat differs from their stamp.
+
+What this protects against, precisely: *accidental* change. Any write through the file system changes the
+file's ctime, which no user call can set back, and a copy or a replacement has another inode, so a file that
+was edited (even to its old size, with its old mtime restored), cut, replaced, deleted, or copied in with a
+stamp from elsewhere is re-hashed and refused. It is not a defence against someone who can write the directory
+*on purpose*: the stamp is a cache of this machine's own checks, not a signature, and such a person can write a
+stamp matching an edited file's new stat, or as easily rewrite ``manifest.json``'s hashes (nothing in the
+directory is authenticated, and a key kept beside the data would be equally writable). Trust in a data directory
+is trust in whoever can write it: keep it unwritable by others. ``SHOPSIMRL_VERIFY=full`` ignores the stamp
+(``tests/test_open_stored.py`` pins both sides of this line).
 """
 
 from __future__ import annotations

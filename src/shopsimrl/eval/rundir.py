@@ -5,7 +5,8 @@ on close), so killing the evaluator loses at most the episodes still in flight; 
 ``episode_id`` wins and a broken line (a line cut by a crash) is skipped when reading, and its line number
 is kept so that a resume can say so. A directory holds one plan: a manifest with another fingerprint, or one
 whose plan is missing, is refused before anything is written, and so is a non-empty directory without a manifest
-of its own (its traces would be adopted as this run's results and its files overwritten).
+of its own (its traces would be adopted as this run's results and its files overwritten): a manifest of its own is
+a regular file, never a symbolic link (dangling or to another run's manifest).
 """
 
 from __future__ import annotations
@@ -131,9 +132,19 @@ class RunDir:
     def summary_path(self) -> Path:
         return self.root / SUMMARY_FILE
 
+    def _has_manifest(self) -> bool:
+        """Whether the directory has a manifest of its own. A symbolic link named ``manifest.json`` (dangling, or to
+        another run's manifest of the same plan) is refused, so that no directory is adopted on another's manifest."""
+        path = self.manifest_path
+        if path.is_symlink():
+            raise RunDirError(f"{path} is a symbolic link (to {os.readlink(path)}), not a manifest of its own: eval "
+                              "adopts a run directory only on the manifest it wrote there; use a new --out "
+                              "directory (or --force to start over)")
+        return path.exists()  # a folder or a device: read_json_file refuses it with what it is
+
     def manifest(self) -> dict[str, Any]:
-        """The checked manifest: the right schema and a plan object with its job list."""
-        if not self.manifest_path.exists() and not self.manifest_path.is_symlink():
+        """The checked manifest: a regular file, the right schema and a plan object with its job list."""
+        if not self._has_manifest():
             raise RunDirError(f"{self.root} is not a run directory (no {MANIFEST_FILE})")
         manifest = read_json_file(self.manifest_path, error=RunDirError, expect=None)
         if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
@@ -153,7 +164,8 @@ class RunDir:
         A directory without a manifest must be empty (or absent): anything in it belongs to someone else.
         """
         self.root.mkdir(parents=True, exist_ok=True)
-        if not self.manifest_path.exists() and not self.manifest_path.is_symlink():
+        has_manifest = self._has_manifest()
+        if not has_manifest:
             foreign = sorted(entry.name for entry in self.root.iterdir() if entry.name not in RUN_CACHES)
             if foreign:
                 shown = ", ".join(foreign[:5]) + (f", … ({len(foreign) - 5} more)" if len(foreign) > 5 else "")
@@ -162,7 +174,7 @@ class RunDir:
                     f"{self.root} is not empty ({shown}) and has no {MANIFEST_FILE} of its own: eval will not adopt "
                     "its files as this run's results nor overwrite them; use a new --out directory"
                     + (" (or --force to replace them)" if removable else ""))
-        if self.manifest_path.exists():
+        if has_manifest:
             existing = self.manifest()
             if existing.get("plan_fingerprint") != plan.fingerprint:
                 raise RunDirError(

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from ..contract import SINGLE_TURN
 from ..env.tools import TOOLS, tool_named
@@ -17,8 +18,11 @@ from ..versions import EPISODE_LIMITS
 
 
 def _registered(name: str) -> str:
+    """A ``PydanticCustomError``, not a ``ValueError``: OpenEnv sends ``errors()`` back as JSON, and a
+    ``ValueError`` in an error's context cannot be serialised (the session would end with SESSION_ERROR)."""
     if tool_named(name) is None:
-        raise ValueError(f"unknown tool {name!r}; the tools are {[tool.name for tool in TOOLS]}")
+        raise PydanticCustomError("unknown_tool", "unknown tool '{name}'; the tools are {tools}",
+                                  {"name": name, "tools": ", ".join(tool.name for tool in TOOLS)})
     return name
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError, WorkerUnavailableError
-from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
+from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, client_eof, http_protocol
 from .app import FREE_SLOTS_HEADER, decode, json_int
 from .guard import Guard, run_cancelling_on_disconnect
 from .http_errors import admit, encode, error_payload, status_of
@@ -48,12 +48,28 @@ class _Conn:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
+        self.ended = False  # our side ended its input (the client's half-close, relayed): not reusable
 
-    async def exchange(self, head: bytes, body: bytes, *, bodiless: bool = False,
+    async def exchange(self, head: bytes, body: bytes, *, bodiless: bool = False, ended: asyncio.Event | None = None,
                        ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-        """Send one request, read its answer; ``bodiless`` (HEAD) answers carry headers only."""
+        """Send one request, read its answer; ``bodiless`` (HEAD) answers carry headers only. ``ended`` (the
+        client's end of input) is relayed to the worker as ours, so it answers as one process would."""
         self.writer.write(head + body)
         await self.writer.drain()
+        relay = asyncio.ensure_future(self._relay(ended)) if ended is not None else None
+        try:
+            return await self._read_answer(bodiless)
+        finally:
+            if relay is not None:
+                relay.cancel()
+
+    async def _relay(self, ended: asyncio.Event) -> None:
+        await ended.wait()
+        self.ended = True
+        if self.writer.can_write_eof():
+            self.writer.write_eof()
+
+    async def _read_answer(self, bodiless: bool) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         lines = (await self.reader.readuntil(b"\r\n\r\n"))[:-4].split(b"\r\n")
         status = int(lines[0].split(b" ", 2)[1])
         headers: list[tuple[bytes, bytes]] = []
@@ -85,7 +101,8 @@ class Worker:
         self._idle: list[_Conn] = []
 
     async def request(self, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
-                      *, timeout: float | None = EXCHANGE_TIMEOUT) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+                      *, timeout: float | None = EXCHANGE_TIMEOUT, ended: asyncio.Event | None = None,
+                      ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         """One exchange on a pooled connection; a connection that fails, times out or is cancelled is closed,
         so neither side keeps a half-used socket."""
         lines = [f"{method} ".encode() + target + b" HTTP/1.1", b"host: worker"]
@@ -98,11 +115,11 @@ class Worker:
             conn = _Conn(*await asyncio.wait_for(asyncio.open_unix_connection(self.socket_path), CONNECT_TIMEOUT))
         try:
             status, out_headers, data = await asyncio.wait_for(
-                conn.exchange(head, body, bodiless=method == "HEAD"), timeout)
+                conn.exchange(head, body, bodiless=method == "HEAD", ended=ended), timeout)
         except BaseException:
             conn.writer.close()
             raise
-        keep = True
+        keep = not conn.ended
         for name, value in out_headers:
             if name == FREE_SLOTS_HEADER:
                 self.free = int(value)
@@ -187,23 +204,24 @@ class Front:
         if scope.get("query_string"):
             target += b"?" + scope["query_string"]
         headers = list(scope.get("headers", []))
-        gone = asyncio.Event()
+        gone, ended = asyncio.Event(), client_eof(scope)
         if method == "POST" and (path == "/v1/sessions" or (path == "/api/shop_agent" and b"reset" in body)):
             # a reset may queue for a slot as long as the client waits: no timeout, but it ends with the client
-            await run_cancelling_on_disconnect(self._answer(method, path, target, headers, body, send, cors, None),
-                                               receive, gone)
+            await run_cancelling_on_disconnect(
+                self._answer(method, path, target, headers, body, send, cors, None, ended), receive, gone)
         else:
-            await self._answer(method, path, target, headers, body, send, cors, EXCHANGE_TIMEOUT)
+            await self._answer(method, path, target, headers, body, send, cors, EXCHANGE_TIMEOUT, ended)
 
     async def _answer(self, method: str, path: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes,
-                      send: Any, cors: list[tuple[bytes, bytes]], timeout: float | None) -> None:
+                      send: Any, cors: list[tuple[bytes, bytes]], timeout: float | None,
+                      ended: asyncio.Event | None = None) -> None:
         try:
             if path == "/healthz" and method == "GET":
                 status, out_headers, data = await self._health(headers)
             else:
                 targets = await self.route(method, path, body)
                 answers = await asyncio.gather(
-                    *(w.request(method, target, headers, body, timeout=timeout) for w in targets))
+                    *(w.request(method, target, headers, body, timeout=timeout, ended=ended) for w in targets))
                 status, out_headers, data = answers[0]
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
             error = WorkerUnavailableError(f"a worker process is not answering: {exc.__class__.__name__}")
@@ -252,7 +270,8 @@ def _worker_main(data: str, socket_path: str, index: int, first_slot: int, size:
                      guard=Guard(max_body_bytes=limits[0], trusted=True), max_response_chars=limits[1],
                      llm_shopper=ShopperEndpoint(shopper) if shopper is not None else None)
     uvicorn.run(app, uds=socket_path, log_level=log_level, access_log=False, proxy_headers=False,
-                server_header=False, date_header=False, timeout_keep_alive=24 * 3600)
+                server_header=False, date_header=False, timeout_keep_alive=24 * 3600,
+                http=http_protocol(EXCHANGE_TIMEOUT, EXCHANGE_TIMEOUT))  # the front's end of input reaches the app
 
 
 def _wait_ready(workers: list[Worker]) -> None:

@@ -28,6 +28,7 @@ from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import InvalidRequestError, ShopSimError
 from ..versions import ENVIRONMENT_VERSION, OBSERVATION_VERSION, PRIMARY_REWARD
 from ._api_docs import install_offline_docs
+from ._protocol import client_eof
 from ._v1 import v1_router
 from .guard import Guard, replay_receive, run_cancelling_on_disconnect, with_headers
 from .http_errors import (
@@ -353,7 +354,8 @@ class ServiceApp(FastAPI):
         else:
             handler = super().__call__(scope, inner, send)
         if method == "POST" and (path == "/v1/sessions" or (path == "/api/shop_agent" and b"reset" in raw)):
-            await run_cancelling_on_disconnect(handler, receive, gone)  # a queued reset leaves with its client
+            await run_cancelling_on_disconnect(handler, receive, gone, client_eof(scope))  # a queued reset leaves
+            # with its client (a hang-up, or the end of its input)
         else:
             await handler
 

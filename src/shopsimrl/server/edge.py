@@ -6,7 +6,9 @@ routing); the other servers are apps this module wraps in ``GuardedApp``, which 
 every HTTP request and WebSocket handshake, caps bodies, refuses text that is not Unicode, and checks each
 WebSocket message before the wrapped app sees it: a message that is too large, binary, not a JSON object,
 nested too deep or not Unicode is answered with an error in OpenEnv's shape and the session goes on. A socket
-that sends nothing for ``idle_timeout`` seconds is closed and its session freed, like an idle lease.
+that sends nothing for ``idle_timeout`` seconds is closed with ``IDLE_CLOSE_CODE`` (1001, "going away") and its
+session freed, like an idle lease; a socket that keeps sending lives as long as its client wants (the header
+timeout ends with the upgrade, ``server/_protocol.py``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from ..errors import ShopSimError
 from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
 from .guard import (
     DEFAULT_MAX_BODY_BYTES,
+    MAX_JSON_DEPTH,
     Guard,
     InvalidText,
+    NestedTooDeep,
     Refusal,
+    check_nesting,
     check_text,
     is_loopback,
     replay_receive,
@@ -32,7 +37,6 @@ from .guard import (
 from .http_errors import admit
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024  # one WebSocket message (a step is a few hundred bytes)
-MAX_JSON_DEPTH = 64  # nesting of a WebSocket message (json would recurse ~1000 deep, then fail the session)
 IDLE_CLOSE_CODE = 1001  # "going away": the server reclaimed the idle session
 
 
@@ -105,31 +109,19 @@ def message_problem(message: dict[str, Any], max_bytes: int) -> str | None:
     if len(text) > max_bytes:  # characters bound the bytes within 4x; the frame itself is capped by uvicorn
         return f"message of {len(text)} characters; this server accepts at most {max_bytes} (--max-message-bytes)"
     try:
+        check_nesting(text)  # before the parse: json would recurse ~1000 deep, then fail the session
         value = json.loads(text)
-    except RecursionError:
+    except NestedTooDeep:
         return f"message nested deeper than {MAX_JSON_DEPTH} levels"
     except ValueError as exc:
         return f"Invalid JSON: {exc}"
     if not isinstance(value, dict):
         return f"a message must be a JSON object, got {type(value).__name__}"
-    if _depth(value) > MAX_JSON_DEPTH:
-        return f"message nested deeper than {MAX_JSON_DEPTH} levels"
     try:
         check_text(text)
     except InvalidText as exc:
         return str(exc)
     return None
-
-
-def _depth(value: Any) -> int:
-    """The nesting depth of decoded JSON, walked without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
 
 
 class GuardedApp:
@@ -169,12 +161,20 @@ class GuardedApp:
             await send({"type": "websocket.close", "code": 1008})  # before accept: an HTTP 403 to the client
             return
         idle = self.idle_timeout
+        reclaimed = False
+
+        async def app_send(message: dict[str, Any]) -> None:
+            if not reclaimed:  # after an idle close the app's own close (code 1000) must not reach the socket
+                await send(message)
 
         async def checked() -> dict[str, Any]:
+            nonlocal reclaimed
             while True:
                 try:
                     message: dict[str, Any] = await (asyncio.wait_for(receive(), idle) if idle else receive())
-                except asyncio.TimeoutError:  # the app sees its client leave: it frees the session and closes
+                except asyncio.TimeoutError:  # closed here with the documented code; the app frees the session
+                    reclaimed = True
+                    await send({"type": "websocket.close", "code": IDLE_CLOSE_CODE, "reason": "idle"})
                     return {"type": "websocket.disconnect", "code": IDLE_CLOSE_CODE}
                 if message["type"] != "websocket.receive":
                     return message
@@ -184,4 +184,4 @@ class GuardedApp:
                 code = "INVALID_JSON" if problem.startswith("Invalid JSON") else "VALIDATION_ERROR"
                 await send({"type": "websocket.send", "text": _error_message(problem, code)})
 
-        await self.app(scope, checked, send)
+        await self.app(scope, checked, app_send)

@@ -64,6 +64,11 @@ class InvalidText(Refusal):
     refused before any handler sees it, so it can reach no session, search, page or log."""
 
 
+class NestedTooDeep(Refusal):
+    """A JSON body or message nested deeper than ``MAX_JSON_DEPTH``: refused before any parser recurses into it
+    (Python's ``json`` overflows its stack near 1,000 levels: a 500 or a lost WebSocket session)."""
+
+
 @dataclass(frozen=True)
 class Preflight:
     """The answer to an allowed CORS preflight (``OPTIONS`` from a listed origin): 204 with the CORS headers and
@@ -78,8 +83,36 @@ class Preflight:
         await send({"type": "http.response.body", "body": b""})
 
 
+MAX_JSON_DEPTH = 64  # arrays and objects inside each other; every body and message of every server is far shallower
+#: A JSON string (escapes included, unrolled so the match stays linear) or a bracket: what nesting depth counts.
+_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_OPENERS = frozenset(b"[{")
+
+
+def check_nesting(body: bytes | str) -> None:
+    """Raise ``NestedTooDeep`` when the JSON ``body`` nests arrays and objects deeper than ``MAX_JSON_DEPTH``.
+
+    A scan of the bytes, never a parse, so it cannot overflow itself; a body with no more brackets than the
+    limit (most requests) is passed after two counts. Text that is not JSON is left to its route's answer."""
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    if raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return
+    depth = 0
+    for match in _STRUCTURE.finditer(raw):
+        first = raw[match.start()]
+        if first in _OPENERS:
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise NestedTooDeep(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels of arrays and "
+                                    f"objects; no request of this server needs more")
+        elif first != 0x22:  # a closing bracket (a string token starts with '"')
+            depth -= 1
+
+
 #: A ``\uD800``-``\uDFFF`` escape: only a body with one can decode to a lone surrogate (UTF-8 bytes cannot).
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: A surrogate encoded as UTF-8 bytes (never valid UTF-8; ``\xed`` is always a lead byte, so the match is exact).
+_ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]")
 
 
 def check_text(body: bytes | str) -> None:
@@ -89,6 +122,10 @@ def check_text(body: bytes | str) -> None:
     so that nesting cannot overflow the stack). A body that is not JSON is left to its route's own answer.
     """
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    encoded = _ENCODED_SURROGATE.search(raw)
+    if encoded is not None:  # json.loads(bytes) decodes with surrogatepass: these would reach the handler
+        raise InvalidText(f"the request holds text that is not valid Unicode: a lone surrogate encoded as bytes "
+                          f"({encoded.group()!r}) at byte {encoded.start()}; send UTF-8 text")
     if _SURROGATE_ESCAPE.search(raw) is None:
         return
     try:
@@ -315,15 +352,23 @@ def with_headers(send: Any, extra: list[tuple[bytes, bytes]]) -> Any:
     return sending
 
 
-async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any) -> None:
+async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any, ended: Any = None) -> None:
     """Await ``handler`` (a coroutine); cancel it if the client disconnects first.
 
     A queued reset is the case this is for: without it a dead client's reset stays in the lease queue and the
-    next free slot goes to it (uvicorn never cancels a request whose client left, it only reports it).
+    next free slot goes to it (uvicorn never cancels a request whose client left, it only reports it). ``ended``
+    (the request's end-of-input event, server/_protocol.py) reaches the lease pool: a reset that must queue
+    leaves the queue when it is set, with an answer a half-closed client still reads.
     """
     import asyncio
 
-    task = asyncio.ensure_future(handler)
+    from .leases import CLIENT_EOF
+
+    token = CLIENT_EOF.set(ended)
+    try:
+        task = asyncio.ensure_future(handler)  # the task copies the context: the pool sees ``ended``
+    finally:
+        CLIENT_EOF.reset(token)
 
     async def watch() -> None:
         while (await receive())["type"] != "http.disconnect":

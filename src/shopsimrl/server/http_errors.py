@@ -42,10 +42,12 @@ from .guard import (
     Guard,
     HostNotServed,
     InvalidText,
+    NestedTooDeep,
     Preflight,
     Refusal,
     Unauthorized,
     UnsupportedMediaType,
+    check_nesting,
     check_text,
     read_limited,
 )
@@ -90,6 +92,7 @@ ERROR_TABLE: tuple[ErrorRow, ...] = (
     ErrorRow(Unauthorized, 401, "unauthorized"),
     ErrorRow(UnsupportedMediaType, 415, "unsupported_media_type"),
     ErrorRow(InvalidText, 400, "invalid_text"),
+    ErrorRow(NestedTooDeep, 400, "nested_too_deep"),
     # any other library error: the request could not be served as sent
     ErrorRow(ShopSimError, 400, "bad_request"),
 )
@@ -180,6 +183,7 @@ async def admit(guard: Guard, scope: dict[str, Any], receive: Any, send: Any
         if body is None:
             return None
         guard.check_type(scope, body, cors)
+        check_nesting(body)
         check_text(body)
     except Refusal as refusal:
         await send_refusal(send, refusal)

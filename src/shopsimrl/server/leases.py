@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import time
 import uuid
 from collections import deque
@@ -18,6 +19,30 @@ from typing import Any, Generic, TypeVar
 from ..errors import InvalidRequestError, LeaseError, PoolTimeout
 
 T = TypeVar("T")
+#: The request's end-of-input event (server/_protocol.py ``CLIENT_EOF``), set by the app around a reset: a reset
+#: that must queue leaves the queue when its client ends its input (a half-close, or a hang-up, which looks the
+#: same), while one that finds a free slot is served and answered.
+CLIENT_EOF: contextvars.ContextVar[asyncio.Event | None] = contextvars.ContextVar("client_eof", default=None)
+
+
+async def _first_of(waiter: asyncio.Future[int], ended: asyncio.Event | None, timeout: float | None) -> int | None:
+    """The slot ``waiter`` is handed; None if ``ended`` is set first, TimeoutError after ``timeout``.
+    The waiter itself is never cancelled here (the caller abandons it, handing on a slot it got at the last
+    moment)."""
+    if ended is None:
+        return await asyncio.wait_for(asyncio.shield(waiter), timeout)
+    watch: asyncio.Future[Any] = asyncio.ensure_future(ended.wait())
+    pending: set[asyncio.Future[Any]] = {waiter, watch}
+    try:
+        await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if waiter.done():  # a cancelled waiter raises CancelledError here, as the shielded wait does
+        slot: int = waiter.result()
+        return slot
+    if ended.is_set():
+        return None
+    raise asyncio.TimeoutError
 
 
 @dataclass
@@ -73,13 +98,18 @@ class LeasePool(Generic[T]):
             waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
-                slot = await asyncio.wait_for(asyncio.shield(waiter), wait_timeout)
+                handed = await _first_of(waiter, CLIENT_EOF.get(), wait_timeout)
             except asyncio.TimeoutError as exc:
                 self._abandon(waiter)
                 raise PoolTimeout(f"no environment slot became free within {wait_timeout} s") from exc
             except asyncio.CancelledError:  # the client left (or the server stops): no ghost in the queue
                 self._abandon(waiter)
                 raise
+            if handed is None:
+                self._abandon(waiter)
+                raise PoolTimeout("no environment slot was free, and the client ended its input while the reset "
+                                  "queued: it left the queue")
+            slot = handed
         lease = Lease(slot, self.lease_prefix + uuid.uuid4().hex, session, self._clock())
         self._leases[slot] = lease
         self._slot_of[lease.lease_id] = slot
