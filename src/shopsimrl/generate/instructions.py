@@ -48,7 +48,7 @@ class Requirements:
 
 def tidy(text: str) -> str:
     """Drop the separators that empty slots leave behind (``，，`` → ``，``, ``，。`` → ``。``)."""
-    text = text.replace("的的", "的").replace("用用", "用")
+    text = text.replace("的的", "的").replace("用用", "用").replace("在在", "在")
     text = _EMPTY_CLAUSES.sub("", text)
     text = _AFTER_STOP.sub(lambda match: match.group(1), text)
     text = _LEADING.sub("", text)
@@ -75,10 +75,16 @@ def join_attributes(
     if len(items) == 1:
         return items[0]
     if len(items) == 2:
-        return str(pick(rng, vocab.text["attr_joiners"])).join(items)
-    if rng.random() < 0.5:
+        joiner = str(pick(rng, vocab.text["attr_joiners"]))
+        return (joiner if not _runs_on(items[0], joiner) else "、").join(items)
+    if rng.random() < 0.5 and not _runs_on(items[-2], "和"):
         return "、".join(items[:-1]) + "和" + items[-1]
     return "、".join(items)
+
+
+def _runs_on(item: str, joiner: str) -> bool:
+    """v8: a joiner that would double the item's last character (温和 + 和 → 温和和男女都能用)."""
+    return bool(joiner) and item.endswith(joiner[0])
 
 
 def spoken_amount(value: str, vocab: Vocabulary, rng: random.Random) -> str:
