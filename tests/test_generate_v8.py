@@ -13,18 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shopsimrl.budget import parse_budget
-from shopsimrl.generate import DEFAULT_SEED, GeneratedCatalog, GeneratorConfig, build_catalog
+from shopsimrl.generate import DEFAULT_SEED, GeneratedCatalog, GeneratorConfig, build_catalog, text_check
 from shopsimrl.generate.budgets import make_budget
 from shopsimrl.generate.confusers import with_phrase
 from shopsimrl.generate.products import no_repeats
 from shopsimrl.generate.realism import rule_violations
 from shopsimrl.generate.tells import budget_figures, cue_figures, option_figures, price_field_figures
-from shopsimrl.generate.text_check import (
-    catalog_text_problems,
-    ends_in_other_product,
-    persona_text_problems,
-    repeated_phrase,
-)
 from shopsimrl.generate.vocabulary import load_vocabulary
 
 MEDIUM = GeneratorConfig(products=3000, two_axis_products=90, persona_tasks=600)
@@ -50,7 +44,7 @@ def _persona(searches: list[str], prefs: dict | None = None) -> dict:
     ],
 )
 def test_the_validator_rejects_each_broken_persona_form(searches: list[str], prefs: dict | None, kind: str) -> None:
-    problems = persona_text_problems("帮我找一个保温杯", _persona(searches, prefs))
+    problems = text_check.persona_text_problems("帮我找一个保温杯", _persona(searches, prefs))
     assert problems and kind in problems[0]
 
 
@@ -59,18 +53,18 @@ def test_the_validator_passes_natural_persona_text() -> None:
         ["翻毛皮的方向盘套有没有好用又耐用的", "碎肉机怎么选", "手帐用荧光笔 柔和", "拖把 加6块布"],
         {"套餐": ["带充电器和收纳包"], "功能": ["静音", "防滑"], "尺码": ["XL"]},
     )
-    assert persona_text_problems("找一个温和、男女都能用的洗面奶，预算300元左右", persona) == []
+    assert text_check.persona_text_problems("找一个温和、男女都能用的洗面奶，预算300元左右", persona) == []
 
 
 def test_the_validator_rejects_repeated_title_phrases_and_titles_ending_in_another_product() -> None:
-    assert repeated_phrase("帝拓防呛易清洗防胀气奶瓶防胀气奶瓶升级款") == "防胀气奶瓶"
-    assert repeated_phrase("HN1666 润星批发简约计算器 财务专用 财务专用") == "财务专用"
-    assert repeated_phrase("适用卧室 骏威大号四件套 床单被套 适用卧室") == "适用卧室"
-    assert repeated_phrase("鹿乐 方向盘套 真皮吸汗 真皮方向盘套") is None  # keyword stuffing, as shops do
+    assert text_check.repeated_phrase("帝拓防呛易清洗防胀气奶瓶防胀气奶瓶升级款") == "防胀气奶瓶"
+    assert text_check.repeated_phrase("HN1666 润星批发简约计算器 财务专用 财务专用") == "财务专用"
+    assert text_check.repeated_phrase("适用卧室 骏威大号四件套 床单被套 适用卧室") == "适用卧室"
+    assert text_check.repeated_phrase("鹿乐 方向盘套 真皮吸汗 真皮方向盘套") is None  # keyword stuffing, as shops do
     title = "博威便携车载吸尘器 冰丝防滑汽车坐垫搭档 座垫"
-    assert ends_in_other_product(title, ["车载吸尘器", "吸尘器"], ["汽车坐垫", "座垫"]) == "座垫"
-    assert ends_in_other_product("恒德商用电磁炉 G-7552 配数据线", ["电磁炉"], ["数据线"]) == "数据线"
-    assert ends_in_other_product("优雅 车衣 易安装加厚 防晒", ["车衣", "防晒"], ["防晒霜"]) is None
+    assert text_check.ends_in_other_product(title, ["车载吸尘器", "吸尘器"], ["汽车坐垫", "座垫"]) == "座垫"
+    assert text_check.ends_in_other_product("恒德商用电磁炉 G-7552 配数据线", ["电磁炉"], ["数据线"]) == "数据线"
+    assert text_check.ends_in_other_product("优雅 车衣 易安装加厚 防晒", ["车衣", "防晒"], ["防晒霜"]) is None
 
 
 _CJK = st.text(alphabet=st.sampled_from("新款运动鞋防胀气奶瓶用装 "), min_size=0, max_size=30)
@@ -79,7 +73,7 @@ _CJK = st.text(alphabet=st.sampled_from("新款运动鞋防胀气奶瓶用装 ")
 @given(_CJK)
 def test_no_repeats_leaves_no_repeated_phrase(text: str) -> None:
     cleaned = no_repeats(" ".join(text.split()))
-    assert repeated_phrase(cleaned) is None
+    assert text_check.repeated_phrase(cleaned) is None
     assert not re.search(r"(用|装|款)\1", cleaned)
 
 
@@ -90,7 +84,7 @@ def test_a_seller_phrase_never_ends_a_title(title: str, inside: bool) -> None:
 
 
 def test_the_medium_catalog_has_no_broken_text(medium: GeneratedCatalog) -> None:
-    assert catalog_text_problems(medium.records) == []
+    assert text_check.catalog_text_problems(medium.records) == []
 
 
 def test_ceilings_sit_near_the_gold_price_and_bind() -> None:
