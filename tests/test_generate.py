@@ -733,7 +733,7 @@ def _product_name(text: str, leaf_noun: str, synonyms: tuple[str, ...]) -> str |
 
 def test_short_request_names_the_product_as_its_listing_does(full: GeneratedCatalog) -> None:
     """v6.1: a short request (a search-box query) names the product by a word its gold title carries in ~90% of
-    persona tasks (v6: 68%, which put simple Recall@20 7 points below the real archive's 69%); the full
+    persona tasks (v8: ~96%; v6: 68%, which put simple Recall@20 7 points below the real archive's 69%); the full
     instruction keeps paraphrasing it by other synonyms (~32%)."""
     leaves = {leaf.name: leaf for leaf in load_vocabulary().leaves}
     persona = [record for record in full.records if record.get("user_persona")]
@@ -746,5 +746,5 @@ def test_short_request_names_the_product_as_its_listing_does(full: GeneratedCata
         simple_off += simple not in record["title"]
         named = _product_name(instruction["instruction"], leaf.noun, leaf.synonyms)
         full_off += named is not None and named not in record["title"]
-    assert 0.04 <= simple_off / len(persona) <= 0.14
+    assert 0.02 <= simple_off / len(persona) <= 0.08  # v8: OTHER_SYNONYM_SHARE 5% (v6.1–v7.1: 10%, 0.04–0.14)
     assert 0.25 <= full_off / len(persona) <= 0.40
