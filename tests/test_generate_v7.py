@@ -14,6 +14,7 @@ from shopsimrl.generate.decidable import plain_of, task_problems
 from shopsimrl.generate.phrasing import held_out_form, split_forms
 from shopsimrl.generate.products import no_repeats
 from shopsimrl.generate.realism import rule_violations, v7_figures
+from shopsimrl.generate.tells import price_field_figures
 from shopsimrl.generate.vocabulary import load_vocabulary
 
 MEDIUM = GeneratorConfig(products=3000, two_axis_products=90, persona_tasks=600)
@@ -89,8 +90,12 @@ def test_the_check_fails_a_competing_option_value_a_hidden_budget_and_a_missing_
 def test_user_fields_are_the_users_not_the_golds(medium: GeneratedCatalog) -> None:
     figures = v7_figures(medium.records, medium.audits)
     assert figures["user_fields_fixed_share"] == 1.0  # v6.1: tags and 平均客单价 changed from task to task
-    assert abs(figures["avg_order_gold_log_correlation"]) < 0.35  # v6.1: 0.947
-    assert figures["price_range_contains_gold_share"] < 0.8  # v6.1: 1.0
+    # v8: 平均客单价 and 价格区间 follow the stated ceiling (v7.1 drew them at random, so they contradicted the
+    # request); given the ceiling they say nothing about the gold (v6.1 followed the gold price itself: 0.947)
+    fields = price_field_figures(medium.records, medium.audits)
+    assert abs(fields["avg_gold_partial_corr"]) < 0.15
+    assert abs(fields["range_gold_partial_corr"]) < 0.15
+    assert fields["field_probe_gain"] <= 2.0
     for record, _ in _persona(medium):
         fields = record["user_persona"]
         assert rule_violations(fields["人口属性"], fields["用户标签"]) == []
@@ -105,9 +110,10 @@ def test_tag_rules_catch_v61_breaks() -> None:
 
 def test_budgets_place_the_gold_near_chance_among_fitting_listings(medium: GeneratedCatalog) -> None:
     figures = v7_figures(medium.records, medium.audits)
-    # v6.1: the gold was the dearest fitting listing of its leaf in 28.6% of tasks (chance ~8.5%)
-    assert figures["gold_dearest_in_budget_share"] < 3 * figures["gold_dearest_chance"]
-    assert 0.35 <= figures["gold_budget_rank"] <= 0.75
+    # v6.1: the gold was the dearest fitting listing of its leaf in 28.6% of tasks (chance ~8.5%); v8 (ceilings near
+    # the gold price, issue 41): at most 5 points above chance
+    assert figures["gold_dearest_in_budget_share"] - figures["gold_dearest_chance"] <= 0.05
+    assert 0.35 <= figures["gold_budget_rank"] <= 0.85
 
 
 def test_held_out_users_draw_phrasing_no_train_persona_uses(medium: GeneratedCatalog) -> None:

@@ -5,11 +5,10 @@ evidence). The ceiling a phrase implies is the one the budget parser computes: a
 gives ``round(A * 1.1, 8)``, a hard bound or a range gives its upper end, and per-unit, lower-only and
 missing budgets give no ceiling. Amounts are "round" numbers that admit the gold SKU.
 
-v7: the ceiling belongs to the shopper, not to the gold SKU. In v6.1 it sat just above the gold (and below the
-product's next dearer SKU), so "the dearest listing that still fits" was the gold in 28.6% of tasks (chance
-about 8.5%). Now the ceiling is drawn so that the gold's log-price is uniformly placed between the leaf's
-cheapest level and the ceiling (:func:`chance_ceiling`): the gold's rank among the in-budget listings of its
-leaf is close to chance (measured by ``realism.gold_budget_position``).
+v7 drew the ceiling at a random log-position of the leaf's range (up to 5× the gold price), so budgets rarely bound.
+v8: the ceiling is near the gold price (:func:`near_ceiling`, median about 1.25×), so dearer SKUs and listings of
+the leaf often do not fit and the price must be checked; a leaf holds enough listings between the gold and the
+ceiling that the gold is rarely the dearest one that fits (``realism.v7_figures``, ``tells.budget_figures``).
 """
 
 from __future__ import annotations
@@ -117,33 +116,44 @@ def composed_template(rng: random.Random, groups: Sequence[Mapping[str, Sequence
     Each group's heads, links and tails combine freely; a group is drawn by its number of combinations."""
     sizes = [len(g["heads"]) * len(g["links"]) * len(g["tails"]) for g in groups]
     group = weighted_choice(rng, list(zip(map(float, sizes), groups, strict=True)))
-    return f"{pick(rng, group['heads'])}{pick(rng, group['links'])}{{n}}{{cur}}{pick(rng, group['tails'])}"
+    head, link = str(pick(rng, group["heads"])), str(pick(rng, group["links"]))
+    if head and link and head[-1] == link[0]:  # v8: 预算在 + 在… would say 在 twice
+        link = link[1:]
+    return f"{head}{link}{{n}}{{cur}}{pick(rng, group['tails'])}"
 
 
 def _ceiling_of(kind: str, amount: float) -> float:
     return approximate_ceiling(amount) if kind == "approximate_upper" else float(amount)
 
 
-CHANCE_POSITION = (0.15, 1.0)
-"""v7: the gold's position u (0 = the leaf's cheapest level, 1 = the ceiling, on a log scale) is drawn from this
-range; below 0.15 a ceiling would be many times the gold price, which no shopper writes."""
-MAX_CEILING_RATIO = 5.0
+CEILING_LOG_MEAN = 0.28
+"""v8: the ceiling over the gold SKU's price is ``exp(0.02 + Exponential(mean 0.28))``, capped at 4×: median 1.24×,
+p75 1.5×, p95 2.4× before rounding (v7.1: a log-position in the leaf's range, median 2.13×, 28% at the 5× cap).
+Real shoppers state a budget near what they buy, so the dearer SKUs and listings of the leaf often do not fit."""
+MAX_CEILING_RATIO = 4.0
+APPROXIMATE_LOG_MEAN = 0.22
+"""v8: a ``左右`` amount over the gold price is ``exp(-0.09 + Exponential(mean 0.22))`` (its ceiling, 1.1× the
+amount, still admits the gold): median 1.05×, rarely above 2× (v7.1: half at 2× or more)."""
+RANGE_LOW_LOG = (0.0, 0.12)
+RANGE_HIGH_LOG = (0.02, 0.15)
+"""v8: a range (``价格在750-880元之间``) runs from the gold price over ``exp(U(0, 0.12))`` (rounded down) to the gold
+price times ``exp(U(0.02, 0.15))`` (rounded up to a fitting amount): median high/low about 1.15 before rounding, as
+in the real annotations (v7.1: the ceiling minus 1–3 steps, median 1.95, 48% over 2×)."""
 
 
-def chance_ceiling(gold: float, price_range: tuple[float, float] | None, rng: random.Random) -> float:
-    """A target ceiling that puts ``gold`` at a random log-position between the leaf's low level and it."""
-    if price_range is None:
-        return gold * math.exp(rng.uniform(0.02, 0.5))
-    low = min(price_range[0], gold) * 0.9
-    position = rng.uniform(*CHANCE_POSITION)
-    target = math.exp(math.log(low) + math.log(gold / low) / position)
-    return min(max(target, gold * 1.02), gold * MAX_CEILING_RATIO)
+def near_ceiling(gold: float, kind: str, rng: random.Random) -> float:
+    """v8: a target ceiling near the gold price (the distribution above); the amount is rounded from it."""
+    if kind == "approximate_upper":
+        ratio = math.exp(-0.09 + rng.expovariate(1 / APPROXIMATE_LOG_MEAN)) * APPROXIMATE_MULTIPLIER
+    else:
+        ratio = math.exp(0.02 + rng.expovariate(1 / CEILING_LOG_MEAN))
+    return gold * min(max(ratio, 1.0), MAX_CEILING_RATIO)
 
 
 def _fitting_amount(kind: str, gold: float, target: float, rng: random.Random) -> float:
     """A round amount near ``target`` whose ceiling admits ``gold``."""
     base = price_step(target)
-    step = base * (5 if rng.random() < 0.15 else 2 if rng.random() < 0.3 else 1)
+    step = base * (5 if rng.random() < 0.1 and target > 10 * base else 2 if rng.random() < 0.3 else 1)
     if kind == "approximate_upper":
         amount = max(step, round(target / APPROXIMATE_MULTIPLIER / step) * step)
     else:
@@ -167,7 +177,7 @@ def make_budget(
 ) -> Budget:
     """Draw a budget kind (unless given) and write its clause for a gold SKU costing ``gold_price``.
 
-    ``price_range`` is the leaf's price level (low, high), which places the ceiling (:func:`chance_ceiling`).
+    v8: the ceiling is drawn near the gold price (:func:`near_ceiling`); ``price_range`` is kept for callers.
     """
     if kind is None:
         kind = weighted_choice(rng, [(w, k) for k, w in table["kind_weights"].items()])
@@ -176,12 +186,11 @@ def make_budget(
     if kind == "no_budget":
         return Budget(kind, "", None, None)
     if kind in UPPER_KINDS:
-        target = chance_ceiling(gold_price, price_range, rng)
+        target = near_ceiling(gold_price, kind, rng)
         if kind == "hard_upper" and rng.random() < float(table["hard_range_share"]):
-            high = _fitting_amount(kind, gold_price, target, rng)
             step = price_step(gold_price)
-            low = high - step * rng.randint(1, 3)
-            low = min(low, math.floor(gold_price / step) * step)
+            high = math.ceil(gold_price * math.exp(rng.uniform(*RANGE_HIGH_LOG)) / step) * step
+            low = math.floor(gold_price / math.exp(rng.uniform(*RANGE_LOW_LOG)) / step) * step
             if low > 0 and low < high:
                 template = _weighted_template(rng, table["hard_range"])
                 phrase = template.format(lo=_format_amount(low), hi=_format_amount(high))

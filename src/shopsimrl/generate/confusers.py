@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from ..env import title_terms, type_reward
 from .instructions import Requirements
-from .products import ProductDraft, plain_value
+from .products import ProductDraft, no_repeats, plain_value
 from .rng import pick, pick_many
 from .vocabulary import Leaf, Vocabulary, read_vocab_file
 
@@ -36,7 +36,8 @@ SOURCE_TRIES = 4
 """Partner products tried per target before giving up (a product whose own title shares too many words fails)."""
 FIT_ATTRIBUTES = 2
 PHRASE_AT_END_SHARE = 0.4
-"""v7: share of confusers whose seller phrase ends the title instead of opening it (v6: always first)."""
+"""v7: share of confusers whose seller phrase is not the title's first word (v7: at the end; v8: after the first
+word, since a title ending with another product reads as that product)."""
 BARE_SHARE = 0.15
 """v7: share of confusers with no seller phrase in the title at all (only the compatibility bullet)."""
 GENUINE_PHRASE_SHARE = 0.15
@@ -59,6 +60,17 @@ class Confuser:
     """Archive position of the task it confuses."""
     r_type: float
     """The reward's r_type when the confuser is bought for the target's task (always < 1)."""
+
+
+def with_phrase(title: str, phrase: str, inside: bool) -> str:
+    """``title`` with a seller phrase first, or (``inside``) after its first word: v8 never at the end, where a
+    title would end with another product (``…汽车坐垫搭档 座垫`` on a car vacuum); said once (``no_repeats``)."""
+    title = no_repeats(" ".join(title.split()))
+    if not phrase:
+        return title
+    head, _, rest = title.partition(" ")
+    text = f"{head} {phrase} {rest}" if inside and rest else f"{phrase} {title}"
+    return no_repeats(" ".join(text.split()))
 
 
 @lru_cache(maxsize=1)
@@ -157,7 +169,7 @@ def _make(
         phrases.insert(0, "")
     at_end = rng.random() < PHRASE_AT_END_SHARE
     for phrase in dict.fromkeys(phrases):
-        title = record["title"] if not phrase else f"{record['title']} {phrase}" if at_end else f"{phrase} {record['title']}"
+        title = with_phrase(record["title"], phrase, at_end)
         r_type = r_type_for(dict(record, title=title), target.record)
         if r_type < 1.0:
             break
@@ -252,7 +264,6 @@ def _genuine_phrases(
             else:
                 partner = leaves[pick(rng, sources)[0]]
                 phrase = pick(rng, table["mate"]).format(noun=partner.noun)
-            title = draft.record["title"]
-            title = f"{title} {phrase}" if rng.random() < PHRASE_AT_END_SHARE else f"{phrase} {title}"
+            title = with_phrase(draft.record["title"], phrase, rng.random() < PHRASE_AT_END_SHARE)
             draft.record["title"] = draft.record["full_description"] = title
             store.put(position, (draft, req, text))

@@ -29,8 +29,9 @@ from ..env import attribute_reward, option_reward
 from .bundles import described_match, is_bundle_axis
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-_DESCRIBED_WORDS = ("最小的那档", "最便宜的那个", "最低的那档", "最大的那档", "最大的那个", "最高的那档",
-                    "小一点的那个", "里选小的那个", "便宜点的那个", "大一点的那个", "里选大的那个")
+_DESCRIBED_WORDS = ("最小的那档", "最小的那个", "最便宜的那个", "最便宜的那档", "最低的那档", "最大的那档", "最大的那个",
+                    "最高的那档", "最贵的那档", "最贵的那个", "最高配的那档", "小一点的", "里选小的那个",
+                    "便宜点的那个", "里选便宜的那个", "大一点的那个", "里选大的那个", "贵一点的那个", "里选贵的那个")
 _COUNTED = re.compile(r"^(\d{1,2})(?=\D)")
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from .bundles import parts_of
 from .instructions import Requirements
 from .phrasing import Phrasing
-from .products import ProductDraft, plain_value
+from .products import ProductDraft, no_repeats, plain_value
 from .rng import pick, pick_many
 from .users import User, user_price_range
 from .vocabulary import Vocabulary
@@ -29,6 +30,8 @@ DISTRACTOR_SHARE = 0.75
 """v7: share of personas with 1–3 attribute preferences this task does not need, from slots the gold does not use
 (v6.1: 1–2 in 60%, possibly a rival of a gold attribute; the gold's own qualities are never listed, which would
 point at the gold listing)."""
+OWN_DISTRACTOR_SHARE = 0.4
+"""v8: share of distractor lists in which one item is an attribute the gold has but the task does not require."""
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
 
@@ -71,7 +74,7 @@ def build_persona(
     data = vocab.personas
     leaf = draft.leaf
     phrasing = phrasing or Phrasing()
-    prefs: dict[str, Any] = {"价格区间": user_price_range(user, leaf.price_range, leaf.name)}
+    prefs: dict[str, Any] = {"价格区间": user_price_range(user, leaf.price_range, leaf.name, req.budget.ceiling, rng)}
     searches: list[str] = []
     evidence: list[str] = []
     leaf_attributes = leaf.all_attributes()
@@ -93,12 +96,14 @@ def build_persona(
             add_pref(facet, value)
 
     def search_for(value: str, noun: str) -> str:
-        return phrasing.pick(rng, data["search_templates"]).format(value=value, noun=noun, use=req.use)
+        return no_repeats(phrasing.pick(rng, data["search_templates"]).format(value=value, noun=noun, use=req.use))
 
     paraphrases = vocab.paraphrases["phrases"]
     implied: dict[str, Any] = data["implied_cues"]
     for axis, seller in omitted:
         value = plain_value(draft, seller) if axis else seller  # a shopper prefers 黑色, not 黑色【现货速发】
+        if axis and axis == draft.extras.get("bundle_axis"):
+            value = bundle_words(draft, axis, seller)  # v8: 带充电器和收纳包, not the sentence 要带…的那套
         facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
         cues = phrasing.allowed(_decisive(implied, value, leaf_attributes), implied.get(value, [])) if not axis else []
         if cues and rng.random() < IMPLIED_EVIDENCE_SHARE:
@@ -136,24 +141,25 @@ def build_persona(
         evidence.append(f"最近搜索“{search}”给出预算")
 
     noise: list[str] = []
-    own = set(draft.record["attribute"])
-    free_slots = [slot for slot in leaf.slots if not own & set(slot.values)]
-    others = [value for slot in free_slots for value in slot.values]
-    if others and rng.random() < DISTRACTOR_SHARE:  # preferences this task does not need, never a gold rival
-        for distractor in pick_many(rng, others, min(len(others), rng.randint(1, 3))):
+    others = distractor_values(draft, req)
+    if others and rng.random() < DISTRACTOR_SHARE:  # preferences this task does not need, never a goal rival
+        chosen = pick_many(rng, others, min(len(others), rng.randint(1, 3)))
+        own = [a for a in draft.record["attribute"] if a in others and a not in chosen]
+        if own and rng.random() < OWN_DISTRACTOR_SHARE:
+            # v8: the gold holds a preference word as often as a random listing of its leaf (the gold has fewer free
+            # slots than a rival, since its required attributes fill some)
+            chosen[rng.randrange(len(chosen))] = pick(rng, own)
+        for distractor in chosen:
             add_pref(leaf.facet_of(distractor), distractor)
             noise.append(f"“{distractor}”是无关偏好")
     if rng.random() < 0.5 or not searches:  # every persona has searched for what it is about to buy
-        searches.append(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use))
+        searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use)))
     for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(0, 1))):
-        searches.append(phrasing.pick(rng, data["plain_search_templates"]).format(
-            noun=noun, use=pick(rng, ("家里", "自己", "送人"))
-        ))
+        searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(
+            noun=noun, use=pick(rng, ("家用", "自用", "送人"))  # v8: no search ending on a bare 自己
+        )))
     rng.shuffle(searches)
-    size_field = pick(rng, data["size_fields"])
-    if size_field not in prefs:
-        prefs[size_field] = "" if rng.random() < 0.5 else []
-    noise.append("尺码类字段为空")
+    noise.extend(_size_field(draft, req, prefs, data["size_fields"], rng))
 
     category_prefs = {leaf.domain: "高"}
     for domain in user.domains[-2:]:
@@ -162,10 +168,11 @@ def build_persona(
     viewed = names[:3]
     saved = names[3:4] if rng.random() < 0.5 else []
     brands = list(user.brand_noise)
-    if rng.random() < float(data["brand_gold_share"]) and draft.brand.name not in brands:
-        # v4: the user's brand is sometimes the one of the gold product (evidence that decides between siblings)
-        brands.insert(rng.randrange(len(brands) + 1), draft.brand.name)
-        evidence.append(f"品牌偏好含“{draft.brand.name}”")
+    liked = pick(rng, siblings).brand.name if siblings else ""
+    if liked and rng.random() < float(data["brand_gold_share"]) and liked not in brands:
+        # v8: a brand of the leaf the user likes, drawn from its listings: the gold's brand at the rate of any rival
+        # (v4–v7.1 named the gold's own brand in 30% of tasks, 52% with viewed and saved listings, rivals 32%)
+        brands.insert(rng.randrange(len(brands) + 1), liked)
     day = rng.randint(1, 28)
     persona: dict[str, Any] = {
         "用户ID": user.user_id,
@@ -188,3 +195,46 @@ def build_persona(
         evidence="；".join(evidence) or "无", omitted=omitted_text, noise="；".join(noise)
     )
     return persona, "；".join(evidence)
+
+
+def bundle_words(draft: ProductDraft, axis: str, value: str) -> str:
+    """v8: a bundle value as a preference or search names it: ``带充电器和收纳包`` (its parts beyond those every value
+    of the axis shares), ``单主机`` for the base alone; never the request's sentence (要带…的那套)."""
+    entries = [str(e["value"]) for e in draft.record["customization_options"].get(axis, [])]
+    common = set.intersection(*(set(parts_of(v)) for v in entries)) if entries else set()
+    extras = [part for part in parts_of(value) if part not in common]
+    if not extras:
+        return value
+    return "带" + (extras[0] if len(extras) == 1 else "、".join(extras[:-1]) + "和" + extras[-1])
+
+
+def distractor_values(draft: ProductDraft, req: Requirements) -> list[str]:
+    """v8: attribute values a persona may like without needing them: any value of a slot that holds no required
+    attribute (so none competes with the goal), whether the gold has it or not. v7 took only slots the gold does
+    not use, so the gold never held a preference word (0.49% against 28.8% for a random listing of its leaf)."""
+    wanted = set(req.attributes)
+    return [value for slot in draft.leaf.slots if not wanted & set(slot.values) for value in slot.values]
+
+
+def _size_field(
+    draft: ProductDraft, req: Requirements, prefs: dict[str, Any], fields: list[str], rng: random.Random
+) -> list[str]:
+    """v8: the size field is filled where the leaf has sizes (a shopper's usual size, the goal's when the task asks
+    for one), left empty elsewhere (v7.1: empty in 97% of personas, whatever the category)."""
+    sizes = [axis for axis in draft.leaf.axes if axis.name in ("尺码", "鞋码", "参考身高")]
+    if not sizes:
+        field = pick(rng, fields)
+        if field not in prefs and rng.random() < 0.6:
+            prefs[field] = "" if rng.random() < 0.5 else []
+            return ["尺码类字段为空"]
+        return []
+    axis = sizes[0]
+    field = "鞋码" if axis.name == "鞋码" else "尺码"
+    if field in prefs:
+        return []
+    wanted = dict(req.options).get(axis.name)
+    if wanted is not None:
+        prefs[field] = [plain_value(draft, wanted)]
+        return []
+    prefs[field] = [pick(rng, axis.values)]
+    return [f"{field}是用户常穿的尺码"]

@@ -37,7 +37,7 @@ from .spill import DraftStore, MemoryStore, SpillStore
 from .users import User, make_user
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v7.1"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v8"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -327,6 +327,7 @@ class CatalogStream:
             user_ids = [str(n) for n in prng.sample(range(10**7, 10**8), max(1, len(set(owners))))]
             owner_of = dict(zip(self.persona_positions, owners, strict=True))
             held_out = self._held_out_owners(owners, user_ids)
+            levels = _budget_levels(owner_of, store)
             remaining = Counter(owners)
             del owners
             users: dict[int, User] = {}
@@ -341,7 +342,7 @@ class CatalogStream:
                 task_held = False
                 if owner is not None:
                     if owner not in users:
-                        users[owner] = make_user(f"U{user_ids[owner]}", vocab, noise_brands, prng)
+                        users[owner] = make_user(f"U{user_ids[owner]}", vocab, noise_brands, prng, levels.pop(owner))
                         users[owner].held_out = owner in held_out
                         self.user_task_counts[users[owner].user_id] = 0
                     user = users[owner]
@@ -373,6 +374,17 @@ class CatalogStream:
         names = [f"U{user_ids[owner]}" for owner in owners]
         held = predicted_held_out_users(task_ids, [normalize_text(name) for name in names])
         return {owner for owner, name in zip(owners, names, strict=True) if normalize_text(name) in held}
+
+
+def _budget_levels(owner_of: dict[int, int], store: DraftStore[tuple[ProductDraft, Requirements, str]]) -> dict[int, list[float]]:
+    """v8: each user's budget levels, one per task: the stated ceiling, or the leaf's middle price without one
+    (平均客单价 and 消费等级 follow them, ``users.spend_level``)."""
+    levels: dict[int, list[float]] = {}
+    for position, owner in owner_of.items():
+        draft, req, _ = store.get(position)
+        low, high = draft.leaf.price_range
+        levels.setdefault(owner, []).append(req.budget.ceiling or math.sqrt(low * high))
+    return levels
 
 
 def _finish(

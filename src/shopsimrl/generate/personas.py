@@ -19,8 +19,9 @@ from .decidable import task_problems
 from .evidence import build_persona
 from .instructions import Requirements, join_attributes, option_phrase, tidy
 from .phrasing import Phrasing, pick_form
-from .products import ProductDraft, plain_value
+from .products import ProductDraft, is_quantity, plain_value
 from .rng import pick, pick_many
+from .text_check import persona_text_problems
 from .users import User
 from .vocabulary import Vocabulary
 
@@ -41,22 +42,41 @@ def _omitted_split(req: Requirements, rng: random.Random) -> tuple[list[tuple[st
 
 DESCRIBED_OPTION_SHARE = 0.5
 _DESCRIBED = {
-    "low": ("{axis}要最小的那档", "要最便宜的那个{axis}", "{axis}选最低的那档就行"),
-    "high": ("{axis}要最大的那档", "要最大的那个{axis}", "{axis}选最高的那档"),
-    "low2": ("{axis}要小一点的那个", "两个{axis}里选小的那个", "要便宜点的那个{axis}"),
+    "low": ("{axis}要最小的那档", "{axis}要最小的那个", "{axis}选最小的那档就行"),
+    "high": ("{axis}要最大的那档", "要最大的那个{axis}", "{axis}选最大的那档"),
+    "low2": ("{axis}要小一点的那个", "两个{axis}里选小的那个", "{axis}要小一点的"),
     "high2": ("{axis}要大一点的那个", "要大一点的那个{axis}", "两个{axis}里选大的那个"),
 }
+_DESCRIBED_PRICE = {
+    "low": ("要最便宜的那个{axis}", "{axis}选最便宜的那档就行", "{axis}要最便宜的那个"),
+    "high": ("{axis}要最贵的那档", "要最贵的那个{axis}", "{axis}选最高配的那档"),
+    "low2": ("要便宜点的那个{axis}", "两个{axis}里选便宜的那个", "{axis}要便宜点的那个"),
+    "high2": ("{axis}要贵一点的那个", "要贵一点的那个{axis}", "两个{axis}里选贵的那个"),
+}
+"""v8: size words (小的, 大一点) describe an end only of an amount axis (规格 5斤/10斤); another ordered axis (单锅基础款 …
+四锅豪华款) is described by price (最便宜的那个, 贵一点的那个); an unordered one (淡色款 / 亮色款) never."""
+
+
+def _ordered_axis(draft: ProductDraft, axis: str, values: list[str]) -> str:
+    """``amount``, ``price`` (an ordered axis of the leaf that is no amount) or ``""`` (unordered, or a bundle)."""
+    if draft.extras.get("bundle_axis") == axis:
+        return ""
+    if is_quantity(values):
+        return "amount"
+    return "price" if any(a.name == axis and a.ordered for a in draft.leaf.axes) else ""
 
 
 def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabulary, rng: random.Random) -> str:
-    """The option as a shopper says it: on a priced amount axis, half the end values are described, not copied."""
+    """The option as a shopper says it: on a priced ordered axis, half the end values are described, not copied."""
     values = [entry["value"] for entry in draft.record["customization_options"].get(axis, [])]
     if draft.price_axes and axis == draft.price_axes[0] and len(values) >= 2 and rng.random() < DESCRIBED_OPTION_SHARE:
         end = "low" if value == values[0] else "high" if value == values[-1] else ""
         prices = [entry.get("price") for entry in draft.record["customization_options"][axis]]
-        if end and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
+        kind = _ordered_axis(draft, axis, [plain_value(draft, v) for v in values])
+        if end and kind and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
             # v5: of two values, "the bigger one" (大一点的那个) names the gold exactly
-            return pick(rng, _DESCRIBED[end + ("2" if len(values) == 2 else "")]).format(axis=axis)
+            table = _DESCRIBED if kind == "amount" else _DESCRIBED_PRICE
+            return pick(rng, table[end + ("2" if len(values) == 2 else "")]).format(axis=axis)
     return option_phrase(axis, plain_value(draft, value), vocab, rng, seller=value)
 
 
@@ -96,6 +116,8 @@ class PersonaTask:
     problems: list[str] = field(default_factory=list)
     """v7: what the decidability check still finds (empty for a task decidable from public information)."""
     phrasing: Phrasing | None = None
+    broken: list[str] = field(default_factory=list)
+    """v8: broken forms the text validator finds (``text_check``); a draw with none is always preferred."""
 
 
 DECIDABLE_TRIES = 6
@@ -124,15 +146,15 @@ def persona_task(
         # the use scene (送礼用) must not say an omitted attribute (送礼): the short request takes another scene
         use = next((u for u in draft.leaf.uses if not any(value in u for value in hidden)), "")
         req = dataclasses.replace(req, use=use)
-    with_budget = bool(req.budget.phrase) and rng.random() < 0.96
+    with_budget = bool(req.budget.phrase)  # v8: the request states its budget (v7.1 left 4% to a recent search)
     best: PersonaTask | None = None
     for _ in range(DECIDABLE_TRIES):
         phrasing = Phrasing(held_out=user.held_out)
         task = _draw(draft, req, user, list(kept), list(omitted), with_budget, siblings, unrelated_nouns,
                      taken, normalize, vocab, rng, phrasing)
-        if best is None or len(task.problems) < len(best.problems):
+        if best is None or (len(task.broken), len(task.problems)) < (len(best.broken), len(best.problems)):
             best = task
-        if not task.problems:
+        if not task.problems and not task.broken:
             break
     assert best is not None
     taken.add(normalize(best.simple))
@@ -175,4 +197,4 @@ def _draw(
         simple, persona, draft.record, req.attributes, [value for _, value in req.options], req.budget.ceiling,
         draft.leaf, vocab,
     )
-    return PersonaTask(simple, persona, omitted, problems, phrasing)
+    return PersonaTask(simple, persona, omitted, problems, phrasing, persona_text_problems(simple, persona))

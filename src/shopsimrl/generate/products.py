@@ -42,7 +42,7 @@ SELLER_FUZZY_LIMIT = 80
 """Two values of one axis must stay this dissimilar, so a wrong click never passes the reward's fuzzy match (> 85)."""
 
 
-def _is_quantity(values: list[str] | tuple[str, ...]) -> bool:
+def is_quantity(values: list[str] | tuple[str, ...]) -> bool:
     """Every value carries a number and the numbers rise strictly along the listed order (规格/容量/重量…)."""
     amounts = [amount_of(v) for v in values]
     return all(a is not None and a > 0 for a in amounts) and all(
@@ -56,12 +56,26 @@ def _amounts_rise(values: list[str] | tuple[str, ...]) -> bool:
     return len(amounts) >= 2 and all(b > a for a, b in pairwise(amounts))
 
 
-_REPEAT = re.compile(r"([\u4e00-\u9fff]{2,4})\1")
+_REPEAT = re.compile(r"([\u4e00-\u9fff]{2,10}) ?\1")
+_DOUBLE_HEADS = re.compile(r"(用|装|款|的|码|在|和|选)\1")
 
 
 def no_repeats(text: str) -> str:
-    """v7: a title never says a word twice in a row (新款新款, 军训军训), which patterns could produce."""
-    return _REPEAT.sub(r"\1", text)
+    """A title never says a word twice in a row (新款新款, v8 also 防胀气奶瓶防胀气奶瓶, 家用用) nor one phrase
+    twice (适用卧室 … 适用卧室), which patterns and seller phrases could produce."""
+    for _ in range(4):  # a removal can bring two copies together (商务衬衫商务衬衫商务): repeat until stable
+        cleaned = _DOUBLE_HEADS.sub(r"\1", _REPEAT.sub(r"\1", text))
+        if cleaned == text:
+            break
+        text = cleaned
+    seen: set[str] = set()
+    words: list[str] = []
+    for word in text.split(" "):
+        if word and word in seen:
+            continue
+        seen.add(word)
+        words.append(word)
+    return " ".join(words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +208,7 @@ def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.R
         return shown if _distinct(shown) else values
     if axis in table:
         templates = table[axis]
-    elif _is_quantity(values):
+    elif is_quantity(values):
         templates = table["_amount"]
     else:
         templates = table["_default"]
@@ -215,7 +229,7 @@ def _long_values(
     if len(values) > len(gifts):
         return None
     specs = table["long_specs"]
-    key = axis if axis in specs else "_amount" if _is_quantity(values) else "_default"
+    key = axis if axis in specs else "_amount" if is_quantity(values) else "_default"
     spec = pick(rng, specs[key])
     shown = [v + spec + gift for v, gift in zip(values, pick_many(rng, gifts, len(values)), strict=True)]
     shown = [s.replace("装装", "装").replace("码码", "码") for s in shown]
@@ -348,9 +362,11 @@ def make_product(
         count = _axis_count(leaf, rng)
         axes = [leaf.axes[i] for i in sorted(pick_many(rng, range(len(leaf.axes)), count))]
         price_axes = []
-        quantity = [axis for axis in axes if _is_quantity(axis.values) and axis.name not in _WINDOW_AXES]
+        quantity = [axis for axis in axes if is_quantity(axis.values) and axis.name not in _WINDOW_AXES]
         if quantity:  # v4: an amount axis is always priced (one price for 1 kg and 20 kg is no listing)
             price_axes = [quantity[0].name]
+            # v8: a second amount axis would be listed at one price (500G/2T/4T all 1,599): one amount axis only
+            axes = [axis for axis in axes if axis is quantity[0] or not is_quantity(axis.values)]
         elif axes and rng.random() < 0.82:
             # v7: a size axis is priced rarely (real sizes are nearly always one price): prefer another axis
             ordered = [axis for axis in axes if axis.ordered and axis.name not in _WINDOW_AXES]
@@ -362,7 +378,7 @@ def make_product(
 
     bundle = None if two_axis else draw_bundle(leaf.name, vocab.text, rng)
     if bundle is not None:  # v7.1: a priced axis of package contents (主机＋充电器), described in requests
-        others = [a for a in axes if a.name != bundle.name and not _is_quantity(a.values)]  # amounts stay priced
+        others = [a for a in axes if a.name != bundle.name and not is_quantity(a.values)]  # amounts stay priced
         axes = [Axis(bundle.name, bundle.values, True), *others[:1]]
         price_axes = [bundle.name]
     options: dict[str, list[dict[str, Any]]] = {}
@@ -380,7 +396,7 @@ def make_product(
             values = topped if len(topped) >= 2 or not two_axis else values
         if axis.name in price_axes:
             scale = base if axis.name == price_axes[0] else base * rng.uniform(0.05, 0.3)
-            if _is_quantity(values):
+            if is_quantity(values):
                 prices = _quantity_prices([amount_of(v) or 1.0 for v in values], scale, rng)
             else:
                 prices = _axis_prices(len(values), scale, axis.ordered or _amounts_rise(values), rng)
@@ -425,9 +441,7 @@ def make_product(
     for axis_name, entries in options.items():
         if axis_name in price_axes and axis_name == price_axes[0]:
             prices = priced[axis_name]
-            top = max(prices)
-            cheaper = [i for i, p in enumerate(prices) if p < top]
-            index = pick(rng, cheaper) if cheaper and rng.random() < 0.8 else rng.randrange(len(prices))
+            index = rng.randrange(len(prices))  # v8: any value (v7.1 took a cheaper one 80% of the time)
             gold[axis_name] = entries[index]["value"]
             gold_price = prices[index]
             above = [p for p in prices if p > gold_price]
@@ -458,7 +472,7 @@ def make_product(
         "reason_key": None,
     }
     draft = ProductDraft(record, leaf, brand, gold, price_axes, gold_price, dearer, two_axis)
-    draft.extras.update(use=use, synonym=syn, spoken=spoken)
+    draft.extras.update(use=use, synonym=syn, spoken=spoken, bundle_axis=bundle.name if bundle is not None else "")
     return draft
 
 

@@ -91,11 +91,17 @@ def rule_violations(demographics: dict[str, Any], tags: Iterable[str] = ()) -> l
             problems.append(f"tag 中老年 aged {age}")
         if tag in _WORK_TAGS and job in ("学生", "退休人员"):
             problems.append(f"tag {tag} for a {job}")
+        if tag in BUSINESS_TAGS and job in ("学生", "退休人员", "全职妈妈"):  # v8
+            problems.append(f"business tag {tag} for a {job}")
+        if tag in _STUDENT_TAGS and job != "学生":  # v8
+            problems.append(f"tag {tag} for a {job}")
     return problems
 
 
 _STUDENT_TAGS = ("学生党", "考研党")
 _WORK_TAGS = ("上班族", "办公室白领", "职场通勤", "长途通勤")
+BUSINESS_TAGS = ("夜市经营者", "小餐饮创业", "早餐店主", "餐饮连锁采购", "小微企业主", "工厂采购", "网约车司机", "装修师傅", "电工")
+"""v8: tags of a trade or a business, which a student, a retiree or a full-time mother does not carry."""
 
 
 def budget_shape(phrase: str) -> str:

@@ -45,6 +45,12 @@ def _pairs(rows: list[list[Any]]) -> list[tuple[float, Any]]:
 
 _LEVEL_SPEND = {"低": (60.0, 0.2), "中": (150.0, 0.45), "中高": (320.0, 0.65), "高": (700.0, 0.8)}
 """v7: consumption level → (typical 平均客单价, price level within a leaf): the user's, never the gold's."""
+_LEVELS = ("低", "中", "中高", "高")
+_LEVEL_LIMITS = (80.0, 250.0, 700.0)
+"""v8: 平均客单价 below 80 is 低, below 250 中, below 700 中高, else 高 (one level off in 15% of users)."""
+SPEND_LOG = (-0.25, 0.3)
+"""v8: 平均客单价 is the geometric mean of the user's stated budgets times ``exp(N(-0.25, 0.3))``: what a person
+usually pays sits a little below the ceilings they state, across every category they shop in."""
 _LEVEL_TAG = {"低": "low", "中": "mid", "中高": "high", "高": "high"}
 
 
@@ -53,8 +59,23 @@ def life_tags(vocab: Vocabulary) -> list[str]:
     return list(dict.fromkeys(tag for leaf in vocab.leaves for tag in leaf.tags))
 
 
-def make_user(user_id: str, vocab: Vocabulary, noise_brands: list[str], rng: random.Random) -> User:
-    """A shopper: demographics, region, trading habits, price level and tags, all fixed across their tasks."""
+def spend_level(levels: list[float], rng: random.Random) -> tuple[float, str]:
+    """v8: (平均客单价, 消费等级) from the budget levels of the user's tasks (their stated ceilings)."""
+    mean = math.exp(sum(math.log(level) for level in levels) / len(levels))
+    spend = round(mean * math.exp(rng.gauss(*SPEND_LOG)), 2)
+    rank = sum(spend >= limit for limit in _LEVEL_LIMITS)
+    if rng.random() < 0.15:
+        rank = min(len(_LEVELS) - 1, max(0, rank + pick(rng, (-1, 1))))
+    return spend, _LEVELS[rank]
+
+
+def make_user(
+    user_id: str, vocab: Vocabulary, noise_brands: list[str], rng: random.Random, levels: list[float] | None = None
+) -> User:
+    """A shopper: demographics, region, trading habits, price level and tags, all fixed across their tasks.
+
+    v8: ``levels`` (the budget levels of the user's tasks) set 平均客单价 and 消费等级 (v7: drawn at random, so a
+    低 user stated ceilings above 5× their 平均客单价 in 57% of tasks)."""
     data = vocab.personas
     province = pick(rng, list(data["regions"]))
     city = pick(rng, data["regions"][province])
@@ -75,12 +96,16 @@ def make_user(user_id: str, vocab: Vocabulary, noise_brands: list[str], rng: ran
     }
     region = {"省份": province, "城市": city, "区县": pick(rng, data["city_districts"][city]), "时区": "UTC+8"}
     spend, level = _LEVEL_SPEND[str(demographics["消费等级"])]
+    spend = round(spend * math.exp(rng.gauss(0.0, 0.45)), 2)
+    if levels:
+        spend, demographics["消费等级"] = spend_level(levels, rng)
+        level = _LEVEL_SPEND[str(demographics["消费等级"])][1]
     trading = {
         "复购率": round(rng.uniform(0.05, 0.75), 2),
         "是否促销敏感": rng.random() < 0.45,
         "支付方式偏好": pick(rng, data["payments"]),
         "近一年订单数": rng.randint(3, 180),
-        "平均客单价": round(spend * math.exp(rng.gauss(0.0, 0.45)), 2),
+        "平均客单价": spend,
     }
     fitting = [tag for tag in life_tags(vocab) if not rule_violations(demographics, [tag])]
     tags = [
@@ -95,15 +120,27 @@ def make_user(user_id: str, vocab: Vocabulary, noise_brands: list[str], rng: ran
     return user
 
 
-def user_price_range(user: User, leaf_range: tuple[float, float], leaf_name: str) -> dict[str, float]:
-    """v7: the user's 价格区间 for a leaf: their price level within the leaf's range, never the gold's price
-    (v6.1 drew it around the gold, so it held the gold price in 100% of tasks); the same for every task of the
-    user in that leaf."""
+RANGE_FROM_CEILING = ((0.35, 1.1), (-0.1, 0.35))
+"""v8: 价格区间 is the stated ceiling over ``exp(U(0.35, 1.1))`` to the ceiling times ``exp(U(-0.1, 0.35))``."""
+
+
+def user_price_range(
+    user: User, leaf_range: tuple[float, float], leaf_name: str, ceiling: float | None = None,
+    rng: random.Random | None = None,
+) -> dict[str, float]:
+    """The user's 价格区间 for a leaf, the same for every task of the user in that leaf.
+
+    v8: drawn around the stated ceiling when there is one (the request already says it, so the field tells nothing
+    about the gold beyond it; v7.1 drew it from the leaf's range, so the ceiling exceeded it in 54% of tasks);
+    without a ceiling, the user's price level within the leaf's range (v7)."""
     if leaf_name not in user.price_ranges:
         low, high = leaf_range
         span = math.log(high / low)
         lo = low * math.exp(span * max(0.0, user.price_level - user.price_width))
         hi = low * math.exp(span * min(1.0, user.price_level + user.price_width))
+        if ceiling is not None and rng is not None:
+            lo = ceiling / math.exp(rng.uniform(*RANGE_FROM_CEILING[0]))
+            hi = ceiling * math.exp(rng.uniform(*RANGE_FROM_CEILING[1]))
         step = price_step(lo)
         user.price_ranges[leaf_name] = {
             "最小值": max(0.0, math.floor(lo / step) * step), "最大值": math.ceil(hi / price_step(hi)) * price_step(hi)

@@ -32,8 +32,8 @@ from .heuristic import HeuristicPolicy, Request, _option_plan, _strings, _visite
 MAX_CANDIDATES = 6
 _SPOKEN = {"两": "2", "二": "2", "三": "3", "四": "4", "五": "5", "六": "6", "七": "7", "八": "8", "九": "9", "十": "10"}
 _SPOKEN_COUNT = re.compile(r"([两二三四五六七八九十])(?=[个只包袋双支瓶盒斤件条片罐桶套张盘格管层人卷])")
-_LOW = re.compile(r"最小|最便宜|最低|小一点|便宜点|选小的")
-_HIGH = re.compile(r"最大|最高|大一点|选大的")
+_LOW = re.compile(r"最小|最便宜|最低|小一点|便宜点|选小的|选便宜的")
+_HIGH = re.compile(r"最大|最高|大一点|选大的|最贵|贵一点|选贵的")
 
 
 @lru_cache(maxsize=1)
