@@ -53,7 +53,9 @@ def curves(args: argparse.Namespace) -> dict[str, Any]:
             cli(argv)
         out[str(seed)] = json.loads((target / "curve.json").read_text())
     (args.out / "curves.json").write_text(json.dumps(out, indent=1) + "\n")
-    plot(out, Path("docs/images/learned_curve.png"))
+    baselines = val_baselines(args.data)
+    (args.out / "val_baselines.json").write_text(json.dumps(baselines, indent=1) + "\n")
+    plot(out, Path("docs/images/learned_curve.png"), baselines)
     print("\n| seed | episodes | val success | val r_strict | wall | episodes/s |\n|---|---|---|---|---|---|")
     for seed, run in out.items():
         last = run["curve"][-1]
@@ -62,7 +64,23 @@ def curves(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def plot(runs: dict[str, Any], path: Path) -> None:
+def val_baselines(data: Path) -> dict[str, dict[str, float]]:
+    """The trivial and rule policies on the same val tasks as the curve (greedy, in-process)."""
+    from shopsimrl.agent.play import play_episode
+    from shopsimrl.agent.policies import make_policy
+    from shopsimrl.env.shop_env import ShopEnv, ShopWorld
+
+    world = ShopWorld.from_data_dir(data)
+    env, tasks = ShopEnv(world), world.catalog.split("val")
+    out = {}
+    for name in ("first", "heuristic", "strong"):
+        outcomes = [play_episode(env, make_policy(name, world), task) for task in tasks]
+        out[name] = {"success": sum(o.success for o in outcomes) / len(tasks),
+                     "r_strict": sum(o.reward for o in outcomes) / len(tasks)}
+    return out
+
+
+def plot(runs: dict[str, Any], path: Path, baselines: dict[str, dict[str, float]]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,11 +91,14 @@ def plot(runs: dict[str, Any], path: Path) -> None:
         episodes = [point["episodes"] for point in run["curve"]]
         axes[0].plot(episodes, [100 * point["success"] for point in run["curve"]], marker="o", ms=3, label=f"seed {seed}")
         axes[1].plot(episodes, [point["r_strict"] for point in run["curve"]], marker="o", ms=3, label=f"seed {seed}")
+    for (name, row), style in zip(baselines.items(), (":", "--", "-."), strict=True):
+        axes[0].axhline(100 * row["success"], color="grey", linestyle=style, label=name)
+        axes[1].axhline(row["r_strict"], color="grey", linestyle=style, label=name)
     for axis, title in zip(axes, ("val success (%)", "val mean r_strict"), strict=True):
         axis.set_xlabel("training episodes")
         axis.set_title(title)
         axis.grid(alpha=0.3)
-        axis.legend()
+        axis.legend(fontsize=7, ncol=2)
     figure.suptitle("learned policy: policy gradient from random initialisation (400 persona val tasks, greedy)")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

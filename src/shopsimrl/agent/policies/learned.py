@@ -12,6 +12,7 @@ weights file (for example one written by ``shopsimrl train policy``).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Mapping
@@ -71,9 +72,13 @@ class LinearModel:
         out: np.ndarray = exp / exp.sum()
         return out
 
-    def best(self, decision: Decision) -> int:
-        """The highest-scoring candidate; the first one among equals."""
-        return int(np.argmax(self.logits(decision)))
+    def best(self, decision: Decision, avoid: frozenset[str] = frozenset()) -> int:
+        """The highest-scoring candidate, the first one among equals, passing over the actions in ``avoid`` while
+        another candidate is left (a greedy policy would otherwise repeat a loop until the turn limit)."""
+        logits = self.logits(decision)
+        order = sorted(range(len(logits)), key=lambda i: (-logits[i], i))
+        fresh = [i for i in order if decision.actions[i].canonical not in avoid]
+        return (fresh or order)[0]
 
     def to_json(self) -> dict[str, Any]:
         features = {kind: list(FEATURES[kind]) for kind in KINDS}
@@ -120,6 +125,13 @@ class LinearModel:
             )
 
 
+def taken_here(context: PolicyContext) -> frozenset[str]:
+    """The actions already taken on this very page (the same page text) earlier in the episode."""
+    history = context.history
+    return frozenset(turn.action for before, turn in itertools.pairwise(history)
+                     if before.observation == context.observation)
+
+
 def fallback(context: PolicyContext) -> PolicyAction:
     """A page with nothing to decide (no candidates): back to search if offered, else the first click."""
     clicks = context.click_values()
@@ -146,7 +158,7 @@ class LearnedPolicy:
         decision = decide(context)
         if decision is None:
             return fallback(context)
-        return decision.actions[self.model.best(decision)]
+        return decision.actions[self.model.best(decision, avoid=taken_here(context))]
 
 
 __all__ = ["SHIPPED_WEIGHTS", "WEIGHTS_ENV", "LearnedPolicy", "LinearModel", "catalog_stamp", "fallback", "zero_weights"]
