@@ -24,12 +24,11 @@ from shopsimrl.agent.policies.learned import (
 from shopsimrl.agent.policies.learned_features import FEATURES, KINDS, decide
 from shopsimrl.agent.policy import PolicyAction, PolicyContext
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
-from shopsimrl.errors import PolicyError
+from shopsimrl.errors import PolicyError, RecipeError
 from shopsimrl.generate.default import build_default_catalog
 from shopsimrl.train.policy_gradient import (
     FEATURE_GROUPS,
     PolicyTrainConfig,
-    PolicyTrainingError,
     SamplingPolicy,
     TrainTaskEnv,
     feature_mask,
@@ -138,9 +137,9 @@ def test_the_trainer_resets_train_tasks_only(default_world: ShopWorld) -> None:
     env = TrainTaskEnv(default_world)
     train(default_world, PolicyTrainConfig(episodes=64, eval_every=0), env=env)
     assert env.resets and set(env.resets) <= set(default_world.catalog.split("train"))
-    with pytest.raises(PolicyTrainingError, match="not a train task"):
+    with pytest.raises(RecipeError, match="not a train task"):
         env.reset(default_world.catalog.split("val")[0])
-    with pytest.raises(PolicyTrainingError, match="private goal"):
+    with pytest.raises(RecipeError, match="private goal"):
         env.reset(default_world.catalog.split("train")[0], include_private_goal=True)
 
 
@@ -173,7 +172,7 @@ def test_ablated_features_keep_zero_weight(default_world: ShopWorld) -> None:
         model = train(default_world, PolicyTrainConfig(episodes=32, groups_per_update=2, eval_every=0,
                                                        ablate=(group,))).model
         assert all((model.weights[name][mask[name] == 0] == 0).all() for name in mask)
-    with pytest.raises(PolicyTrainingError, match="unknown feature group"):
+    with pytest.raises(RecipeError, match="unknown feature group"):
         PolicyTrainConfig(ablate=("colour",)).check()
 
 
@@ -244,7 +243,7 @@ def test_train_policy_command_writes_weights_that_eval_plays(default_world: Shop
     from shopsimrl.cli import main
 
     data, out = str(default_world.catalog.root), tmp_path / "train"
-    assert main(["train", "policy", "--data", data, "--preset", "smoke", "--episodes", "64", "--eval-every", "32",
+    assert main(["train", "policy", "--data", data, "--preset", "smoke", "--episodes", "64", "--groups-per-update", "2", "--eval-every", "32",
                  "--eval-tasks", "5", "--out", str(out)]) == 0
     curve = json.loads((out / "curve.json").read_text())
     assert [point["episodes"] for point in curve["curve"]] == [0, 32, 64]

@@ -213,7 +213,8 @@ class SftExportError(ShopSimError):
 
 
 class RecipeError(ShopSimError):
-    """A CPU training recipe setting that cannot work, or a stage whose input is missing."""
+    """A training recipe setting that cannot work (the CPU language-model recipe, ``train policy``), or a stage
+    whose input is missing."""
 
 
 class GrammarError(ShopSimError):

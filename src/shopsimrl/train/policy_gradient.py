@@ -26,7 +26,7 @@ from ..agent.policies.learned import LearnedPolicy, LinearModel, catalog_stamp, 
 from ..agent.policies.learned_features import FEATURES, KINDS, Decision, decide
 from ..agent.policy import PolicyAction, PolicyContext
 from ..env.shop_env import ShopEnv, ShopWorld
-from ..errors import ShopSimError
+from ..errors import RecipeError
 
 TRAIN_SPLIT = "train"
 
@@ -43,10 +43,6 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
                "buy:over_budget", "buy:no_budget", "prev:over_budget"),
     "position": ("item:1/rank", "item:rank<=3", "value:first", "value:last", "value:position"),
 }
-
-
-class PolicyTrainingError(ShopSimError):
-    """A training configuration that cannot run (bad sizes, an unknown feature group)."""
 
 
 @dataclass(frozen=True)
@@ -67,12 +63,12 @@ class PolicyTrainConfig:
 
     def check(self) -> None:
         if self.group_size < 2 or self.groups_per_update < 1 or self.episodes < self.group_size:
-            raise PolicyTrainingError("need group_size >= 2, groups_per_update >= 1 and episodes >= group_size")
+            raise RecipeError("need group_size >= 2, groups_per_update >= 1 and episodes >= group_size")
         if self.lr < 0 or self.init_scale < 0 or self.eval_every < 0 or not 0 <= self.lr_final <= 1:
-            raise PolicyTrainingError("lr, init_scale and eval_every must be >= 0 and lr_final within [0, 1]")
+            raise RecipeError("lr, init_scale and eval_every must be >= 0 and lr_final within [0, 1]")
         unknown = sorted(set(self.ablate) - set(FEATURE_GROUPS))
         if unknown:
-            raise PolicyTrainingError(f"unknown feature group(s) {unknown}; choose from {', '.join(FEATURE_GROUPS)}")
+            raise RecipeError(f"unknown feature group(s) {unknown}; choose from {', '.join(FEATURE_GROUPS)}")
 
 
 def feature_mask(ablate: Sequence[str]) -> dict[str, np.ndarray]:
@@ -166,9 +162,9 @@ class TrainTaskEnv(ShopEnv):
 
     def reset(self, task_id: int, *args: Any, **kwargs: Any) -> Any:
         if task_id not in self.allowed:
-            raise PolicyTrainingError(f"task {task_id} is not a {TRAIN_SPLIT} task: the learner never sees it")
+            raise RecipeError(f"task {task_id} is not a {TRAIN_SPLIT} task: the learner never sees it")
         if kwargs.get("include_private_goal"):
-            raise PolicyTrainingError("the learner never reads the private goal")
+            raise RecipeError("the learner never reads the private goal")
         self.resets.append(task_id)
         return super().reset(task_id, *args, **kwargs)
 
@@ -258,5 +254,5 @@ def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-__all__ = ["FEATURE_GROUPS", "PolicyTrainConfig", "PolicyTrainingError", "SamplingPolicy", "TrainResult",
+__all__ = ["FEATURE_GROUPS", "PolicyTrainConfig", "SamplingPolicy", "TrainResult",
            "TrainTaskEnv", "evaluate", "feature_mask", "train"]

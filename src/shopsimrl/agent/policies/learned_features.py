@@ -25,7 +25,7 @@ from typing import Any
 
 from ...contract import BACK_TO_SEARCH as BACK
 from ...contract import BUY_NOW as BUY
-from ...contract import NEXT, PREV, PRODUCT_DETAIL, SEARCH_RESULTS, option_label
+from ...contract import NEXT, PREV, PRODUCT_DETAIL, SEARCH_RESULTS, SEARCH_TOOL, format_action, option_label
 from ...versions import EPISODE_LIMITS
 from ..page_text import Page, PageItem
 from ..policy import PolicyAction, PolicyContext
@@ -36,6 +36,7 @@ KINDS = (SEARCH, RESULTS, OPTION, BUY_KIND)
 QUERY_KINDS = ("request", "clean", "clean+evidence", "clean+top-evidence", "last-clause", "longest-clause",
                "top-evidence", "clean+preferences")
 _TURNS = float(max(EPISODE_LIMITS.values()))
+_SEARCH_PREFIX = format_action(SEARCH_TOOL, "")[:-1]  # "search[": how a search action opens
 # Words real listings use for an accessory or a companion of another product (not the product itself).
 ACCESSORY_WORDS = ("适用", "专用", "搭配", "配件", "平替", "兼容")
 # Chinese numerals as digits (a request says 两个装 where the option reads 2个装).
@@ -153,7 +154,7 @@ def _opened(history: Sequence[Any]) -> list[str]:
 
 
 def _searches(history: Sequence[Any]) -> list[str]:
-    return [turn.action for turn in history if turn.action.startswith("search[")]
+    return [turn.action for turn in history if turn.action.startswith(_SEARCH_PREFIX)]
 
 
 def _budget_features(public: _Public, item: PageItem) -> tuple[float, float, float, float]:
@@ -179,7 +180,7 @@ def _query_candidates(public: _Public) -> list[str]:
 
 
 def _search_decision(public: _Public, context: PolicyContext) -> Decision:
-    used = {action[len("search[") : -1] for action in _searches(context.history)}
+    used = {action[len(_SEARCH_PREFIX) : -1] for action in _searches(context.history)}
     has_evidence = float(bool(public.request.evidence))
     width = len(QUERY_KINDS)
     rows, actions = [], []
