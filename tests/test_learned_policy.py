@@ -176,15 +176,31 @@ def test_ablated_features_keep_zero_weight(default_world: ShopWorld) -> None:
         PolicyTrainConfig(ablate=("colour",)).check()
 
 
-def test_sampling_follows_the_softmax(default_world: ShopWorld) -> None:
-    """With weights that favour one candidate strongly, the sampler picks it almost always; uniform otherwise."""
+def test_sampling_follows_the_softmax(default_world: ShopWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sampler's choices follow the model's softmax: with seeded weights that skew a decision's probabilities,
+    the sampled frequencies match them (each within 4 standard errors over 4,000 draws); at zero weights the
+    probabilities are uniform and the greedy choice is the first among equals."""
     task_id = default_world.catalog.split("train")[0]
-    decision = next(d for d in _episode_decisions(default_world, task_id) if d is not None)
-    model = LinearModel(zero_weights())
+    decision = next(d for d in _episode_decisions(default_world, task_id) if d is not None and len(d.actions) >= 3)
+    uniform = LinearModel(zero_weights())
+    assert np.allclose(uniform.probabilities(decision), 1 / len(decision.actions))
+    assert uniform.best(decision) == 0
+    rng = np.random.default_rng(7)
+    model = LinearModel({kind: rng.normal(0.0, 3.0, len(FEATURES[kind])) for kind in KINDS})
     probabilities = model.probabilities(decision)
-    assert np.allclose(probabilities, 1 / len(decision.actions))
+    assert probabilities.max() > 2 * probabilities.min()  # a skewed softmax, not a near-uniform one
+    monkeypatch.setattr("shopsimrl.train.policy_gradient.decide", lambda context: decision)
     sampler = SamplingPolicy(model, np.random.default_rng(0))
-    assert sampler.model.best(decision) == 0  # ties: the first candidate
+    draws = 4000
+    chosen = []
+    for _ in range(draws):
+        action = sampler.act(None)  # type: ignore[arg-type]
+        chosen.append(sampler.steps[-1].index)
+        assert action is decision.actions[chosen[-1]]
+    counts = np.bincount(chosen, minlength=len(decision.actions)) / draws
+    error = np.sqrt(probabilities * (1 - probabilities) / draws)
+    assert np.all(np.abs(counts - probabilities) <= 4 * error + 1e-9), (counts, probabilities)
+    assert all(np.allclose(step.probabilities, probabilities) for step in sampler.steps)
 
 
 def _docs_figure() -> tuple[int, int]:

@@ -27,6 +27,7 @@ from ..agent.policies.learned_features import FEATURES, KINDS, Decision, decide
 from ..agent.policy import PolicyAction, PolicyContext
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..errors import RecipeError
+from ..stamps import generator_version
 
 TRAIN_SPLIT = "train"
 
@@ -232,22 +233,10 @@ def train(world: ShopWorld, config: PolicyTrainConfig, *, say: Callable[[str], N
     if config.eval_every:
         checkpoint()
     result.wall_s = time.perf_counter() - started
-    model.meta = {"catalog": {**catalog_stamp(world), "generator_version": generator_version(world)},
+    model.meta = {"catalog": {**catalog_stamp(world), "generator_version": generator_version(world.catalog.root, world.catalog.manifest)},
                   "training": {**asdict(config), "ablate": list(config.ablate), "groups_sampled": result.groups_sampled,
                                "groups_skipped": result.groups_skipped, "algorithm": "policy gradient, group baseline"}}
     return result
-
-
-def generator_version(world: ShopWorld) -> str | None:
-    """The catalog generator that made this data directory's archive, if a generator made it."""
-    import json
-
-    source = world.catalog.root / "source"
-    for path in sorted(source.glob("*.manifest.json")) if source.is_dir() else []:
-        version = json.loads(path.read_text()).get("generator_version")
-        if isinstance(version, str):
-            return version
-    return None
 
 
 def progress(message: str) -> None:

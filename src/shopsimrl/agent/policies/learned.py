@@ -25,6 +25,7 @@ import numpy as np
 from ...contract import BACK_TO_SEARCH as BACK
 from ...env.shop_env import ShopWorld
 from ...errors import PolicyError
+from ...stamps import catalog_stamps
 from ..page_text import parse_page
 from ..policy import PolicyAction, PolicyContext
 from .learned_features import FEATURES, KINDS, Decision, decide
@@ -37,7 +38,7 @@ WEIGHTS_ENV = "SHOPSIMRL_LEARNED_WEIGHTS"
 def catalog_stamp(world: ShopWorld) -> dict[str, Any]:
     """What binds weights to a catalog: the prepared data's content hash and its task splits' hash."""
     manifest = world.catalog.manifest
-    return {"output_data_sha256": manifest.get("output_data_sha256"),
+    return {"output_data_sha256": catalog_stamps(world.catalog.root, manifest)["catalog_sha256"],
             "task_splits_sha256": manifest.get("task_splits_sha256")}
 
 
