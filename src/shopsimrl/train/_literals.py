@@ -19,7 +19,8 @@ MAX_DEPTH = 32
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 _SPACE = " \t\r\n"
-_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
+_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "\\": "\\", "'": "'", '"': '"', "/": "/"}
+_HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}  # Python's repr and JSON write other characters as hex escapes
 GEMMA_QUOTE = '<|"|>'
 
 
@@ -106,10 +107,25 @@ def _python_string(text: str, i: int, dialect: Dialect) -> tuple[str, int]:
         if slash + 1 >= len(text):
             raise LiteralError("a string ends in a backslash", slash)
         parts.append(text[j:slash])
-        parts.append(_ESCAPES.get(text[slash + 1], "\\" + text[slash + 1]))
-        j = slash + 2
+        escaped, j = _escape(text, slash)
+        parts.append(escaped)
         if close >= 0 and close < j:
             close = text.find(quote, j)
+
+
+def _escape(text: str, slash: int) -> tuple[str, int]:
+    """(the character the escape at ``text[slash] == "\\"`` stands for, the position after it)."""
+    kind = text[slash + 1]
+    width = _HEX_ESCAPES.get(kind)
+    if width is None:
+        return _ESCAPES.get(kind, "\\" + kind), slash + 2
+    digits = text[slash + 2:slash + 2 + width]
+    try:
+        if len(digits) != width:
+            raise ValueError(digits)
+        return chr(int(digits, 16)), slash + 2 + width
+    except ValueError as exc:
+        raise LiteralError(f"a bad \\{kind} escape", slash) from exc
 
 
 def _sequence(text: str, i: int, close: str, dialect: Dialect, depth: int) -> tuple[list[Any], int]:
@@ -118,7 +134,7 @@ def _sequence(text: str, i: int, close: str, dialect: Dialect, depth: int) -> tu
     if text.startswith(close, i):
         return items, i + 1
     while True:
-        value, i = scan_value(text, i, dialect, depth + 1)
+        value, i = scan_value(text, i, _nested(dialect), depth + 1)
         items.append(value)
         i = skip_space(text, i)
         if text.startswith(close, i):
@@ -126,6 +142,11 @@ def _sequence(text: str, i: int, close: str, dialect: Dialect, depth: int) -> tu
         if not text.startswith(",", i):
             raise LiteralError(f"expected ',' or {close!r}", i)
         i += 1
+
+
+def _nested(dialect: Dialect) -> Dialect:
+    """Inside a list or dict LFM2 2.5 writes Python's repr / JSON (escaped), whatever its top-level strings."""
+    return dialect if dialect.gemma or dialect.escapes else PYTHON
 
 
 def _key(text: str, i: int, dialect: Dialect) -> tuple[str, int]:
@@ -139,7 +160,7 @@ def _key(text: str, i: int, dialect: Dialect) -> tuple[str, int]:
             raise LiteralError("expected a key", i)
         return word.group(), word.end()
     if i < len(text) and text[i] in "'\"":
-        return _python_string(text, i, dialect)
+        return _python_string(text, i, _nested(dialect))
     raise LiteralError("expected a quoted key", i)
 
 
@@ -153,7 +174,7 @@ def _mapping(text: str, i: int, dialect: Dialect, depth: int) -> tuple[dict[str,
         i = skip_space(text, i)
         if not text.startswith(":", i):
             raise LiteralError("expected ':'", i)
-        out[key], i = scan_value(text, i + 1, dialect, depth + 1)
+        out[key], i = scan_value(text, i + 1, _nested(dialect), depth + 1)
         i = skip_space(text, i)
         if text.startswith("}", i):
             return out, i + 1
