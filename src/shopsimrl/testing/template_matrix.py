@@ -111,9 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              encoding="utf-8")
     tally = counts(outcomes)
     print(f"{len(outcomes)} runs: {tally[REWARDED]} rewarded / {tally[LOUD]} loud / {tally[SILENT]} silent")
+    print("rewarded:", " ".join(key for key, (outcome, _) in outcomes.items() if outcome == REWARDED))
     for key, (outcome, detail) in outcomes.items():
-        if outcome != LOUD:
-            print(f"  {outcome:8} {key}")
+        if outcome == SILENT:
+            print(f"silent: {key}: {detail}")
     return 0
 
 

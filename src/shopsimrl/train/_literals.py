@@ -4,7 +4,8 @@ LFM2's Python-style call arguments (``'text'``, ``3``, ``True``, ``[1, 'a']``, `
 A recursive-descent scanner over positions, shared by both dialects: each character is read a bounded number
 of times (strings end at the first closing delimiter found with ``str.find``; a Python quote that the template
 does not escape closes only where a delimiter follows it), nesting is capped at :data:`MAX_DEPTH`, so model
-text of any shape costs linear time and fails with :class:`~shopsimrl.train.tool_formats.ResponseFormatError`.
+text of any shape costs linear time and fails with :class:`~shopsimrl.errors.ResponseFormatError` (the
+message says where).
 Private to ``tool_formats``.
 """
 
@@ -15,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ResponseFormatError
+
 MAX_DEPTH = 32
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
@@ -24,12 +27,9 @@ _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}  # Python's repr and JSON write other ch
 GEMMA_QUOTE = '<|"|>'
 
 
-class LiteralError(ValueError):
-    """Where and why a value does not scan (tool_formats turns it into a ResponseFormatError)."""
-
-    def __init__(self, message: str, position: int) -> None:
-        super().__init__(f"{message} at character {position}")
-        self.position = position
+def _error(message: str, position: int) -> ResponseFormatError:
+    """Where and why a value does not scan."""
+    return ResponseFormatError(f"{message} at character {position}")
 
 
 @dataclass(frozen=True)
@@ -56,15 +56,15 @@ def skip_space(text: str, i: int) -> int:
 def scan_value(text: str, i: int, dialect: Dialect, depth: int = 0) -> tuple[Any, int]:
     """(the value that starts at ``text[i]``, the position after it)."""
     if depth > MAX_DEPTH:
-        raise LiteralError(f"values nested deeper than {MAX_DEPTH}", i)
+        raise _error(f"values nested deeper than {MAX_DEPTH}", i)
     i = skip_space(text, i)
     if i >= len(text):
-        raise LiteralError("a value is missing", i)
+        raise _error("a value is missing", i)
     char = text[i]
     if dialect.gemma and text.startswith(GEMMA_QUOTE, i):
         end = text.find(GEMMA_QUOTE, i + len(GEMMA_QUOTE))
         if end < 0:
-            raise LiteralError("an unclosed <|\"|> string", i)
+            raise _error("an unclosed <|\"|> string", i)
         return text[i + len(GEMMA_QUOTE):end], end + len(GEMMA_QUOTE)
     if not dialect.gemma and char in "'\"":
         return _python_string(text, i, dialect)
@@ -77,11 +77,11 @@ def scan_value(text: str, i: int, dialect: Dialect, depth: int = 0) -> tuple[Any
         try:
             return json.loads(number.group()), number.end()
         except ValueError as exc:  # an integer past Python's digit limit
-            raise LiteralError(f"an unreadable number ({exc})", i) from exc
+            raise _error(f"an unreadable number ({exc})", i) from exc
     word = _WORD.match(text, i)
     if word is not None and word.group() in _WORDS:
         return _WORDS[word.group()], word.end()
-    raise LiteralError(f"no value can start with {text[i:i + 12]!r}", i)
+    raise _error(f"no value can start with {text[i:i + 12]!r}", i)
 
 
 def _python_string(text: str, i: int, dialect: Dialect) -> tuple[str, int]:
@@ -93,7 +93,7 @@ def _python_string(text: str, i: int, dialect: Dialect) -> tuple[str, int]:
             if after >= len(text) or text[after] in ",)]}:":
                 return text[i + 1:j], j + 1
             j += 1
-        raise LiteralError("an unclosed string", i)
+        raise _error("an unclosed string", i)
     parts: list[str] = []
     j = i + 1
     close = text.find(quote, j)
@@ -101,11 +101,11 @@ def _python_string(text: str, i: int, dialect: Dialect) -> tuple[str, int]:
         slash = text.find("\\", j, close if close >= 0 else len(text))
         if slash < 0:
             if close < 0:
-                raise LiteralError("an unclosed string", i)
+                raise _error("an unclosed string", i)
             parts.append(text[j:close])
             return "".join(parts), close + 1
         if slash + 1 >= len(text):
-            raise LiteralError("a string ends in a backslash", slash)
+            raise _error("a string ends in a backslash", slash)
         parts.append(text[j:slash])
         escaped, j = _escape(text, slash)
         parts.append(escaped)
@@ -125,7 +125,7 @@ def _escape(text: str, slash: int) -> tuple[str, int]:
             raise ValueError(digits)
         return chr(int(digits, 16)), slash + 2 + width
     except ValueError as exc:
-        raise LiteralError(f"a bad \\{kind} escape", slash) from exc
+        raise _error(f"a bad \\{kind} escape", slash) from exc
 
 
 def _sequence(text: str, i: int, close: str, dialect: Dialect, depth: int) -> tuple[list[Any], int]:
@@ -140,7 +140,7 @@ def _sequence(text: str, i: int, close: str, dialect: Dialect, depth: int) -> tu
         if text.startswith(close, i):
             return items, i + 1
         if not text.startswith(",", i):
-            raise LiteralError(f"expected ',' or {close!r}", i)
+            raise _error(f"expected ',' or {close!r}", i)
         i += 1
 
 
@@ -157,11 +157,11 @@ def _key(text: str, i: int, dialect: Dialect) -> tuple[str, int]:
             return str(key), i
         word = _WORD.match(text, i)
         if word is None:
-            raise LiteralError("expected a key", i)
+            raise _error("expected a key", i)
         return word.group(), word.end()
     if i < len(text) and text[i] in "'\"":
         return _python_string(text, i, _nested(dialect))
-    raise LiteralError("expected a quoted key", i)
+    raise _error("expected a quoted key", i)
 
 
 def _mapping(text: str, i: int, dialect: Dialect, depth: int) -> tuple[dict[str, Any], int]:
@@ -173,49 +173,49 @@ def _mapping(text: str, i: int, dialect: Dialect, depth: int) -> tuple[dict[str,
         key, i = _key(text, i, dialect)
         i = skip_space(text, i)
         if not text.startswith(":", i):
-            raise LiteralError("expected ':'", i)
+            raise _error("expected ':'", i)
         out[key], i = scan_value(text, i + 1, _nested(dialect), depth + 1)
         i = skip_space(text, i)
         if text.startswith("}", i):
             return out, i + 1
         if not text.startswith(",", i):
-            raise LiteralError("expected ',' or '}'", i)
+            raise _error("expected ',' or '}'", i)
         i += 1
 
 
 def scan_gemma_object(text: str, i: int) -> tuple[dict[str, Any], int]:
     """Gemma 4's argument object that opens at ``text[i] == "{"``."""
     if not text.startswith("{", i):
-        raise LiteralError("expected '{'", i)
+        raise _error("expected '{'", i)
     return _mapping(text, i + 1, GEMMA, 0)
 
 
 def scan_python_calls(text: str, i: int, dialect: Dialect) -> tuple[list[tuple[str, dict[str, Any]]], int]:
     """LFM2's ``[name(key=value, ...), ...]`` list that opens at ``text[i] == "["``: ((name, arguments), end)."""
     if not text.startswith("[", i):
-        raise LiteralError("expected '['", i)
+        raise _error("expected '['", i)
     calls: list[tuple[str, dict[str, Any]]] = []
     i = skip_space(text, i + 1)
     while not text.startswith("]", i):
         name = _WORD.match(text, i)
         if name is None or not text.startswith("(", name.end()):
-            raise LiteralError("expected a call name(", i)
+            raise _error("expected a call name(", i)
         arguments: dict[str, Any] = {}
         i = skip_space(text, name.end() + 1)
         while not text.startswith(")", i):
             key = _WORD.match(text, i)
             if key is None or not text.startswith("=", skip_space(text, key.end())):
-                raise LiteralError("expected key=value", i)
+                raise _error("expected key=value", i)
             arguments[key.group()], i = scan_value(text, skip_space(text, key.end()) + 1, dialect, 1)
             i = skip_space(text, i)
             if text.startswith(",", i):
                 i = skip_space(text, i + 1)
             elif not text.startswith(")", i):
-                raise LiteralError("expected ',' or ')'", i)
+                raise _error("expected ',' or ')'", i)
         calls.append((name.group(), arguments))
         i = skip_space(text, i + 1)
         if text.startswith(",", i):
             i = skip_space(text, i + 1)
         elif not text.startswith("]", i):
-            raise LiteralError("expected ',' or ']'", i)
+            raise _error("expected ',' or ']'", i)
     return calls, i + 1

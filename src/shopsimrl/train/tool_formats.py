@@ -30,12 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ShopSimError
-from ._literals import PYTHON, PYTHON_RAW, Dialect, LiteralError, scan_gemma_object, scan_python_calls, skip_space
-
-
-class ResponseFormatError(ShopSimError, ValueError):
-    """Model text that claims a template's tool-call format but does not follow it (a protocol error)."""
+from ..errors import ResponseFormatError as ResponseFormatError
+from ._literals import PYTHON, PYTHON_RAW, Dialect, scan_gemma_object, scan_python_calls, skip_space
 
 
 @dataclass
@@ -231,10 +227,7 @@ def parse_gemma4(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> ParsedTu
         brace = text.find("{", head)
         if not text.startswith("call:", head) or brace < 0 or not text[head + 5:brace].strip():
             raise ResponseFormatError("a Gemma tool call is not call:NAME{…}")
-        try:
-            arguments, end = scan_gemma_object(text, brace)
-        except LiteralError as exc:
-            raise ResponseFormatError(f"Gemma tool-call arguments: {exc}") from exc
+        arguments, end = scan_gemma_object(text, brace)
         if not text.startswith("<tool_call|>", end):
             raise ResponseFormatError("a Gemma tool call not closed by <tool_call|>")
         out.calls.append((text[head + 5:brace].strip(), arguments))
@@ -252,10 +245,7 @@ def _lfm2(dialect: Dialect) -> Parser:
         i = 0
         while (start := rest.find("<|tool_call_start|>", i)) >= 0:
             outside.append(rest[i:start])
-            try:
-                calls, end = scan_python_calls(rest, skip_space(rest, start + len("<|tool_call_start|>")), dialect)
-            except LiteralError as exc:
-                raise ResponseFormatError(f"LFM2 tool calls: {exc}") from exc
+            calls, end = scan_python_calls(rest, skip_space(rest, start + len("<|tool_call_start|>")), dialect)
             end = skip_space(rest, end)
             if not rest.startswith("<|tool_call_end|>", end):
                 raise ResponseFormatError("LFM2 tool calls not closed by <|tool_call_end|>")
