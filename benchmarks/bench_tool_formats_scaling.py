@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import time
 from collections.abc import Callable
 
+from bench_budget_scaling import best_time, ratio_report
 from shopsimrl.errors import ResponseFormatError
 from shopsimrl.train import tool_formats as tf
 
@@ -39,15 +39,12 @@ FAMILIES: tuple[tuple[str, Callable[..., object], str, str, str], ...] = (
 )
 
 
-def seconds(parse: Callable[..., object], text: str, repeats: int = 3) -> float:
-    """Best CPU time of ``repeats`` runs (the least disturbed by other processes)."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.process_time()
+def _timed(parse: Callable[..., object], text: str) -> float:
+    def call() -> None:
         with contextlib.suppress(ResponseFormatError):
             parse(text, ())
-        best = min(best, time.process_time() - start)
-    return best
+
+    return best_time(call)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,15 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=int, default=4000, help="repetitions of the smallest input")
     parser.add_argument("--max-ratio", type=float, default=6.0)
     args, _ = parser.parse_known_args(argv)
-    worst = 0.0
-    print(f"{'family':<18} {'n':>9} {'4n':>9} {'16n':>9}  ratio 16n/4n")
-    for name, parse, head, unit, tail in FAMILIES:
-        times = [seconds(parse, head + unit * args.base * factor + tail) for factor in (1, 4, 16)]
-        ratio = times[2] / max(times[1], 1e-9)
-        worst = max(worst, ratio)
-        print(f"{name:<18} " + " ".join(f"{t * 1000:7.2f}ms" for t in times) + f"  {ratio:5.1f}")
-    print(f"worst ratio {worst:.1f} (linear: 4; limit {args.max_ratio})")
-    return 0 if worst <= args.max_ratio else 1
+    rows = [(f[0], lambda n, f=f: _timed(f[1], f[2] + f[3] * n + f[4])) for f in FAMILIES]
+    return ratio_report(rows, args.base, args.max_ratio, width=18)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from .chat_template import (
 )
 from .render_pool import WINDOW_HEAD
 from .tool_formats import ResponseFormatError, format_for, payload, reopen_think
+from .tool_formats import strip_stops as strip_stops
 
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"  # a Generation's finish_reason
 
@@ -115,17 +116,6 @@ def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_sta
     if not suffix and stop and rest.startswith(stop):
         rest = rest[len(stop):]
     return encode(tokenizer, suffix + rest)
-
-
-def strip_stops(text: str, stops: Sequence[str]) -> str:
-    changed = True
-    while changed:
-        changed = False
-        stripped = text.rstrip()
-        for stop in stops:
-            if stop and stripped.endswith(stop):
-                text, changed = stripped[: -len(stop)], True
-    return text
 
 
 def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: Callable[[], str], finish_reason: str,

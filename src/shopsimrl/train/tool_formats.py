@@ -202,21 +202,22 @@ def _json_arguments(name: str, body: str) -> tuple[str, Any]:
 _GEMMA_ENDS = ("<|tool_response>", "<turn|>")
 
 
-def _strip_ends(text: str, ends: Sequence[str]) -> str:
+def strip_stops(text: str, stops: Sequence[str]) -> str:
+    """``text`` without the stop texts (and whitespace) it ends with, however many and in any order."""
     changed = True
     while changed:
         changed = False
         stripped = text.rstrip()
-        for end in ends:
-            if stripped.endswith(end):
-                text, changed = stripped[: -len(end)], True
+        for stop in stops:
+            if stop and stripped.endswith(stop):
+                text, changed = stripped[: -len(stop)], True
     return text
 
 
 def parse_gemma4(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> ParsedTurn:
     """Gemma 4: thoughts in a channel block, ``<|tool_call>call:NAME{…}<tool_call|>`` calls, text beside."""
     out = ParsedTurn()
-    thoughts, text = _blocks(_strip_ends(text, _GEMMA_ENDS), "<|channel>", "<channel|>", str)
+    thoughts, text = _blocks(strip_stops(text, _GEMMA_ENDS), "<|channel>", "<channel|>", str)
     if thoughts:
         out.reasoning = "\n".join(t.removeprefix("thought").strip() for t in thoughts)
     outside: list[str] = []
