@@ -45,7 +45,8 @@ run: $(CORE_STAMP)
 
 test: $(DEV_STAMP) $(VERL_STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/pytest
+	# the template matrix compares the [verl] venv's outcomes with this one's (tests/test_train_template_matrix.py)
+	SHOPSIM_VERL_VENV=$(VERL_VENV) $(BIN)/pytest
 	$(VERL_VENV)/bin/pytest $(VERL_TESTS)
 
 bench: $(DEV_STAMP)

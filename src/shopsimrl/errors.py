@@ -242,6 +242,10 @@ class TemplateUnreadableError(ChatTemplateError):
     """The chat template cannot carry the episode's tool calls (none rendered, or unreadable)."""
 
 
+class ResponseFormatError(ShopSimError, ValueError):
+    """Model text that claims a chat template's tool-call format but breaks it (``train.tool_formats``)."""
+
+
 class ScenarioError(ShopSimError):
     """An unknown scenario name or settings the scenarios cannot take."""
 

@@ -1,6 +1,6 @@
 """The text of one rollout turn: the prompt ids the chat template renders (the whole conversation, a bounded
 window of it, or append mode's delta after a sampled turn) and the sampled text read back (stop texts stripped,
-parsed by the validator or the template's own response parser). Private to the rollout core (``rollout.py``),
+parsed by the validator or the parser of the template's tool-call format). Private to the rollout core (``rollout.py``),
 which keeps the token ledger and the turn loop; split out so that each stays readable."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ from ..errors import ChatTemplateError
 from .chat_template import (
     KNOWN_STOPS,
     encode,
-    parse_with_template,
     render_text,
     template_messages,
     turn_suffix,
 )
 from .render_pool import WINDOW_HEAD
+from .tool_formats import ResponseFormatError, format_for, payload, reopen_think
+from .tool_formats import strip_stops as strip_stops
 
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"  # a Generation's finish_reason
 
@@ -117,29 +118,29 @@ def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_sta
     return encode(tokenizer, suffix + rest)
 
 
-def strip_stops(text: str, stops: Sequence[str]) -> str:
-    changed = True
-    while changed:
-        changed = False
-        stripped = text.rstrip()
-        for stop in stops:
-            if stop and stripped.endswith(stop):
-                text, changed = stripped[: -len(stop)], True
-    return text
-
-
 def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: Callable[[], str], finish_reason: str,
                tools: Sequence[Mapping[str, Any]]) -> ModelOutput:
-    """The validator's text parser (``<tool_call>`` JSON or XML); when it rejects the output, the template's
-    response parser if it has one (Llama JSON, gpt-oss channels, GLM XML, a think block the prompt opened)."""
+    """The validator's text parser (``<tool_call>`` JSON or XML, after a think block the prompt opened); when it
+    rejects the output, the parser of the template's own tool-call format (``tool_formats``: Llama JSON,
+    gpt-oss channels, GLM XML, Gemma 4, LFM2). ``raw_text`` (with its stop texts) is kept for the callers'
+    signature; the formats read the stripped ``text``."""
+    close = text.find("</think>")
+    if close >= 0 and "<think>" not in text[:close]:
+        text = reopen_think(text, prompt_tail())
     out = parse_sampled(text, finish_reason, tools)
-    if out.accepted:
+    template = getattr(tokenizer, "chat_template", None)
+    found = format_for(template) if not out.accepted and isinstance(template, str) else None
+    if found is None:
         return out
-    payload = parse_with_template(tokenizer, raw_text, prompt_tail(), finish_reason)
-    if payload is not None:
-        parsed = interpret(payload, tools)
-        if parsed.accepted or "<tool_call>" not in text:  # its content is free of the format's markup
-            return parsed
+    name, parser = found
+    try:
+        parsed = interpret(payload(parser(text, tools), finish_reason), tools)
+    except ResponseFormatError as exc:
+        if out.protocol_error is not None:
+            out.protocol_error = {"code": "invalid_tool_call", "message": f"{name} tool call: {exc}"}
+        return out
+    if parsed.accepted or "<tool_call>" not in text:  # its content is free of the format's markup
+        return parsed
     return out
 
 

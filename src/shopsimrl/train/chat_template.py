@@ -30,6 +30,7 @@ from typing import Any
 
 from ..env.tools import EPISODE_VALUE_DESCRIPTION as EPISODE_VALUE_DESCRIPTION
 from ..env.tools import episode_tools as episode_tools
+from .tool_formats import format_for
 
 # Stop tokens of the template families the project is tested with (model-emitted end-of-turn markers).
 KNOWN_STOPS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|call|>", "<|return|>", "<|end|>", "<|observation|>",
@@ -41,7 +42,7 @@ class TemplateInfo:
     """What :func:`prepare_tokenizer` did to a tokenizer (goes into rollout metadata)."""
 
     swapped_to_training: bool = False
-    response_parser: bool = False
+    response_format: str = ""  # the project's parser for the template's tool calls (tool_formats), if any
     prefix_preserving: bool = False  # after any swap: append mode may render bounded windows
     suffixes: dict[Any, Any] = field(default_factory=dict)  # end-of-turn text per (stop, kind), read once
     first_prompts: dict[Any, list[int]] = field(default_factory=dict)  # a group's shared first prompt
@@ -50,7 +51,7 @@ class TemplateInfo:
 
 
 def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> TemplateInfo:
-    """Apply the training-template policy once per tokenizer and attach a response parser when TRL has one."""
+    """Apply the training-template policy once per tokenizer and name the template's tool-call format."""
     cached = getattr(tokenizer, "_shopsimrl_template_info", None)
     if isinstance(cached, TemplateInfo):
         return cached
@@ -58,7 +59,7 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
     template = getattr(tokenizer, "chat_template", None)
     if isinstance(template, str):
         try:
-            from trl.chat_template_utils import add_response_schema, get_training_chat_template
+            from trl.chat_template_utils import get_training_chat_template
         except ImportError:
             info.note = "TRL not installed: template used as shipped"
             if training_template == "auto" and not prefix_preserving(tokenizer):
@@ -70,11 +71,6 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
                 else:
                     info.note = "TRL not installed and no shipped training variant: segments may fork"
         else:
-            try:
-                add_response_schema(tokenizer)  # matched against the original template, so before any swap
-                info.response_parser = True
-            except (ValueError, TypeError):
-                pass
             if training_template == "auto" and not prefix_preserving(tokenizer):
                 try:
                     patched = get_training_chat_template(tokenizer)
@@ -89,6 +85,8 @@ def prepare_tokenizer(tokenizer: Any, *, training_template: str = "auto") -> Tem
                     info.note = "not prefix-preserving and TRL has no training variant: segments may fork"
     if isinstance(getattr(tokenizer, "chat_template", None), str):
         info.prefix_preserving = prefix_preserving(tokenizer)
+        found = format_for(tokenizer.chat_template)
+        info.response_format = found[0] if found else ""
     info.stops = stop_texts(tokenizer)
     with contextlib.suppress(AttributeError):
         tokenizer._shopsimrl_template_info = info
@@ -180,42 +178,3 @@ def turn_suffix(tokenizer: Any, messages: Sequence[Mapping[str, Any]], assistant
     if stop and stop in turn:
         return turn, turn[turn.rindex(stop) + len(stop):]
     return turn, ""
-
-
-def parse_with_template(tokenizer: Any, text: str, prefix: str, finish_reason: str) -> dict[str, Any] | None:
-    """A chat-completion payload from the tokenizer's response parser (None: no parser, or it failed).
-
-    Used for formats the validator cannot read from text (Llama JSON, gpt-oss channels, GLM XML); tool-call
-    ids are derived from the position so that repair echoes stay deterministic.
-    """
-    if not (getattr(tokenizer, "response_template", None) or getattr(tokenizer, "response_schema", None)):
-        return None
-    try:
-        parsed = tokenizer.parse_response(text, prefix=prefix)
-    except Exception:
-        return None
-    if not isinstance(parsed, Mapping):
-        return None
-    calls = []
-    for index, call in enumerate(parsed.get("tool_calls") or []):
-        function = call.get("function", call) if isinstance(call, Mapping) else {}
-        arguments = function.get("arguments", {}) if isinstance(function, Mapping) else {}
-        if isinstance(arguments, str):
-            with contextlib.suppress(ValueError):
-                arguments = json.loads(arguments)
-        calls.append({"id": f"call-{index}", "type": "function",
-                      "function": {"name": function.get("name") if isinstance(function, Mapping) else None,
-                                   "arguments": arguments}})
-    content = parsed.get("content")
-    if isinstance(content, str):  # a stop token the parser left in the content (GLM's <|observation|>)
-        for stop in KNOWN_STOPS:
-            content = content.strip()
-            if content.endswith(stop):
-                content = content[: -len(stop)]
-    message: dict[str, Any] = {"role": "assistant", "content": content if isinstance(content, str) else None,
-                               "tool_calls": calls or None}
-    thinking = parsed.get("thinking") or parsed.get("reasoning_content")
-    if isinstance(thinking, str):
-        message["reasoning_content"] = thinking
-    return {"choices": [{"index": 0, "finish_reason": "length" if finish_reason == "length" else "stop",
-                         "message": message}]}

@@ -87,4 +87,4 @@ def _probe(tokenizer: Any) -> str:
         return ""
     code = (out.protocol_error or out.policy_failure or {}).get("code", "a different action")
     return (f"renders tool calls in a format the project cannot read back ({code}): {raw[:120]!r}; supported: "
-            "<tool_call> JSON, Qwen XML, and the formats TRL's response parsers read (Llama JSON, gpt-oss, GLM)")
+            "<tool_call> JSON or Qwen XML, Llama 3.1 JSON, GLM XML, gpt-oss harmony, Gemma 4, LFM2 (tool_formats)")
