@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ..contract import ACTION_LIMIT
+from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..errors import NoActiveEpisodeError
 from ..versions import REPORTED_METRICS
 from .episode import turn_limit
@@ -53,7 +53,7 @@ class EpisodeShell:
     @classmethod
     def ended(cls) -> EpisodeShell:
         """A shell whose episode is over and gone (a tool server that dropped the session at its end)."""
-        shell = cls(None, {"interaction_mode": "single_turn"})
+        shell = cls(None, {"interaction_mode": SINGLE_TURN})
         shell.final = {}
         return shell
 

@@ -99,7 +99,7 @@ def parse_prompt(prompt: Any) -> TaskRow:
     text = prompt if isinstance(prompt, str) else (prompt[-1].get("content") if isinstance(prompt, list) and prompt
                                                    and isinstance(prompt[-1], Mapping) else None)
     task, _, shopper = (text or "").strip().partition(SHOPPER_SEPARATOR)
-    where = f"prompt {prompt!r} (a task id, optionally @shopper)"
+    where = f"prompt {prompt!r} is not a task id (optionally @shopper)"
     return TaskRow(task_id_text(task, where), shopper_field(shopper.strip(), where))
 
 
