@@ -215,9 +215,9 @@ def test_the_documented_vf_eval_command_scores_every_rollout(world, prepared_dir
 def test_toolset_holds_the_episode_shells_rules(world, prepared_dir):
     """Every task, the loop's own episode replayed through the tool server (its state set as verifiers sets it
     for a call): the same pages, step count, end and public reward; after the end, the shell's one message."""
+    from shopsim_env.toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
     from verifiers.v1.mcp import server as vf_server
 
-    from shopsim_env.toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
     from shopsimrl.agent.episode import EpisodeRequest
     from shopsimrl.agent.episode_shell import EPISODE_OVER, public_reward
     from shopsimrl.agent.play import play

@@ -23,7 +23,6 @@ from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeErr
 from ..stamps import catalog_stamps, task_set_sha256
 from ..versions import (
     ENVIRONMENT_VERSION,
-    EPISODE_LIMITS,
     OBSERVATION_VERSION,
     REWARD_VERSION,
     TOOL_VERSION,
@@ -90,7 +89,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
         stamps = catalog_stamps(self.world.catalog.root, self.world.catalog.manifest)
         self._state = ShopSimState(
             episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == PERSONA_MODE,
-            interaction_mode=interaction_mode, shopper=shopper, action_limit=EPISODE_LIMITS[interaction_mode],
+            interaction_mode=interaction_mode, shopper=shopper, action_limit=self.shell.limit,
             generator_version=stamps["generator_version"], catalog_sha256=stamps["catalog_sha256"],
             **version_strings(),
         )
