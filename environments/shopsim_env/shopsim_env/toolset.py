@@ -92,7 +92,7 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
     def _act(self, action: str) -> str:
         state = self.state
         shell = self._shell()
-        if shell.done:
+        if shell.done:  # after the end: the shell's one answer, nothing is stepped or counted
             return shell.call(action)
         text = shell.call(action)
         state.steps += 1

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..agent.episode_shell import EPISODE_OVER as EPISODE_OVER
 from ..agent.episode_shell import EpisodeShell
 from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
