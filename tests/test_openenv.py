@@ -285,6 +285,43 @@ def test_harness_resource_session_runs_an_episode_and_verify_forwards_r_strict(w
         factory.create("not a task")
 
 
+def test_openenv_env_and_harness_hold_the_episode_shells_rules(world):
+    """Every task, the loop's own episode (heuristic and random actions) replayed through OpenEnv's environment
+    and its harness: the same pages, steps, end and public reward; after the end the harness answers with the
+    shell's one message and the environment raises the engine's typed error."""
+    from shopsimrl.agent.episode import EpisodeRequest
+    from shopsimrl.agent.episode_shell import EPISODE_OVER, public_reward
+    from shopsimrl.agent.play import play
+    from shopsimrl.errors import EpisodeTerminatedError
+
+    engine = world.new_env()
+    for name in ("heuristic", "random"):
+        policy = make_policy(name, world)
+        for task_id in world.catalog.split("all"):
+            episode, hooks = play(engine, policy, EpisodeRequest(task_id), seed=task_id)
+            final = episode.final
+            env = ShopSimEnvironment(world)
+            env.reset(task_id=task_id)
+            session = ShopSimSessionFactory(world, per_page_tools=False).create(task_id)
+            for turn in hooks.history:
+                tool, _, value = turn.action[:-1].partition("[")
+                key = {"search": "query", "click": "value"}[tool]
+                assert env.step(ShopSimAction(tool=tool, arguments={key: value})).page_text == turn.observation
+                assert session.call_tool(tool, {key: value}).data == turn.observation
+            assert env.state.step_count == env.shell.steps == len(hooks.history)
+            assert env.state.done and env.state.termination_reason == final["termination_reason"]
+            verdict = session.verify([])
+            assert verdict.done and verdict.env_reward == final["reward"]
+            assert verdict.metrics == public_reward(final["reward_detail"]) == env.shell.public
+            after = session.call_tool("search", {"query": "x"})
+            assert after.error == EPISODE_OVER and after.done
+            with pytest.raises(EpisodeTerminatedError):
+                env.step(ShopSimAction(tool="search", arguments={"query": "x"}))
+            session.close()
+            env.close()
+    engine.close()
+
+
 def test_serve_openenv_command_starts_openenvs_server(prepared_dir, tmp_path):
     import socket
     import subprocess

@@ -21,7 +21,7 @@ def test_adapters_import_without_trainer_and_say_what_to_install(monkeypatch, mo
     monkeypatch.setitem(sys.modules, "verl", None)  # make `import verl` fail even if it were installed
     mod = importlib.import_module(module)
     mod._CACHE.clear()
-    with pytest.raises(verl_adapter.VerlAdapterError, match=hint):
+    with pytest.raises(verl_adapter.AdapterError, match=hint):
         getattr(mod, attribute)
 
 
@@ -43,7 +43,7 @@ def test_verl_token_output_to_generation(ids, log_probs, reason, want, finish) -
 def test_verl_missing_log_probs_when_asked_is_an_error() -> None:
     from types import SimpleNamespace
 
-    with pytest.raises(verl_adapter.VerlAdapterError, match="no log-probs"):
+    with pytest.raises(verl_adapter.AdapterError, match="no log-probs"):
         verl_adapter.token_output_to_generation(SimpleNamespace(token_ids=[1], log_probs=None), 4, (2,), True)
 
 

@@ -179,14 +179,14 @@ def test_evaluation_runs_the_same_episode_and_returns_one_sample(shop) -> None:
 def test_training_guards(shop, args, params, sample, message) -> None:
     a = SimpleNamespace(**{**vars(ARGS), **args})
     s = _sample(0, split=sample.get("split", "train"))
-    with pytest.raises(adapter.SlimeAdapterError, match=message):
+    with pytest.raises(adapter.AdapterError, match=message):
         asyncio.run(adapter.generate(a, s, {**SAMPLING, **params}))
 
 
 def test_without_slime_the_error_names_the_install(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "slime", None)
     adapter.configure(tokenizer=None)
-    with pytest.raises(adapter.SlimeAdapterError, match="slime is not installed"):
+    with pytest.raises(adapter.AdapterError, match="slime is not installed"):
         asyncio.run(adapter.generate(ARGS, _sample(0), dict(SAMPLING)))
 
 
@@ -206,7 +206,7 @@ def test_dialogue_lines_play_the_shopper_and_never_train_on_its_replies(world: S
         lines = adapter.task_lines([0, 1], "train", shopper="rule")
         assert [line["metadata"]["shopper"] for line in lines] == ["rule", "rule"]
         assert "shopper" not in adapter.task_lines([0])[0]["metadata"]
-        with pytest.raises(adapter.SlimeAdapterError, match="unknown shopper"):
+        with pytest.raises(adapter.AdapterError, match="unknown shopper"):
             bad = Sample(group_index=0, index=9, prompt="0", metadata={"task_id": 0, "shopper": "oracle"})
             asyncio.run(adapter.generate(args, bad, dict(SAMPLING)))
         groups = []

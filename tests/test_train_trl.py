@@ -178,7 +178,7 @@ def test_a_template_failure_stops_training_with_an_error(world: ShopWorld, corpu
     trainer = GRPOTrainer(model=_tiny_model(tokenizer), reward_funcs=trl_adapter.shop_reward,
                           args=_args(tmp_path, max_steps=1), train_dataset=dataset, processing_class=tokenizer,
                           rollout_func=rollout)
-    with pytest.raises(trl_adapter.TrlAdapterError, match="chat template"):
+    with pytest.raises(trl_adapter.AdapterError, match="chat template"):
         trainer.train()
     # the metric variant keeps going but says so: every episode aborted, rewards None (excluded), never 0.0
     metric = trl_adapter.make_rollout_func(InProcessEnvironment(world), max_steps=4, on_template_error="metric",

@@ -69,7 +69,7 @@ def test_task_prompts_carry_the_shopper_and_bad_ones_are_typed_errors() -> None:
     assert trl_adapter.task_prompts([3])["prompt"] == ["3"]
     with pytest.raises(ShopSimError, match="unknown shopper"):
         trl_adapter.task_prompts([3], shopper="oracle")
-    with pytest.raises(trl_adapter.TrlAdapterError, match="not a task id"):
+    with pytest.raises(trl_adapter.AdapterError, match="not a task id"):
         asyncio.run(trl_adapter.run_episodes(["3@nobody"], None, lambda ids: None, None, RolloutConfig()))
 
 

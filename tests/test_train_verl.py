@@ -174,7 +174,7 @@ def test_missing_module_gets_a_precise_install_hint(blocked: str, expected: str)
     code = ("import sys\n"
             f"sys.modules[{blocked!r}] = None\n"
             "from shopsimrl.train import verl as v\n"
-            "try:\n    v.ShopAgentLoop\nexcept v.VerlAdapterError as e:\n    print(e)\n")
+            "try:\n    v.ShopAgentLoop\nexcept v.AdapterError as e:\n    print(e)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert expected in done.stdout, done.stdout + done.stderr

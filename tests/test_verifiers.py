@@ -210,3 +210,38 @@ def test_the_documented_vf_eval_command_scores_every_rollout(world, prepared_dir
         scores.setdefault(trace["task"]["data"]["task_id"], set()).add(trace["rewards"]["r_strict"]["score"])
     expected = {t: r["final"]["reward"] for t, r in in_process(world, tasks).items()}
     assert scores == {t: {v} for t, v in expected.items()} and any(expected.values())
+
+
+def test_toolset_holds_the_episode_shells_rules(world, prepared_dir):
+    """Every task, the loop's own episode replayed through the tool server (its state set as verifiers sets it
+    for a call): the same pages, step count, end and public reward; after the end, the shell's one message."""
+    from shopsim_env.toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
+    from verifiers.v1.mcp import server as vf_server
+
+    from shopsimrl.agent.episode import EpisodeRequest
+    from shopsimrl.agent.episode_shell import EPISODE_OVER, public_reward
+    from shopsimrl.agent.play import play
+    from shopsimrl.agent.policies import make_policy
+
+    engine = world.new_env()
+    for shopper, name in ((None, "heuristic"), (None, "random"), ("rule", "dialogue-heuristic")):
+        toolset = ShopSimToolset(ShopSimToolsetConfig(data=str(prepared_dir), shopper=shopper))
+        asyncio.run(toolset.setup())
+        policy = make_policy(name, world)
+        for task_id in world.catalog.split(SPLIT):
+            episode, hooks = play(engine, policy, EpisodeRequest(task_id, shopper=shopper), seed=task_id)
+            state = ShopSimState(session=f"{name}-{task_id}", task_id=task_id, shopper=shopper)
+            token = vf_server._call_state.set(state)
+            try:
+                for turn in hooks.history:
+                    tool, _, value = turn.action[:-1].partition("[")
+                    assert asyncio.run(getattr(toolset, tool)(value)) == turn.observation
+                assert state.done and state.steps == len(hooks.history)
+                assert state.termination_reason == episode.final["termination_reason"]
+                assert state.reward == episode.final["reward"]
+                assert state.reward_detail == public_reward(episode.final["reward_detail"])
+                assert asyncio.run(toolset.search("x")) == EPISODE_OVER
+                assert state.steps == len(hooks.history) and f"{name}-{task_id}" not in toolset.sessions
+            finally:
+                vf_server._call_state.reset(token)
+    engine.close()

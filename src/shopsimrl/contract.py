@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, overload
+from typing import Any, Final, Literal, TypeGuard, overload
 
 from .errors import InvalidActionError, InvalidTaskIdError
 
@@ -288,9 +288,14 @@ def require_action_text(action: object) -> str:
     return action
 
 
+def is_task_id(value: object) -> TypeGuard[int]:
+    """The one task-id rule (docs/contract.md#reset): an ``int`` and not a ``bool`` (no float, no string)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_task_id(task_id: object) -> int:
-    """A task id is an ``int`` and not a ``bool`` (docs/contract.md#reset); raises InvalidTaskIdError."""
-    if isinstance(task_id, bool) or not isinstance(task_id, int):
+    """A task id by :func:`is_task_id`; raises InvalidTaskIdError."""
+    if not is_task_id(task_id):
         raise InvalidTaskIdError("task idx must be an integer")
     return task_id
 
@@ -369,6 +374,7 @@ __all__ = [
     "check_task_id",
     "extract_action",
     "format_action",
+    "is_task_id",
     "option_label",
     "parse_action",
     "started_message",

@@ -223,19 +223,8 @@ class GrammarError(ShopSimError):
 
 
 class AdapterError(ShopSimError):
-    """A trainer adapter (TRL, verl, slime) cannot run this: a missing extra, a setting it refuses, a template failure."""
-
-
-class TrlAdapterError(AdapterError):
-    """TRL/torch missing, a prompt that is not a task id, or a chat-template failure during rollouts."""
-
-
-class VerlAdapterError(AdapterError):
-    """verl is missing, or a setting the agent loop cannot use."""
-
-
-class SlimeAdapterError(AdapterError):
-    """A slime setting this adapter refuses (partial rollout, eval mode, truncated sampling, …)."""
+    """A trainer adapter (TRL, verl, slime) cannot run this: a missing extra, a setting it refuses, a task row that is
+    not one (``train/row_codec.py``), a template failure."""
 
 
 class TemplateUnreadableError(ChatTemplateError):

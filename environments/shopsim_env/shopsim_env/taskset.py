@@ -20,15 +20,16 @@ from typing import Any
 import verifiers.v1 as vf
 from verifiers.v1.harnesses.null.harness import NullHarness
 
+from shopsimrl.agent.episode import turn_limit
 from shopsimrl.agent.prompt import first_user_message, system_message
 from shopsimrl.contract import PURCHASE, SINGLE_TURN
 from shopsimrl.env import ShopWorld
 from shopsimrl.stamps import catalog_stamps, task_set_sha256
-from shopsimrl.versions import EPISODE_LIMITS, REPORTED_METRICS
+from shopsimrl.versions import REPORTED_METRICS
 
 from .toolset import ShopSimState, ShopSimToolset, ShopSimToolsetConfig
 
-MAX_STEPS = EPISODE_LIMITS[SINGLE_TURN]
+MAX_STEPS = turn_limit(SINGLE_TURN)
 
 
 class ShopSimTasksetConfig(vf.TasksetConfig):
@@ -110,7 +111,7 @@ class ShopSimTaskset(vf.Taskset[ShopSimTask, ShopSimTasksetConfig]):
                 ShopSimData(
                     id=str(task_id), name=f"task-{task_id}", task_id=task_id,
                     persona=reset["task_mode"] == "persona", shopper=shopper,
-                    step_limit=EPISODE_LIMITS[reset["interaction_mode"]],
+                    step_limit=turn_limit(reset["interaction_mode"]),
                     system_prompt=system_message(reset["user_persona"]),
                     prompt=first_user_message(visible, reset["observation"]), **stamps,
                 ),

@@ -3,8 +3,9 @@
 verifiers starts this module once (``python -m shopsim_env.toolset``) as a taskset-scoped MCP server. The world
 (catalog, index, page data) is opened once in ``setup``; each call carries its rollout's state, whose ``session``
 key selects (or starts) that rollout's ``ShopEnv``. Tools have bare names, ``search(query)`` and ``click(value)``;
-the result is the page text, which lists the clickable values. The goal stays in this process: the state gets the
-public reward components only.
+the result is the page text, which lists the clickable values. Each session is an episode shell
+(``shopsimrl.agent.episode_shell``: steps, the end, one answer after it); the goal stays in this process: the
+state gets the public reward components only.
 
 Dialogue mode (issue 16): with a ``shopper`` in the config, rollouts play against that shopper and the server
 also exposes ``ask_user(question)`` (described by the environment's own ``ask_user`` tool text); its result is
@@ -19,10 +20,10 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
+from shopsimrl.agent.episode_shell import EpisodeShell
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import TOOLS, tool_method
 from shopsimrl.errors import ShopSimError
-from shopsimrl.versions import REPORTED_METRICS
 
 MAX_OPEN_SESSIONS = 4096  # finished sessions are dropped at once; this bounds abandoned ones
 
@@ -55,7 +56,7 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
     def __init__(self, config: ShopSimToolsetConfig) -> None:
         super().__init__(config)
         self.world: ShopWorld | None = None
-        self.sessions: OrderedDict[str, ShopEnv] = OrderedDict()
+        self.sessions: OrderedDict[str, EpisodeShell] = OrderedDict()
         if config.shopper is None:  # single-turn rollouts: an undecorated attribute hides each dialogue-only tool
             for tool in TOOLS:
                 if tool.dialogue_only:
@@ -67,38 +68,39 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
     async def setup(self) -> None:
         self.world = ShopWorld.shared(self.config.data)
 
-    def _env(self) -> ShopEnv:
+    def _shell(self) -> EpisodeShell:
+        """This rollout's episode shell: its session's, a new one on the first call, an ended one after the end."""
         state = self.state
+        if state.done:
+            return EpisodeShell.ended()  # the session was dropped at the end; the state remembers it
         if not state.session or state.task_id < 0:
             raise ShopSimError("no shop session in this rollout's state (the task's setup did not run)")
-        env = self.sessions.get(state.session)
-        if env is None:
+        shell = self.sessions.get(state.session)
+        if shell is None:
             if self.world is None:
                 self.world = ShopWorld.shared(self.config.data)
             env = ShopEnv(self.world)
             if state.shopper is not None:
-                env.reset(state.task_id, persona=state.persona, shopper=state.shopper)  # implies multi_turn
+                reset = env.reset(state.task_id, persona=state.persona, shopper=state.shopper)  # implies multi_turn
             else:
-                env.reset(state.task_id, persona=state.persona)
-            self.sessions[state.session] = env
+                reset = env.reset(state.task_id, persona=state.persona)
+            shell = self.sessions[state.session] = EpisodeShell(env, reset)
             while len(self.sessions) > MAX_OPEN_SESSIONS:
                 self.sessions.popitem(last=False)
-        return env
+        return shell
 
     def _act(self, action: str) -> str:
         state = self.state
-        if state.done:
-            return "任务已结束：请停止调用工具。"
-        result = self._env().step(action)
+        shell = self._shell()
+        if shell.done:  # after the end: the shell's one answer, nothing is stepped or counted
+            return shell.call(action)
+        text = shell.call(action)
         state.steps += 1
-        if result["done"]:
-            state.done = True
-            state.termination_reason = result.get("termination_reason")
-            state.reward = float(result["reward"])
-            detail = result.get("reward_detail") or {}
-            state.reward_detail = {key: detail[key] for key in REPORTED_METRICS if key in detail}
-            self.sessions.pop(state.session, None)  # the engine ends at a purchase or its action limit (30/40)
-        return result["observation"]
+        if shell.done:  # the engine ends at a purchase or its action limit (30/40)
+            for key, value in shell.outcome().items():
+                setattr(state, key, value)
+            self.sessions.pop(state.session, None)
+        return text
 
 
 def _install_tools() -> None:

@@ -50,8 +50,14 @@ class EpisodeRequest:
     def turn_limit(self, reset: Mapping[str, Any] | None = None) -> int:
         """The environment's limit for the reset's interaction mode, lowered to ``max_turns`` when that is set."""
         mode = (reset or {}).get("interaction_mode") or (MULTI_TURN if self.shopper else self.interaction_mode)
-        limit = EPISODE_LIMITS[str(mode)]
-        return limit if self.max_turns is None else min(limit, self.max_turns)
+        return turn_limit(str(mode), self.max_turns)
+
+
+def turn_limit(interaction_mode: str, cap: int | None = None) -> int:
+    """The turn limit of an episode in ``interaction_mode``: the environment's own (30; 40 in dialogue mode),
+    lowered to ``cap`` when one is set; a cap never raises it. The loop and the episode shell both use it."""
+    limit = EPISODE_LIMITS[interaction_mode]
+    return limit if cap is None else min(limit, cap)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..contract import CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT
+from ..contract import CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT, is_task_id
 from ..env.shop_env import ShopWorld
 from ..env.tools import argument_key
 from ..errors import PolicyError, ShopSimError
@@ -274,7 +274,7 @@ def create_policy_app(
             return text_completion(text, messages, model=name)
         assert chosen is not None
         task_id = body.get("shopsim_task_id")
-        if task_id is not None and (not isinstance(task_id, int) or isinstance(task_id, bool)):
+        if task_id is not None and not is_task_id(task_id):
             return _error(400, f"shopsim_task_id must be an integer task id, not {task_id!r}")
         if task_id is not None and task_id not in world.catalog.goals:
             return _error(404, f"shopsim_task_id {task_id} is not a task of this catalog", "not_found_error")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from shopsimrl.budget.parser import APPROXIMATE_MULTIPLIER, UPPER_KINDS
+from shopsimrl.contract import is_task_id
 from shopsimrl.errors import ArchiveError
 
 ANNOTATION_KINDS = frozenset(
@@ -73,7 +74,7 @@ def _validate(record: object) -> tuple[int, float | None]:
     if not isinstance(record, Mapping):
         raise ValueError(f"record is {type(record).__name__}, not an object")
     task_id = record.get("task_id")
-    if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id < 0:
+    if not is_task_id(task_id) or task_id < 0:
         raise ValueError(f"task_id must be a non-negative integer, got {task_id!r}")
     kind = record.get("kind")
     if kind not in ANNOTATION_KINDS:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..bounded_cache import PRODUCT_RECORD_BYTES, BoundedMemo
+from ..contract import is_task_id
 from ..errors import ArchiveError, DataIntegrityError
 from ..search.stored import encode_asins, load_array, save_array
 from ._line_store import LineStore, LineWriter, encode_record, iter_lines
@@ -123,7 +124,7 @@ class GoalStore(Mapping[int, Mapping[str, Any]]):
             raise ValueError("goals: the record and task-id arrays differ in length")
 
     def _slot(self, task_id: object) -> int:
-        if isinstance(task_id, bool) or not isinstance(task_id, int) or not 0 <= task_id < self._slots.size:
+        if not is_task_id(task_id) or not 0 <= task_id < self._slots.size:
             return -1
         return int(self._slots[task_id])
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..contract import is_task_id
 from ..errors import ArchiveError
 from ..hashing import file_sha256 as file_sha256  # re-exported (old import path): the one SHA-256 helper
 from ..hashing import sha256_hex as sha256_hex
@@ -214,7 +215,7 @@ def _instruction(
         problems.add(index, asin, f"{field}.price_upper", "must be a finite number ≥ 0 or null")
         ok = False
     task_id = raw.get("task_id")
-    if task_id is not None and (not isinstance(task_id, int) or isinstance(task_id, bool) or task_id < 0):
+    if task_id is not None and (not is_task_id(task_id) or task_id < 0):
         problems.add(index, asin, f"{field}.task_id", "must be a non-negative integer")
         ok = False
     task_uid = raw.get("task_uid")

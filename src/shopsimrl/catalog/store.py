@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import versions
+from ..contract import is_task_id
 from ..errors import DataDirectoryError, DataIntegrityError, SplitError, UnknownTaskError
 from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
@@ -226,7 +227,7 @@ class Catalog:
         return products[asin].raw
 
     def goal(self, task_id: object) -> Mapping[str, Any]:
-        if isinstance(task_id, bool) or not isinstance(task_id, int) or task_id not in self.goals:
+        if not is_task_id(task_id) or task_id not in self.goals:
             raise UnknownTaskError(task_id)
         return self.goals[task_id]
 

@@ -3,7 +3,8 @@
 Each OpenEnv session (one WebSocket) gets its own instance, but all of them read the same catalog, index and
 page data, so the server holds the world once however many sessions run. The goal never leaves the engine: the
 observation carries the page, the tools and the visible task; the end-of-episode metadata carries only the public
-reward components.
+reward components. The episode's steps, its end and its public reward are the episode shell's
+(:mod:`shopsimrl.agent.episode_shell`), shared with the harness, TRL's environment class and the verifiers toolset.
 """
 
 from __future__ import annotations
@@ -14,16 +15,15 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
+from ..agent.episode_shell import EpisodeShell
 from ..contract import ACTION_LIMIT, PERSONA_MODE, SINGLE_TURN
 from ..env.shop_env import ShopEnv, ShopWorld
-from ..env.tools import tool_named, tools_for_state
+from ..env.tools import action_of_call, argument_key, tools_for_state
 from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
 from ..stamps import catalog_stamps, task_set_sha256
 from ..versions import (
     ENVIRONMENT_VERSION,
-    EPISODE_LIMITS,
     OBSERVATION_VERSION,
-    REPORTED_METRICS,
     REWARD_VERSION,
     TOOL_VERSION,
 )
@@ -44,11 +44,6 @@ class TaskIndexError(OpenEnvUsageError):
     """A task index outside its split (400 ``invalid_request`` on the task routes, with this message)."""
 
 
-def public_components(detail: Mapping[str, Any]) -> dict[str, Any]:
-    """The reward components a trainer may see (``r_*``, ``price_verifiable``, ``target_asin_match``)."""
-    return {key: detail[key] for key in REPORTED_METRICS if key in detail}
-
-
 def version_strings() -> dict[str, str]:
     return {"environment_version": ENVIRONMENT_VERSION, "reward_version": REWARD_VERSION,
             "observation_version": OBSERVATION_VERSION, "tool_version": TOOL_VERSION}
@@ -64,6 +59,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
         self.world = world
         self._env = ShopEnv(world)
         self._state = ShopSimState(**version_strings())
+        self.shell = EpisodeShell.ended()  # the episode shell (agent/episode_shell.py); reset starts a new one
 
     # ------------------------------------------------------------------ episode
     def reset(
@@ -89,10 +85,11 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
             payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
                                       session_id=episode_id)
         interaction_mode = payload["interaction_mode"]
+        self.shell = EpisodeShell(self._env, payload)
         stamps = catalog_stamps(self.world.catalog.root, self.world.catalog.manifest)
         self._state = ShopSimState(
             episode_id=episode_id, step_count=0, task_id=task_id, persona=payload["task_mode"] == PERSONA_MODE,
-            interaction_mode=interaction_mode, shopper=shopper, action_limit=EPISODE_LIMITS[interaction_mode],
+            interaction_mode=interaction_mode, shopper=shopper, action_limit=self.shell.limit,
             generator_version=stamps["generator_version"], catalog_sha256=stamps["catalog_sha256"],
             **version_strings(),
         )
@@ -106,32 +103,29 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def step(self, action: ShopSimAction, timeout_s: float | None = None, **kwargs: Any) -> ShopSimObservation:
         if self._env.session is None:
             raise NoActiveEpisodeError(NO_EPISODE)
-        tool = tool_named(action.tool)
-        value = action.arguments.get(tool.argument) if tool is not None else None
-        if tool is None or not isinstance(value, str):
-            key = tool.argument if tool is not None else None
-            raise InvalidActionError(f"{action.tool} needs a string argument {key!r}")
-        result = self._env.step(tool.action(value))
-        self._state.step_count += 1
+        text = action_of_call(action.tool, action.arguments)
+        if text is None:
+            raise InvalidActionError(f"{action.tool} needs a string argument {argument_key(action.tool)!r}")
+        result = self.shell.step(text)
+        self._state.step_count = self.shell.steps
         return self._observation(result)
 
     def terminate(self, reason: str = ACTION_LIMIT) -> ShopSimObservation:
         """End the episode for the runner (``generation_length`` / ``action_limit``); not a tool of the model."""
         if self._env.session is None:
             raise NoActiveEpisodeError(NO_EPISODE)
-        return self._observation(self._env.terminate(reason))
+        return self._observation(self.shell.terminate(reason))
 
     def _observation(self, result: Mapping[str, Any]) -> ShopSimObservation:
-        done = bool(result["done"])
+        done = self.shell.done
         state = result["observation_state"]
         if done:
             self._state.done = True
-            self._state.termination_reason = result.get("termination_reason")
+            self._state.termination_reason = self.shell.termination_reason
         return ShopSimObservation(
             page_text=result["observation"], observation_state=state, tools=tools_for_state(state),
             action_feedback=result.get("action_feedback"), shopper_reply=result.get("shopper_reply"), done=done,
-            reward=float(result["reward"]) if done else 0.0,
-            metadata=public_components(result.get("reward_detail") or {}) if done else {},
+            reward=self.shell.reward, metadata=self.shell.public,
         )
 
     @property

@@ -21,7 +21,9 @@ from typing import Any
 from openenv.core.env_server.mcp_types import Tool
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult, VerifyResult
 
+from ..agent.episode_shell import EPISODE_OVER
 from ..agent.prompt import first_user_message, system_message
+from ..contract import is_task_id
 from ..env.shop_env import ShopWorld
 from ..env.tools import episode_tools
 from .environment import OpenEnvUsageError, ShopSimEnvironment
@@ -57,8 +59,8 @@ class ShopSimSession(ResourceSession):
                      input_schema=t["function"]["parameters"]) for t in tools]
 
     def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        if self.observation.done:
-            return ToolResult(error="the episode is over", done=True)
+        if self.env.shell.done:
+            return ToolResult(error=EPISODE_OVER, done=True)
         tools = self.observation.tools if self.per_page_tools else _static_tools(self.dialogue)
         offered = {t["function"]["name"] for t in tools}
         if name not in offered:
@@ -71,11 +73,9 @@ class ShopSimSession(ResourceSession):
                           metadata=dict(self.observation.metadata))
 
     def verify(self, transcript: list[dict[str, Any]], final_state: Any | None = None) -> VerifyResult:
-        done = self.observation.done
-        reward = float(self.observation.reward or 0.0) if done else 0.0
-        return VerifyResult(env_reward=reward, done=done, metrics=dict(self.observation.metadata),
-                            artifacts={"task_id": self.env.state.task_id,
-                                       "termination_reason": self.env.state.termination_reason})
+        shell = self.env.shell
+        return VerifyResult(env_reward=shell.reward, done=shell.done, metrics=shell.public,
+                            artifacts={"task_id": self.env.state.task_id, "termination_reason": shell.termination_reason})
 
     def close(self) -> None:
         self.env.close()
@@ -92,7 +92,7 @@ class ShopSimSessionFactory(ResourceSessionFactory[ShopSimSession]):
 
     def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> ShopSimSession:
         task_id = task.get("id") if isinstance(task, dict) else task
-        if isinstance(task_id, bool) or not isinstance(task_id, int):
+        if not is_task_id(task_id):
             raise OpenEnvUsageError(f"a task is a task id or {{'id': task_id}}, not {task!r}")
         shopper = task.get("shopper", self.shopper) if isinstance(task, dict) else self.shopper
         return ShopSimSession(self.world, task_id, episode_id=episode_id, per_page_tools=self.per_page_tools,

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
-from ..errors import RolloutError, ShopSimError, SlimeAdapterError
+from ..errors import AdapterError, RolloutError
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD
 from .health import turn_counts
 from .rollout import (
@@ -63,9 +63,10 @@ from .rollout import (
     RolloutConfig,
     RolloutContext,
     Trajectory,
-    parse_shopper,
     run_rollout,
 )
+from .row_codec import TASKS_SCHEMA as TASKS_SCHEMA
+from .row_codec import parse_slime_sample, rows_of, slime_line
 from .slime_gate import GroupGate
 from .slime_groups import (
     FilterOutput,
@@ -76,7 +77,6 @@ from .slime_groups import (
 from .step_keys import model_turn_keys
 from .template_probe import check_template
 
-TASKS_SCHEMA = "shopsimrl-slime-tasks-v1"
 INSTALL_HINT = ("slime is not installed: install it from its repository (it is not on PyPI) together with "
                 "`pip install 'shopsimrl[train]'`")
 DEFAULT_GROUP_CONCURRENCY = 32  # groups in flight per rollout worker: the reference submits 32 groups a step
@@ -92,7 +92,7 @@ def _require_slime(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise SlimeAdapterError(INSTALL_HINT) from exc
+        raise AdapterError(INSTALL_HINT) from exc
 
 
 @dataclass
@@ -115,7 +115,7 @@ def configure(**hooks: Any) -> None:
     """Replace hooks (``tokenizer``, ``backend``, ``environment``); ``None`` restores the default."""
     for name, value in hooks.items():
         if not hasattr(HOOKS, name):
-            raise SlimeAdapterError(f"unknown hook {name!r}")
+            raise AdapterError(f"unknown hook {name!r}")
         setattr(HOOKS, name, value)
 
 
@@ -203,48 +203,38 @@ def _environment(args: Any) -> EnvironmentFactory:
 
             _ENVIRONMENTS[key] = InProcessEnvironment(ShopWorld.shared(data), threaded=True)
         else:
-            raise SlimeAdapterError("set --shopsim-env-url URL (a `shopsimrl serve`) or --shopsim-data DIR")
+            raise AdapterError("set --shopsim-env-url URL (a `shopsimrl serve`) or --shopsim-data DIR")
     return _ENVIRONMENTS[key]
 
 
 def task_of(sample: Any) -> tuple[int, str]:
     """The task id and split of a task-data line (``prompt`` = the id, ``metadata`` per docs/contract.md#grpo)."""
-    meta = getattr(sample, "metadata", None) or {}
-    raw = meta.get("task_id", getattr(sample, "prompt", None))
-    try:
-        task_id = int(raw)  # type: ignore[arg-type]  # None and junk raise TypeError/ValueError below
-    except (TypeError, ValueError) as exc:
-        raise SlimeAdapterError(f"sample has no task id (prompt={raw!r})") from exc
-    return task_id, str(meta.get("split", "train"))
+    row = parse_slime_sample(sample)
+    return row.task_id, row.split
 
 
 def context_of(sample: Any) -> RolloutContext:
     """The sample's rollout context; ``metadata.shopper`` makes it a dialogue episode."""
-    task_id, _ = task_of(sample)
-    meta = getattr(sample, "metadata", None) or {}
-    try:
-        shopper = parse_shopper(meta.get("shopper"))
-    except ShopSimError as exc:
-        raise SlimeAdapterError(f"metadata.shopper: {exc}") from exc
-    return RolloutContext.for_task(task_id, shopper)
+    row = parse_slime_sample(sample)
+    return RolloutContext.for_task(row.task_id, row.shopper)
 
 
 def check_args(args: Any, sampling_params: Mapping[str, Any], sample: Any, evaluation: bool = False) -> None:
     """The reference guards: no partial rollout or group RM; training also needs train tasks and untruncated
     sampling (exact log-prob replay), evaluation does not."""
     if getattr(args, "partial_rollout", False) and not evaluation:
-        raise SlimeAdapterError("partial rollout is not supported: an episode must run to its end")
+        raise AdapterError("partial rollout is not supported: an episode must run to its end")
     if getattr(args, "group_rm", False):
-        raise SlimeAdapterError("--group-rm is not supported: the environment scores each episode")
+        raise AdapterError("--group-rm is not supported: the environment scores each episode")
     if evaluation:
         return
     _, split = task_of(sample)
     if split != "train":
-        raise SlimeAdapterError(f"split {split!r}: only train tasks are rolled out here (use `shopsimrl eval`)")
+        raise AdapterError(f"split {split!r}: only train tasks are rolled out here (use `shopsimrl eval`)")
     top_p = float(sampling_params.get("top_p", 1.0))
     top_k = int(sampling_params.get("top_k", -1))
     if top_p != 1.0 or top_k != -1:
-        raise SlimeAdapterError("exact log-prob replay needs top_p == 1.0 and top_k == -1")
+        raise AdapterError("exact log-prob replay needs top_p == 1.0 and top_k == -1")
 
 
 def reward_dict(trajectory: Trajectory) -> dict[str, Any]:
@@ -254,7 +244,7 @@ def reward_dict(trajectory: Trajectory) -> dict[str, Any]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = float(value)
     if trajectory.scored and out["reward"] != out.get("r_strict"):
-        raise SlimeAdapterError("reward must equal r_strict")
+        raise AdapterError("reward must equal r_strict")
     return out
 
 
@@ -362,11 +352,8 @@ __all__ = [
 
 def task_lines(task_ids: Sequence[int], split: str = "train", *, shopper: str | None = None,
                tiers: Mapping[int, str] | None = None) -> list[dict[str, Any]]:
-    """slime task data (JSONL lines): the prompt is the task id; the real prompt comes from the reset.
-    ``shopper`` adds ``metadata.shopper``: dialogue episodes; ``tiers`` (``catalog.tiers.read_tiers``) adds
-    ``metadata.difficulty``. Choose the ids with ``catalog.tiers.split_task_ids`` (its ``difficulty`` filter)."""
-    shopper = parse_shopper(shopper)
-    extra = {"shopper": shopper} if shopper else {}
-    return [{"prompt": str(t), "metadata": {"schema_version": TASKS_SCHEMA, "task_id": int(t), "split": split,
-                                            **extra, **({"difficulty": tiers[int(t)]} if tiers else {})}}
-            for t in task_ids]
+    """slime task data (JSONL lines, :func:`shopsimrl.train.row_codec.slime_line`): the prompt is the task id; the
+    real prompt comes from the reset. ``shopper`` adds ``metadata.shopper``: dialogue episodes; ``tiers``
+    (``catalog.tiers.read_tiers``) adds ``metadata.difficulty``. Choose the ids with
+    ``catalog.tiers.split_task_ids`` (its ``difficulty`` filter)."""
+    return [slime_line(row) for row in rows_of(task_ids, shopper=shopper, split=split, tiers=tiers or None)]

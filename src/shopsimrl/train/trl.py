@@ -14,7 +14,7 @@ elsewhere), ``env_mask`` (1 on sampled tokens, 0 on tool results, feedback and h
 which TRL passes to every reward function as a keyword argument.
 
 Failures are never silent: the batch's aborted fraction and template failures are logged as trainer metrics
-(``shop/aborted_frac``, ``shop/template_errors``), and a chat-template failure raises :class:`TrlAdapterError`
+(``shop/aborted_frac``, ``shop/template_errors``), and a chat-template failure raises :class:`AdapterError`
 unless ``on_template_error="metric"``.
 
 Generation: the trainer's own model (``model.generate``, fine on CPU and for small runs), or an
@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..agent.environment import EnvironmentFactory
-from ..errors import ShopSimError, TrlAdapterError
+from ..errors import AdapterError
 from .groups import drop_unscored_groups
 from .health import batch_health, turn_counts
 from .rollout import (
@@ -43,16 +43,16 @@ from .rollout import (
     RolloutConfig,
     RolloutContext,
     Trajectory,
-    parse_shopper,
     run_rollout,
 )
+from .row_codec import parse_prompt, prompt_columns, rows_of
 from .server_generate import server_generate
 from .step_keys import model_turn_keys
 from .template_probe import check_template
 from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 
 INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
-__all__ = ["ShopDialogueToolEnvironment", "ShopToolEnvironment", "TrlAdapterError", "make_rollout_func",
+__all__ = ["AdapterError", "ShopDialogueToolEnvironment", "ShopToolEnvironment", "make_rollout_func",
            "model_generate", "server_generate", "shop_reward", "task_prompts"]
 
 
@@ -60,7 +60,7 @@ def require_trl() -> Any:
     try:
         import trl
     except ImportError as exc:
-        raise TrlAdapterError(INSTALL_HINT) from exc
+        raise AdapterError(INSTALL_HINT) from exc
     return trl
 
 
@@ -99,32 +99,18 @@ def model_generate(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, tem
     return generate
 
 
-SHOPPER_SEPARATOR = "@"
-
-
 def task_prompts(task_ids: Sequence[int], shopper: str | None = None, *,
                  tiers: Mapping[int, str] | None = None) -> dict[str, list[Any]]:
     """Dataset columns for :func:`make_rollout_func`: ``prompt`` (``"17"``, or ``"17@rule"`` with a shopper),
     plus ``task_id`` and ``shopper`` for readers of the dataset; with ``tiers`` (``catalog.tiers.read_tiers``)
     a ``difficulty`` column for a curriculum sampler. Choose the ids with ``catalog.tiers.split_task_ids``."""
-    shopper = parse_shopper(shopper)
-    suffix = f"{SHOPPER_SEPARATOR}{shopper}" if shopper else ""
-    columns: dict[str, list[Any]] = {"prompt": [f"{int(t)}{suffix}" for t in task_ids],
-                                     "task_id": [int(t) for t in task_ids],
-                                     "shopper": [shopper or "" for _ in task_ids]}
-    if tiers is not None:
-        columns["difficulty"] = [tiers[int(t)] for t in task_ids]
-    return columns
+    return prompt_columns(rows_of(task_ids, shopper=shopper, tiers=tiers), difficulty=tiers is not None)
 
 
 def _context(prompt: Any) -> RolloutContext:
     """A prompt (``"17"``, ``"17@rule"``, or a conversation whose last message is one) → its rollout context."""
-    text = prompt if isinstance(prompt, str) else (prompt[-1].get("content") if isinstance(prompt, list) else None)
-    task, _, shopper = str(text).strip().partition(SHOPPER_SEPARATOR)
-    try:
-        return RolloutContext.for_task(int(task), parse_shopper(shopper.strip()))
-    except (ValueError, ShopSimError) as exc:
-        raise TrlAdapterError(f"prompt {prompt!r} is not a task id (optionally @shopper): {exc}") from exc
+    row = parse_prompt(prompt)
+    return RolloutContext.for_task(row.task_id, row.shopper)
 
 
 async def run_episodes(prompts: Sequence[Any], tokenizer: Any, generate: Callable[[list[int]], Any],
@@ -177,7 +163,7 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
     ``--max-model-len``, see the context policy in docs/training.md; ``on_trajectories(trajectories, trainer)``:
     sees each batch's episodes before they are converted, e.g. to record training curves)."""
     if on_template_error not in ("raise", "metric"):
-        raise TrlAdapterError("on_template_error must be 'raise' or 'metric'")
+        raise AdapterError("on_template_error must be 'raise' or 'metric'")
     config = RolloutConfig(mode="append", max_steps=max_steps, max_context_len=max_context)
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -204,7 +190,7 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
         if template_errors and on_template_error == "raise":
             first = next(t.error for t in trajectories
                          if t.error is not None and t.error.get("type") == "ChatTemplateError")
-            raise TrlAdapterError(f"{template_errors}/{len(prompts)} episodes failed on the chat template: "
+            raise AdapterError(f"{template_errors}/{len(prompts)} episodes failed on the chat template: "
                                   f"{first['message']}")
         return out
 

@@ -21,18 +21,15 @@ reply comes back as the tool result, which TRL masks like every tool result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from ..agent.episode_shell import EpisodeShell
 from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
-from ..contract import ACTION_LIMIT
 from ..env.tools import TOOLS, tool_method
-from ..errors import ShopSimError
-from ..versions import EPISODE_LIMITS, PRIMARY_REWARD
-from .rollout import parse_shopper
-
-EPISODE_OVER = "本回合已结束，不能再调用工具。"
+from ..errors import AdapterError, NoActiveEpisodeError
+from .row_codec import environment_columns, parse_environment_row, rows_of, shopper_field
 
 
 def _install_tools(cls: type[ShopToolEnvironment]) -> None:
@@ -53,13 +50,13 @@ class ShopToolEnvironment:
         _install_tools(cls)  # a subclass (ShopDialogueToolEnvironment) gets the registry's tools for its mode
 
     def __init__(self, world: Any, *, max_steps: int | None = None, persona: bool | None = None) -> None:
+        if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0):
+            raise AdapterError(f"max_steps must be None or a whole number of steps, not {max_steps!r}")
         self.world = world
-        self.max_steps = max_steps  # None: the episode's own limit (30; 40 in dialogue mode)
+        self.max_steps = max_steps  # None: the episode's own limit (30; 40 in dialogue mode); it only lowers it
         self.persona = persona
-        self._limit = 0  # set by reset: the episode's own limit unless max_steps caps it
         self._env: Any = None
-        self._final: Mapping[str, Any] | None = None
-        self._steps = 0
+        self._shell: EpisodeShell | None = None
 
     @classmethod
     def factory(cls, world: Any, **kwargs: Any) -> Any:
@@ -68,48 +65,33 @@ class ShopToolEnvironment:
 
     def reset(self, **row: Any) -> str:
         """Start the row's task (``task_id`` column, else the ``prompt`` as a task id); returns the first page."""
-        task = row.get("task_id", row.get("prompt"))
-        if isinstance(task, list) and task and isinstance(task[-1], Mapping):
-            task = task[-1].get("content")
-        try:
-            task_id = int(str(task).strip())
-        except ValueError as exc:
-            raise ShopSimError(f"row has no task id (task_id column): {task!r}") from exc
-        shopper = parse_shopper(row.get("shopper"))
-        if shopper is not None and not self.dialogue:
-            raise ShopSimError(f"row for task {task_id} asks for the {shopper!r} shopper: use "
+        task = parse_environment_row(row)
+        if task.shopper is not None and not self.dialogue:
+            raise AdapterError(f"row for task {task.task_id} asks for the {task.shopper!r} shopper: use "
                                "ShopDialogueToolEnvironment, which has the ask_user tool")
         if self._env is None:
             self._env = self.world.new_env()
-        if shopper is None:
-            reset = self._env.reset(task_id, persona=self.persona)
-        else:
-            reset = self._env.reset(task_id, persona=self.persona, shopper=shopper)  # a shopper implies multi_turn
-        self._final, self._steps = None, 0
-        self._limit = self.max_steps or EPISODE_LIMITS[reset["interaction_mode"]]
+        if task.shopper is None:
+            reset = self._env.reset(task.task_id, persona=self.persona)
+        else:  # a shopper implies multi_turn
+            reset = self._env.reset(task.task_id, persona=self.persona, shopper=task.shopper)
+        self._shell = EpisodeShell(self._env, reset, max_steps=self.max_steps)
         persona = reset.get("user_persona") or {}
         head = f"{PERSONA_HEADER}\n{persona_line(persona)}\n\n" if persona else ""
-        opening = (reset.get("shopper_opening") or "") if shopper is not None else reset["task_instruction"]
+        opening = (reset.get("shopper_opening") or "") if task.shopper is not None else reset["task_instruction"]
         return head + first_user_message(opening, reset["observation"])
 
     def _act(self, action: str) -> str:
-        if self._final is not None:
-            return EPISODE_OVER
-        result = self._env.step(action)
-        self._steps += 1
-        if result.get("done"):
-            self._final = result
-        elif self._steps >= self._limit:
-            self._final = self._env.terminate(ACTION_LIMIT)
-        return str(result["observation"])
+        if self._shell is None:
+            raise NoActiveEpisodeError("reset(**row) starts the episode before a tool call")
+        return self._shell.call(action)
 
     def get_reward(self) -> float:
         """The episode's r_strict (an unfinished episode is ended with ``action_limit`` first)."""
-        if self._env is None:
+        if self._shell is None:
             return 0.0
-        if self._final is None:
-            self._final = self._env.terminate(ACTION_LIMIT)
-        return float(self._final["reward_detail"][PRIMARY_REWARD])
+        self._shell.finish()
+        return self._shell.reward
 
 
 class ShopDialogueToolEnvironment(ShopToolEnvironment):
@@ -126,10 +108,5 @@ def environment_rows(task_ids: Sequence[int], *, system_prompt: str = SYSTEM_PRO
                      ) -> dict[str, list[Any]]:
     """Dataset columns for the ``environment_factory`` path: a system prompt, an empty user turn, the task id
     (and the ``shopper`` column for dialogue rows, played by :class:`ShopDialogueToolEnvironment`)."""
-    rows: dict[str, list[Any]] = {
-        "prompt": [[{"role": "system", "content": system_prompt}, {"role": "user", "content": ""}] for _ in task_ids],
-        "task_id": [int(t) for t in task_ids]}
-    shopper = parse_shopper(shopper)
-    if shopper is not None:
-        rows["shopper"] = [shopper for _ in task_ids]
-    return rows
+    shopper = shopper_field(shopper, "shopper")
+    return environment_columns(rows_of(task_ids, shopper=shopper), system_prompt, dialogue=shopper is not None)

@@ -52,7 +52,7 @@ from typing import Any
 from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..agent.episode import EpisodeStats
 from ..agent.model_client import DEFAULT_MAX_TOKENS
-from ..errors import ShopSimError, VerlAdapterError
+from ..errors import AdapterError
 from .health import turn_counts
 from .rollout import (
     ABORTED,
@@ -63,9 +63,11 @@ from .rollout import (
     RolloutConfig,
     RolloutContext,
     Trajectory,
-    parse_shopper,
     run_rollout,
 )
+from .row_codec import AGENT_NAME as AGENT_NAME
+from .row_codec import DATA_SOURCE as DATA_SOURCE
+from .row_codec import parse_verl_row, rows_of, shopper_field, verl_row
 from .step_keys import join_keys, model_turn_keys
 from .template_probe import check_template
 
@@ -98,28 +100,14 @@ def environment_from(env_url: str | None = None, data_dir: str | None = None) ->
         from ..env.shop_env import ShopWorld
 
         return InProcessEnvironment(ShopWorld.shared(data), threaded=True)
-    raise VerlAdapterError("set SHOPSIM_ENV_URL (a `shopsimrl serve` URL) or SHOPSIM_DATA (a catalog directory), "
+    raise AdapterError("set SHOPSIM_ENV_URL (a `shopsimrl serve` URL) or SHOPSIM_DATA (a catalog directory), "
                            "or env_url / data_dir in the agent-loop config")
-
-
-def task_id_of(kwargs: Mapping[str, Any]) -> int:
-    extra = kwargs.get("extra_info") or {}
-    raw = extra.get("task_id", kwargs.get("task_id")) if isinstance(extra, Mapping) else kwargs.get("task_id")
-    try:
-        return int(raw)  # type: ignore[arg-type]  # None and junk raise TypeError/ValueError below
-    except (TypeError, ValueError) as exc:
-        raise VerlAdapterError("a shopsim row needs extra_info.task_id") from exc
 
 
 def context_of(kwargs: Mapping[str, Any]) -> RolloutContext:
     """A row's rollout context: ``extra_info.task_id`` and, for a dialogue row, ``extra_info.shopper``."""
-    extra = kwargs.get("extra_info") or {}
-    raw = extra.get("shopper") if isinstance(extra, Mapping) else None
-    try:
-        shopper = parse_shopper(raw)
-    except ShopSimError as exc:
-        raise VerlAdapterError(f"extra_info.shopper: {exc}") from exc
-    return RolloutContext.for_task(task_id_of(kwargs), shopper)
+    row = parse_verl_row(kwargs)
+    return RolloutContext.for_task(row.task_id, row.shopper)
 
 
 @dataclass(frozen=True)
@@ -132,7 +120,7 @@ class Budget:
 
     def __post_init__(self) -> None:
         if min(self.prompt_length, self.response_length, self.max_tokens_per_turn) < 1:
-            raise VerlAdapterError("prompt_length, response_length and max_tokens_per_turn must be positive")
+            raise AdapterError("prompt_length, response_length and max_tokens_per_turn must be positive")
 
     def total(self, first_prompt: int) -> int:
         """Most tokens a sequence may hold once its first prompt is known (prompt part is capped)."""
@@ -167,7 +155,7 @@ def token_output_to_generation(out: Any, max_tokens: int, eos_ids: Sequence[int]
         finish = FINISH_STOP
     if log_probs is None:
         if want_log_probs and ids:
-            raise VerlAdapterError("the server returned no log-probs although rollout.calculate_log_probs is on")
+            raise AdapterError("the server returned no log-probs although rollout.calculate_log_probs is on")
         log_probs = [0.0] * len(ids)
     return Generation(ids, [float(p) for p in log_probs], finish)
 
@@ -263,7 +251,7 @@ class ShopAgentLoopCore:
         episode = EpisodeLog()
         try:
             context = context_of(kwargs)
-        except VerlAdapterError as exc:
+        except AdapterError as exc:
             log.warning("shopsim verl row skipped: %s", exc)
             return output_fields(None, episode, self.budget, self.tokenizer, want_log_probs=want_log_probs,
                                  status=STATUS_INVALID_ROW, error=str(exc))
@@ -304,7 +292,7 @@ def _build_class() -> type:
     try:
         from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput
     except ImportError as exc:
-        raise VerlAdapterError(install_hint(exc)) from exc
+        raise AdapterError(install_hint(exc)) from exc
 
     class ShopAgentLoop(AgentLoopBase):  # type: ignore[misc]
         """verl agent loop over the shop environment (see the module docstring)."""
@@ -339,42 +327,23 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-AGENT_NAME = "shopsim"
-DATA_SOURCE = "shopsimrl"
-
-
 def task_rows(data_dir: str | os.PathLike[str], split: str = "train", limit: int | None = None, *,
               shopper: str | None = None, difficulty: str | Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """verl dataset rows, one per task of ``split``: ``agent_name``, a ``prompt`` (the task instruction, for
-    verl's dataset and logs; the model's real prompt comes from the environment's reset) and
-    ``extra_info.task_id``. With ``shopper`` every row is a dialogue row (``extra_info.shopper``) and its
-    ``prompt`` names the task only: the agent never sees the instruction, so the row does not carry it.
-    ``difficulty`` keeps tasks of those tiers (``catalog/tiers.py``); when the catalog has tiers, every row
-    carries its own in ``extra_info.difficulty``."""
+    """verl dataset rows, one per task of ``split`` (:func:`shopsimrl.train.row_codec.verl_row`): ``agent_name``,
+    a ``prompt`` (the task instruction; a dialogue row names the task only) and ``extra_info.task_id``, with
+    ``shopper`` ``extra_info.shopper``. ``difficulty`` keeps tasks of those tiers (``catalog/tiers.py``); when
+    the catalog has tiers, every row carries its own in ``extra_info.difficulty``."""
     from ..catalog.store import Catalog
     from ..catalog.tiers import split_task_ids, stored_tiers
 
-    shopper = parse_shopper(shopper)
+    shopper = shopper_field(shopper, "shopper")
     ids = split_task_ids(data_dir, split, difficulty=difficulty, limit=limit)
     document = stored_tiers(data_dir)
     tiers = {int(t): tier for tier, tasks in document["tiers"].items() for t in tasks} if document else {}
     catalog = Catalog.from_data_dir(data_dir)
     try:
-        rows = []
-        for t in ids:
-            text = (f"shopsim dialogue task {int(t)} ({shopper} shopper)" if shopper
-                    else str(catalog.goal(t)["instruction_text"]))
-            extra: dict[str, Any] = {"task_id": int(t), "split": split, "index": int(t)}
-            if shopper:
-                extra["shopper"] = shopper
-            if tiers:
-                extra["difficulty"] = tiers[int(t)]
-            rows.append({
-                "data_source": DATA_SOURCE, "agent_name": AGENT_NAME, "prompt": [{"role": "user", "content": text}],
-                "ability": "shopping", "reward_model": {"style": "environment", "ground_truth": str(t)},
-                "extra_info": extra,
-            })
-        return rows
+        return [verl_row(row, None if shopper else str(catalog.goal(row.task_id)["instruction_text"]))
+                for row in rows_of(ids, shopper=shopper, split=split, tiers=tiers or None)]
     finally:
         catalog.close()
 
@@ -385,6 +354,6 @@ def write_parquet(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str
     import pyarrow.parquet as pq
 
     if not rows:
-        raise VerlAdapterError("no task rows to write (empty split?)")
+        raise AdapterError("no task rows to write (empty split?)")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     pq.write_table(pa.Table.from_pylist([dict(r) for r in rows]), path)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import VerlAdapterError
+from ..errors import AdapterError
 from .health import batch_health
 
 TURNS_KEY, ERRORS_KEY = "shopsim_turns", "shopsim_protocol_errors"
@@ -41,7 +41,7 @@ def _build_class() -> type:
     except ImportError as exc:
         from .verl import install_hint
 
-        raise VerlAdapterError(install_hint(exc)) from exc
+        raise AdapterError(install_hint(exc)) from exc
 
     class ShopAgentLoopManager(AgentLoopManager):  # type: ignore[misc]
         """verl's manager, plus the batch health in the timing dictionary verl logs every step."""
