@@ -28,7 +28,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -275,6 +275,7 @@ def create_policy_app(
         refused = _refused_request(messages, tools, body.get("model"), name, needs_tools=scripted is None)
         if refused is not None:
             return refused
+        messages = cast("list[dict[str, Any]]", messages)  # checked by _refused_request
         digest = _digest(body)
         try:
             kind = _fault_kind(request.headers.get(FAULT_HEADER) or body.get("shopsim_fault"), body, messages, digest,
