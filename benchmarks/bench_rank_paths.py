@@ -23,14 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from shopsimrl.env import ShopWorld
-from shopsimrl.search import _postings, search_tokens
+from shopsimrl.search import search_tokens
+from shopsimrl.search._phrases import Phrase
 from shopsimrl.search._postings import Postings
 
 Ranked = list[tuple[int, float]] | None
 
 
 def paths(p: Postings) -> dict[str, Callable[[Sequence[str]], Ranked]]:
-    def phrases(tokens: Sequence[str]) -> list[_postings._Phrase]:
+    def phrases(tokens: Sequence[str]) -> list[Phrase]:
         return [x for x in (p._phrase(t) for t in tokens) if x is not None and x.docs.size]
 
     def before(tokens: Sequence[str]) -> Ranked:

@@ -196,7 +196,7 @@ def test_threaded_steps_run_in_the_core_bounded_pool_unless_they_wait_on_io() ->
     event loop); steps that wait on an LLM shopper's HTTP calls keep asyncio's wider default pool."""
     import threading
 
-    from shopsimrl.agent.environment import STEP_THREADS, as_async_env
+    from shopsimrl.agent.episode_env import STEP_THREADS, as_async_env
 
     class Where:
         def __init__(self) -> None:

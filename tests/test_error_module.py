@@ -14,7 +14,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "shopsimrl"
 
 STAYING = {
     "_Reject": "agent/validation.py: the validator's internal early exit, turned into a protocol error there",
-    "_Abort": "env/checker.py: the checker's internal early exit",
+    "_Abort": "env/_result_rules.py: the checker's internal early exit",
     "EnvCheckError": "env/checker.py: check_env's verdict (an AssertionError) on a foreign implementation",
     "PostingsUnavailable": "search/_postings.py: the search backend falls back to SQLite; never reaches a caller",
     "VocabularyError": "generate/vocabulary.py: a broken vocabulary file shipped in the package (a build error)",

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .cli_shared import say
+
 DATA_HELP = ("a prepared data directory (default: the default catalog in the user cache directory, "
              "$SHOPSIMRL_CACHE_DIR or $XDG_CACHE_HOME/shopsimrl, built on first use)")
 
@@ -39,7 +41,7 @@ def resolve_data(value: str | None) -> str:
     if is_complete(directory):
         return str(directory)
     console = Console(file=sys.stderr)
-    _say(f"first use: building the default catalog in {directory} (once per generator version; --data DIR uses "
+    say(f"first use: building the default catalog in {directory} (once per generator version; --data DIR uses "
          "another catalog)")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=False,
@@ -49,21 +51,23 @@ def resolve_data(value: str | None) -> str:
 
         def on_stage(message: str) -> None:
             if not console.is_terminal:
-                _say(message.strip())
+                say(message.strip())
             if not message.startswith("generating "):
                 bar.update(products, completed=GeneratorConfig().products)
                 bar.update(stage, description=f"preparing: {message.strip()}")
 
         events = BuildEvents(
             stage=on_stage, generated=lambda n: bar.advance(products, n),
-            waiting=lambda: _say("another process is building it; waiting for it to finish"),
+            waiting=lambda: say("another process is building it; waiting for it to finish"),
         )
         path = ensure_default_catalog(events=events)
         bar.update(stage, description="prepared", total=1, completed=1)
-    _say(f"default catalog ready: {path}")
+    say(f"default catalog ready: {path}")
     return str(path)
 
 
-def _say(message: str) -> None:
-    """A plain stderr line (not through rich: ``[shopsimrl]`` is no markup, and paths are never wrapped)."""
-    print(f"[shopsimrl] {message}", file=sys.stderr, flush=True)
+def check_data(directory: str, split: str | None = None) -> None:
+    """Path and split mistakes are reported before the (slow) catalog is opened."""
+    from .catalog.store import check_data_dir
+
+    check_data_dir(directory, split)

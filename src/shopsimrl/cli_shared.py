@@ -52,3 +52,8 @@ def episode_bars(quiet: bool, *, every: float = 5.0) -> Iterator[Callable[[str, 
                   flush=True)
 
     yield line
+
+
+def say(message: str) -> None:
+    """A plain stderr line (not through rich: ``[shopsimrl]`` is no markup, and paths are never wrapped)."""
+    print(f"[shopsimrl] {message}", file=sys.stderr, flush=True)

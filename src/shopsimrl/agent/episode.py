@@ -30,7 +30,7 @@ from ..contract import ACTION_LIMIT, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..env.tools import tools_for_state
 from ..errors import NoToolOfferedError, ShopperCallError, ShopSimError
 from ..versions import EPISODE_LIMITS
-from .environment import AsyncEnv, EnvironmentFactory
+from .episode_env import AsyncEnv, EnvironmentFactory
 from .turn import REPAIR, TERMINATE, TurnDecision
 
 T = TypeVar("T")

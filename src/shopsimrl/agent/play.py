@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..env.shop_env import ShopEnv
-from .environment import SingleEnvironment
 from .episode import Episode, EpisodeRequest, run_episode, run_sync
+from .episode_env import SingleEnvironment
 from .policy import Policy, PolicyContext, Turn
 from .turn import ACT, TurnDecision
 

@@ -28,7 +28,7 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -195,6 +195,49 @@ def _install_error_answers(app: FastAPI) -> None:
     app.add_exception_handler(ShopSimError, library_error)
 
 
+def _refused_request(messages: Any, tools: Any, model: Any, name: str, *, needs_tools: bool) -> JSONResponse | None:
+    """The error answer to a chat request the server cannot take (bad messages or tools, another model), or None."""
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        return _error(400, "messages must be a non-empty list of objects")
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        return _error(400, "tools must be a list of objects")
+    if model not in (None, name):
+        return _error(404, f"model {model!r} is not served here (this is {name!r})", "not_found_error")
+    if needs_tools and not tools:
+        return _error(400, "the policy server needs tools: it only answers with tool calls")
+    return None
+
+
+def _fault_kind(
+    kind: Any, body: dict[str, Any], messages: list[Any], digest: str, config: FaultConfig, *, shopper: bool
+) -> Any:
+    """The fault to inject into this answer, or None: the one asked for (header or ``shopsim_fault``), else the
+    fault script's entry for this turn, else the seeded draw; raises FaultError for one this server cannot give."""
+    script = body.get("shopsim_fault_script") or {}
+    turn = question_index(messages) if shopper else model_turn(messages)
+    if kind is None and isinstance(script, dict):
+        kind = script.get(str(turn))
+    if kind is None:
+        kind = config.draw(digest)
+    if kind is not None:
+        check_fault(kind)
+        if shopper and kind not in SHOPPER_FAULTS:
+            raise FaultError(f"fault {kind!r} is not for the shopper; choose one of {', '.join(SHOPPER_FAULTS)}")
+        if not shopper and kind == "empty_reply":
+            raise FaultError("fault 'empty_reply' is for the scripted shopper (--policy rule-shopper)")
+    return kind
+
+
+def _delivered(completion: dict[str, Any], body: Mapping[str, Any]) -> Any:
+    """The completion as asked: one JSON body, or server-sent chunks with ``"stream": true``."""
+    if body.get("stream"):
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        return StreamingResponse(sse_events(completion_chunks(completion, include_usage=usage)),
+                                 media_type="text/event-stream")
+    return completion
+
+
 def create_policy_app(
     world: ShopWorld, *, policy: str = "heuristic", faults: FaultConfig | None = None, model_name: str | None = None,
 ) -> FastAPI:
@@ -229,29 +272,14 @@ def create_policy_app(
             return _error(400, "the request body must be a JSON object")
         app.state.last_request = body  # what the client sent (inspected by smoke tests)
         messages, tools = body.get("messages"), body.get("tools") or []
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            return _error(400, "messages must be a non-empty list of objects")
-        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-            return _error(400, "tools must be a list of objects")
-        if body.get("model") not in (None, name):
-            return _error(404, f"model {body.get('model')!r} is not served here (this is {name!r})", "not_found_error")
-        if scripted is None and not tools:
-            return _error(400, "the policy server needs tools: it only answers with tool calls")
+        refused = _refused_request(messages, tools, body.get("model"), name, needs_tools=scripted is None)
+        if refused is not None:
+            return refused
+        messages = cast("list[dict[str, Any]]", messages)  # checked by _refused_request
+        digest = _digest(body)
         try:
-            kind = request.headers.get(FAULT_HEADER) or body.get("shopsim_fault")
-            script = body.get("shopsim_fault_script") or {}
-            turn = question_index(messages) if scripted is not None else model_turn(messages)
-            if kind is None and isinstance(script, dict):
-                kind = script.get(str(turn))
-            digest = _digest(body)
-            if kind is None:
-                kind = config.draw(digest)
-            if kind is not None:
-                check_fault(kind)
-                if scripted is not None and kind not in SHOPPER_FAULTS:
-                    raise FaultError(f"fault {kind!r} is not for the shopper; choose one of {', '.join(SHOPPER_FAULTS)}")
-                if scripted is None and kind == "empty_reply":
-                    raise FaultError("fault 'empty_reply' is for the scripted shopper (--policy rule-shopper)")
+            kind = _fault_kind(request.headers.get(FAULT_HEADER) or body.get("shopsim_fault"), body, messages, digest,
+                               config, shopper=scripted is not None)
         except FaultError as exc:
             return _error(400, str(exc))
         if kind == "http_500":
@@ -287,11 +315,6 @@ def create_policy_app(
         if kind is not None:
             max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or 4096
             completion = apply_fault(kind, completion, action, tools, max_tokens=int(max_tokens))
-        if body.get("stream"):
-            options = body.get("stream_options")
-            usage = isinstance(options, dict) and bool(options.get("include_usage"))
-            return StreamingResponse(sse_events(completion_chunks(completion, include_usage=usage)),
-                                     media_type="text/event-stream")
-        return completion
+        return _delivered(completion, body)
 
     return app

@@ -12,7 +12,7 @@ scored and the trace's ``context`` block says ``context_ended``). The result is 
 (``shopsimrl-episode-v4``).
 
 The environments the runtime plays on (:class:`InProcessEnvironment`, :class:`ServiceEnvironment`,
-:func:`as_async_env`) are defined in :mod:`.environment`.
+:func:`as_async_env`) are defined in :mod:`.episode_env`.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from .context import (
     context_record,
     estimate_tokens,
 )
-from .environment import AsyncEnv as AsyncEnv
-from .environment import EnvironmentFactory as EnvironmentFactory
-from .environment import EnvironmentSession as EnvironmentSession
-from .environment import InProcessEnvironment as InProcessEnvironment
-from .environment import ServiceEnvironment as ServiceEnvironment
-from .environment import as_async_env as as_async_env
 from .episode import Episode, EpisodeRequest, EpisodeStats, error_record, run_episode
+from .episode_env import AsyncEnv as AsyncEnv
+from .episode_env import EnvironmentFactory as EnvironmentFactory
+from .episode_env import EnvironmentSession as EnvironmentSession
+from .episode_env import InProcessEnvironment as InProcessEnvironment
+from .episode_env import ServiceEnvironment as ServiceEnvironment
+from .episode_env import as_async_env as as_async_env
 from .prompt import SYSTEM_PROMPT, first_user_message, system_message
 from .skills import SkillBank, render_skills
 from .turn import REPAIR, TERMINATE, TurnDecision, decide_turn, observation_message

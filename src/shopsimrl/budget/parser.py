@@ -21,7 +21,7 @@ words around it, and then picks one:
 
 Approximate budgets get the ×1.10 tolerance once, rounded to 8 decimals like the annotations
 (docs/contract.md#budget-annotations): ``round(amount * 1.1, 8)``. Only ``price_upper`` matters to the reward; the other fields are for
-auditing why a text got its ceiling.
+auditing why a text got its ceiling. The word and pattern tables are ``cues``; this module is the rules.
 """
 
 from __future__ import annotations
@@ -31,6 +31,31 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from shopsimrl.budget.cues import (
+    ALTERNATIVE_BETWEEN,
+    APPROX_SUFFIX,
+    BALANCE_BEFORE,
+    BOUNDARY,
+    CLAUSE_BREAK,
+    CURRENCY,
+    CURRENCY_BEFORE,
+    DIGIT_COUNT_CEILING,
+    DIGIT_COUNT_PRICE,
+    EXPLICIT_CAP_REASONS,
+    LEAD_WINDOW,
+    NON_TOTAL_BEFORE,
+    NOT_CURRENCY_AFTER_YUAN,
+    PER_UNIT_AFTER,
+    PLUS,
+    PREWORD,
+    PRICE_WORD,
+    RANGE_SEPARATOR,
+    REVERSAL_AFTER,
+    TAIL,
+    TAIL_WORDS,
+    VAGUE_AMOUNT,
+    WIDTH_MAP,
+)
 from shopsimrl.budget.numerals import AMOUNT_TOKEN, longest_numeral, split_digit_pair
 
 BudgetKind = Literal[
@@ -38,86 +63,6 @@ BudgetKind = Literal[
 ]
 UPPER_KINDS: Final = frozenset({"hard_upper", "approximate_upper"})
 APPROXIMATE_MULTIPLIER: Final = 1.1
-
-# Full-width ASCII and the ideographic space, mapped one character to one character so that
-# positions (and hence evidence substrings) stay those of the original text.
-_WIDTH_MAP: Final = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
-
-_CLAUSE_BREAK: Final = re.compile(r"[,，。；;！!？?\n\r、]")
-_LEAD_WINDOW: Final = 16
-
-_CURRENCY: Final = re.compile(r"\s*(?:块钱|元钱|人民币|块|元|圆|rmb|RMB|yuan)(?![A-Za-z])")
-_NOT_CURRENCY_AFTER_YUAN: Final = re.compile(r"[素旦宵气宝件器首老朝代年月]")
-_CURRENCY_BEFORE: Final = re.compile(r"(?:[¥$]|rmb|RMB|CNY|人民币)\s*$")
-_APPROX_SUFFIX: Final = re.compile(r"多一点|多点|多|余|来(?=\s*(?:块|元))|几|把(?=\s*(?:块|元))")
-_RANGE_SEPARATOR: Final = re.compile(r"\s*(?:-|~|—|–|−|至|到|和|与)\s*")
-_PLUS: Final = re.compile(r"\s*\+")
-_PER_UNIT_AFTER: Final = re.compile(
-    r"\s*(?:/\s*\S|每|一?(?:平方米|平方|平米|㎡|延米)|(?:定金|订金|押金|首付|尾款|余款|运费|邮费)"
-    r"|一(?:公斤|千克|斤|克|吨|厘米|公分|米|尺|码|毫升|升|小时|天|晚|周|月|年))"
-)
-"""What makes an amount a per-unit or partial price when it follows it, right after the amount or after its
-qualifiers (``五百元左右的定金``, ``80元左右一斤``, ``30元每米``)."""
-
-
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
-_TAIL_WORDS: Final[dict[str, str]] = {
-    **dict.fromkeys(
-        _words("上下浮动 上下波动 左右 上下 附近 出头 浮动 的样子 样子 大约 大概 光景"), "approx"
-    ),
-    **dict.fromkeys(
-        _words(
-            "以内 之内 以下 之下 以里 内 都不到 还不到 不到 封顶 为上限 为限 打住 就够 够了 足够 应该够 能拿下 拿下 "
-            "能搞定 帮我搞定 搞定 基本能买到 能买到 买到 能买 来买 就行 就好 就可以 即可 可以"
-        ),
-        "hard",
-    ),
-    **dict.fromkeys(_words("以上 之上 起步 往上 开外 朝上 打底 起"), "lower"),
-    **dict.fromkeys(_words("之间 中间 区间"), "between"),
-    **dict.fromkeys(_words("的预算 预算 的价格 价格 的价位 价位 的价钱 价钱 的售价 这个价"), "noun"),
-    **dict.fromkeys([" ", *_words("一点点 一点 的 以 吧 了 啊 呢 呀 哦 就 都 也")], "filler"),
-}
-"""Words that may follow an amount, by what they say about it; fillers are skipped over."""
-_TAIL: Final = re.compile("|".join(sorted(map(re.escape, _TAIL_WORDS), key=len, reverse=True)))
-_REVERSAL_AFTER: Final = re.compile(
-    r"^[^，。；;！!？?,\n]{0,6}?(?:不考虑|不予考虑|不要|不买|不行|算了|免谈|不接受|接受不了|太贵|pass)"
-)
-
-_FILLER_BEFORE: Final = (
-    r"(?:在|是|为|了|于|要|到|给|个|的|就|有|只有|控制在|控制|卡在|卡|能|可以|接受|都|也|\s|[¥$]|人民币|"
-    r"预算|价格|价位|价钱|售价|总价|花费|花|出|付|掏|用|买|卖)*"
-)
-_PREWORD: Final = re.compile(
-    r"(?:(?P<negated>(?:不|别|勿|没|莫|未)[^，。；;,0-9]{0,3}?(?:超过|超出|超|高于|高过|多于|大于|贵于))"
-    r"|(?P<lower>(?:不|别)[^，。；;,0-9]{0,3}?(?:低于|少于|小于)|不止|至少|起码|最少|最低|超过|超出|高于|大于|多于|多过)"
-    r"|(?P<upper>低于|小于|少于|不到|不足|最多|最高|最贵|顶多|至多|上限|封顶|只能给到|给到)"
-    r"|(?P<approx>花个|大约|大概|约莫|约摸|(?<![简节制预契公条邀相婚赴失履隐合])约|差不多|差不离|接近|将近|估计|大致))"
-    + _FILLER_BEFORE
-    + r"$"
-)
-_PRICE_WORD: Final = re.compile(
-    r"总预算|总花费|总费用|总共|一共|合计|预算|预期价格|心理价位|总价格|总价|价格|价位|价钱|售价|单价|标价|报价|要价|花费|费用|全款|成本|金额|租金"
-    r"|开销|消费|价|费|花|钱|卖"
-)
-_NON_TOTAL_BEFORE: Final = re.compile(
-    r"每|单(?:价|个|只|支|件|瓶|块|包|盒|片|张|条|根|双|套|台|份|杯|袋|罐|颗|粒|本|把|米|斤|平)"
-    r"|定金|订金|押金|首付|尾款|余款|月供|运费|邮费|月租|日租|周租|年租|年费|月费"
-    r"|(?<![0-9零〇一二两三四五六七八九十百千万])一?(?:平方米|平方|平米|㎡)"
-)
-_BALANCE_BEFORE: Final = re.compile(r"(?<![弥填])(?:补|补交|补缴|补付|补齐|补足|补上|补差价|补差额|补款)(?:了|个)?\s*$")
-"""A balance payment right before the amount (``后续补170元``, ``再补差价50元``): part of a price, not a total."""
-_ALTERNATIVE_BETWEEN: Final = re.compile(r"或|要么|还是")
-_VAGUE_AMOUNT: Final = re.compile(r"几(?:十|百|千|万)*\s*(?:块钱|块|元)")
-_DIGIT_COUNT_PRICE: Final = re.compile(r"(?P<digits>个|两|三)位数(?:的)?(?:价格|价位|价钱|以内|元|块)")
-_DIGIT_COUNT_CEILING: Final = {"个": 9.0, "两": 99.0, "三": 999.0}
-_BOUNDARY: Final = re.compile(r"\s*(?:$|[，。；;！!？?,\n)）])")
-
-
-_EXPLICIT_CAP_REASONS: Final = frozenset({"upper-bound word", "bound word", "range upper end"})
-
 
 @dataclass(frozen=True)
 class BudgetParse:
@@ -170,7 +115,7 @@ def parse_budget_detail(text: str | None) -> BudgetParse | None:
         return None
     if not isinstance(text, str):
         raise TypeError(f"budget text must be str or None, not {type(text).__name__}")
-    norm = text.translate(_WIDTH_MAP)
+    norm = text.translate(WIDTH_MAP)
     mentions = _scan(norm)
     chosen = _choose(norm, mentions)
     if chosen is None:
@@ -190,9 +135,9 @@ def _choose(norm: str, mentions: list[_Mention]) -> _Mention | None:
     uppers = [m for m in mentions if m.kind in UPPER_KINDS]
     if uppers:
         strong = [m for m in uppers if m.strong] or uppers
-        chosen = next((m for m in strong if m.reason in _EXPLICIT_CAP_REASONS), strong[0])
+        chosen = next((m for m in strong if m.reason in EXPLICIT_CAP_REASONS), strong[0])
         # where the alternative words are, found once: a search per pair of mentions would be quadratic
-        alternatives = [(m.start(), m.end()) for m in _ALTERNATIVE_BETWEEN.finditer(norm)]
+        alternatives = [(m.start(), m.end()) for m in ALTERNATIVE_BETWEEN.finditer(norm)]
         starts = [start for start, _ in alternatives]
         for other in uppers:
             if other is chosen or other.price_upper == chosen.price_upper:
@@ -210,8 +155,8 @@ def _choose(norm: str, mentions: list[_Mention]) -> _Mention | None:
 
 
 def _clause_start(norm: str, pos: int, floor: int) -> int:
-    start = max(floor, pos - _LEAD_WINDOW, 0)
-    breaks = [m.end() for m in _CLAUSE_BREAK.finditer(norm, start, pos)]
+    start = max(floor, pos - LEAD_WINDOW, 0)
+    breaks = [m.end() for m in CLAUSE_BREAK.finditer(norm, start, pos)]
     return breaks[-1] if breaks else start
 
 
@@ -223,12 +168,12 @@ def _scan(norm: str) -> list[_Mention]:
         if mention is not None:
             mentions.append(mention)
     starts = [m.start for m in mentions]  # in scan order: increasing and not overlapping
-    for match in _VAGUE_AMOUNT.finditer(norm):
+    for match in VAGUE_AMOUNT.finditer(norm):
         at = bisect_right(starts, match.start()) - 1  # the last mention starting at or before it
         if at < 0 or mentions[at].end <= match.start():
             mentions.append(_Mention("ambiguous", None, match.start(), match.end(), False, "vague amount"))
-    for match in _DIGIT_COUNT_PRICE.finditer(norm):
-        amount = _DIGIT_COUNT_CEILING[match.group("digits")]
+    for match in DIGIT_COUNT_PRICE.finditer(norm):
+        amount = DIGIT_COUNT_CEILING[match.group("digits")]
         mentions.append(_Mention("hard_upper", amount, match.start(), match.end(), True, "digit count"))
     mentions.sort(key=lambda m: m.start)
     return mentions
@@ -250,7 +195,7 @@ def _read_amount(norm: str, match: re.Match[str]) -> _Amount | None:
     """Amount token, approximate suffix and currency at ``match``; None when it is not a numeral."""
     start = match.start()
     before = norm[start - 1] if start > 0 else ""
-    currency_before = _CURRENCY_BEFORE.search(norm[max(0, start - 8) : start]) is not None
+    currency_before = CURRENCY_BEFORE.search(norm[max(0, start - 8) : start]) is not None
     if before == "第" or (before.isascii() and before.isalpha() and not currency_before):
         return None  # ordinals and model numbers ("第三", "i7", "iPhone15")
     token, pair = split_digit_pair(match.group())
@@ -260,23 +205,23 @@ def _read_amount(norm: str, match: re.Match[str]) -> _Amount | None:
     value, head = found
     head_end = end = match.end() - len(token) + len(head)
     approximate = pair
-    suffix = _APPROX_SUFFIX.match(norm, end)
+    suffix = APPROX_SUFFIX.match(norm, end)
     suffixed = suffix is not None
     if suffix:
         approximate = True
         end = suffix.end()
     currency = ""
-    cur = _CURRENCY.match(norm, end)
-    if cur and not (cur.group().strip() == "元" and _NOT_CURRENCY_AFTER_YUAN.match(norm, cur.end())):
+    cur = CURRENCY.match(norm, end)
+    if cur and not (cur.group().strip() == "元" and NOT_CURRENCY_AFTER_YUAN.match(norm, cur.end())):
         currency = cur.group().strip()
         end = cur.end()
-        late = None if approximate else _APPROX_SUFFIX.match(norm, end)
+        late = None if approximate else APPROX_SUFFIX.match(norm, end)
         if late and late.group() in ("多", "多点", "多一点"):  # "100元多"
             approximate = suffixed = True
             end = late.end()
     elif currency_before:
         currency = "prefix"
-    plus = _PLUS.match(norm, end)
+    plus = PLUS.match(norm, end)
     if plus:
         end = plus.end()
     literal = norm[start:end]
@@ -289,11 +234,11 @@ def _read_tail(norm: str, pos: int) -> tuple[set[str], int, int]:
     categories: set[str] = set()
     end = pos
     for _ in range(8):
-        word = _TAIL.match(norm, pos)
+        word = TAIL.match(norm, pos)
         if word is None:
             break
         pos = word.end()
-        category = _TAIL_WORDS[word.group()]
+        category = TAIL_WORDS[word.group()]
         if category != "filler":
             categories.add(category)
             end = pos
@@ -302,7 +247,7 @@ def _read_tail(norm: str, pos: int) -> tuple[set[str], int, int]:
 
 def _read_range_end(norm: str, low: _Amount) -> _Amount | None:
     """The upper end of a range starting at ``low`` ("130-140元", "350元和400元之间", "1万到1.1万")."""
-    separator = _RANGE_SEPARATOR.match(norm, low.end)
+    separator = RANGE_SEPARATOR.match(norm, low.end)
     if separator is None or low.lower_plus:
         return None
     token = AMOUNT_TOKEN.match(norm, separator.end())
@@ -311,7 +256,7 @@ def _read_range_end(norm: str, low: _Amount) -> _Amount | None:
         return None
     if not (low.currency or high.currency):
         tail, _, after = _read_tail(norm, high.end)
-        if not (tail or _BOUNDARY.match(norm, after)):
+        if not (tail or BOUNDARY.match(norm, after)):
             return None  # "1-2周": a range of something else
     return high
 
@@ -348,17 +293,17 @@ def _read_mention(norm: str, match: re.Match[str], previous_end: int) -> tuple[_
     start = match.start()
     lead_start = _clause_start(norm, start, previous_end)
     lead = norm[lead_start:start]
-    preword = _PREWORD.search(lead)
+    preword = PREWORD.search(lead)
     pre_kind = preword.lastgroup if preword else None
-    price_word = _PRICE_WORD.search(lead)
+    price_word = PRICE_WORD.search(lead)
     high = _read_range_end(norm, amount)
     value, end = (max(amount.value, high.value), high.end) if high else (amount.value, amount.end)
-    per_unit = _PER_UNIT_AFTER.match(norm, end)
+    per_unit = PER_UNIT_AFTER.match(norm, end)
     if per_unit:
         end = per_unit.end()
     tail, tail_end, after_fillers = _read_tail(norm, end)
     end = max(end, tail_end)
-    if per_unit is None and (per_unit := _PER_UNIT_AFTER.match(norm, after_fillers)):
+    if per_unit is None and (per_unit := PER_UNIT_AFTER.match(norm, after_fillers)):
         end = per_unit.end()  # "五百元左右的定金", "300元的订金", "80元左右一斤": after qualifiers/fillers
     priced = amount if high is None or amount.currency else high
     if not _is_money(
@@ -369,7 +314,7 @@ def _read_mention(norm: str, match: re.Match[str], previous_end: int) -> tuple[_
         has_price_word=price_word is not None,
         tail=tail,
         is_range=high is not None,
-        at_boundary=_BOUNDARY.match(norm, after_fillers) is not None,
+        at_boundary=BOUNDARY.match(norm, after_fillers) is not None,
         next_char=norm[end : end + 1],
     ):
         return None, amount.head_end
@@ -378,7 +323,7 @@ def _read_mention(norm: str, match: re.Match[str], previous_end: int) -> tuple[_
     evidence_start = min([start, *anchors])
     if start > 0 and norm[start - 1] in "¥$" and evidence_start == start:
         evidence_start = start - 1
-    non_total = _NON_TOTAL_BEFORE.search(lead) or _BALANCE_BEFORE.search(lead)
+    non_total = NON_TOTAL_BEFORE.search(lead) or BALANCE_BEFORE.search(lead)
     if non_total is not None:
         evidence_start = min(evidence_start, lead_start + non_total.start())
 
@@ -390,7 +335,7 @@ def _read_mention(norm: str, match: re.Match[str], previous_end: int) -> tuple[_
         return made("ambiguous", "zero amount")
     if per_unit or non_total:
         return made("non_total_price", "per-unit or deposit price")
-    refused = _REVERSAL_AFTER.match(norm[end : end + 12]) is not None
+    refused = REVERSAL_AFTER.match(norm[end : end + 12]) is not None
     if high is not None:
         if "lower" in tail and not refused:
             return made("lower_only", "range with lower-bound tail")

@@ -4,8 +4,9 @@
 index, the stored page data); ``Catalog`` opens one by reading, after checking it against its manifest.
 """
 
-from .archive import load_archive, validate_records
+from .archive import load_archive
 from .prepare import PrepareOptions, prepare_dataset
+from .record_checks import validate_records
 from .records import Product
 from .retrieval import evaluate_split
 from .store import Catalog, check_data_dir

@@ -22,7 +22,7 @@ from ..contract import is_task_id
 from ..errors import ArchiveError, DataIntegrityError
 from ..search.stored import encode_asins, load_array, save_array
 from ._line_store import LineStore, LineWriter, encode_record, iter_lines
-from .archive import validate_records
+from .record_checks import validate_records
 from .records import Product
 
 RECORDS_DIR = "records"

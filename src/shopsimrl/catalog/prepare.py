@@ -8,29 +8,27 @@ is refused unless ``force`` is given.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import versions
 from ..budget import load_budget_annotations
-from ..budget.annotations import check_annotation_identities, task_identities
-from ..errors import ArchiveError, DatasetBuildError, ShopSimError
+from ..budget.annotations import check_annotation_identities
+from ..errors import DatasetBuildError, ShopSimError
 from ..search import SearchIndex, build_search_index
 from ..search.stored import SEARCH_DIR, STORED_SEARCH_VERSION, save_search_arrays
-from ._lazy import RECORDS_DIR, RecordsWriter, iter_product_records
-from .archive import atomic_write_bytes, dump_json_file_bytes, file_sha256, sha256_hex, validate_records
-from .archive_stream import ArchiveWriter, iter_archive_records
+from ._lazy import RECORDS_DIR, iter_product_records
+from .archive import atomic_write_bytes, dump_json_file_bytes, file_sha256, sha256_hex
 from .cleaning import Cleaner, CleaningResult
-from .goals import build_goals
 from .integrity import write_stamp
-from .splits import DEFAULT_SEED, PersonaTask, build_persona_splits
+from .prepare_pass import Totals, stream_archive
+from .splits import DEFAULT_SEED, build_persona_splits
 
 PRODUCTS_FILE = "products.json.gz"
 EXCLUSIONS_FILE = "exclusions.json"
@@ -47,7 +45,6 @@ OPEN_FORMAT_VERSION = "shopsimrl-open-v1"
 BUILD_DIR = ".prepare-building"
 #: Source records validated and cleaned at a time (memory holds one chunk of records, never the archive).
 PREPARE_CHUNK = 2000
-_END = object()
 
 Progress = Callable[[str], None]
 
@@ -177,98 +174,6 @@ def prepare_dataset(
     return manifest
 
 
-@dataclass(frozen=True, slots=True)
-class _LinkedTask(PersonaTask):
-    """A persona task reduced to what the split policy reads (its id and linking values), not its persona."""
-
-    values: tuple[tuple[str, str], ...] = ()
-
-    def group_values(self) -> tuple[tuple[str, str], ...]:
-        return self.values
-
-
-@dataclass
-class _Totals:
-    """What the streamed pass keeps: ids, small audit rows and the persona tasks (never the records)."""
-
-    cleaned_products: int = 0
-    inactive_instructions: int = 0
-    budget_rows: list[tuple[int, str, float | None, str]] = field(default_factory=list)
-    persona_tasks: list[PersonaTask] = field(default_factory=list)
-
-
-def _stream_archive(
-    archive_path: Path, work: Path, cleaner: Cleaner, say: Progress,
-    identities: dict[int, tuple[str, str]] | None = None,
-) -> tuple[_Totals, tuple[str, str], list[str]]:
-    """One pass over the source archive, a chunk at a time: validate, clean, write the cleaned archive and the
-    records and goals opening reads. Returns the totals, (data SHA-256, archive SHA-256) and the record files."""
-    totals = _Totals()
-    writer = ArchiveWriter(work / PRODUCTS_FILE)
-    records = RecordsWriter(work / RECORDS_DIR)
-    seen_asins: dict[str, int] = {}
-    source = str(archive_path)
-    try:
-        chunk: list[Any] = []
-        start = 0
-        for record in itertools.chain(iter_archive_records(archive_path), [_END]):
-            if record is not _END:
-                chunk.append(record)
-                if len(chunk) < PREPARE_CHUNK:
-                    continue
-            if not chunk:
-                break
-            products = validate_records(chunk, source=source, start=start)
-            for product in products:
-                first = seen_asins.setdefault(product.asin, product.index)
-                if first != product.index:
-                    raise ArchiveError(
-                        f"{source}: validation problem: record {product.index} (asin {product.asin!r}) field 'asin': "
-                        f"duplicate ASIN (first seen at record {first})"
-                    )
-            kept = [record for product in products if (record := cleaner.add(product)) is not None]
-            if identities is not None:  # only the annotated ids: the check needs no more
-                identities.update((task_id, identity) for task_id, identity in task_identities(kept).items()
-                                  if task_id in cleaner.annotations)
-            texts = [writer.add(record) for record in kept]
-            _add_cleaned(texts, totals, records)
-            start += len(chunk)
-            if start % (PREPARE_CHUNK * 50) == 0:
-                say(f"  {start} products read")
-            chunk = []
-        hashes = writer.finish()
-        return totals, hashes, records.finish()
-    except BaseException:
-        writer.abort()
-        records.abort()
-        raise
-
-
-def _add_cleaned(texts: list[str], totals: _Totals, records: RecordsWriter) -> None:
-    """Goals, budget audit rows and persona tasks of a chunk of cleaned records (their archive JSON texts)."""
-    cleaned = validate_records([json.loads(text) for text in texts], source="cleaned archive",
-                               start=totals.cleaned_products)
-    totals.cleaned_products += len(cleaned)
-    goals, skips = build_goals(cleaned)
-    totals.inactive_instructions += skips.instructions_without_attributes
-    precomputed = {
-        instruction.task_id: instruction.price_upper for product in cleaned for instruction in product.instructions
-    }
-    for product, text in zip(cleaned, texts, strict=True):
-        records.add_product(product.asin, text.encode("utf-8"))
-    for task_id, goal in goals.items():
-        records.add_goal(task_id, goal)
-        source = "precomputed" if precomputed.get(task_id) is not None else "instruction_parser"
-        if goal["price_upper"] is None:
-            source = "none"
-        totals.budget_rows.append((task_id, goal["asin"], goal["price_upper"], source))
-        if goal["user_persona"]:
-            task = PersonaTask(
-                task_id, goal["asin"], goal["instruction_simple"], goal["instruction_text"], goal["user_persona"]
-            )
-            totals.persona_tasks.append(_LinkedTask(task_id, task.asin, "", "", {}, task.group_values()))
-
-
 def _split_sources(
     archive_path: Path, source_sha: str, archive_sha: str, data_sha: str, options: PrepareOptions
 ) -> dict[str, Any]:
@@ -301,7 +206,8 @@ def _build(
     cleaner = Cleaner(annotations)
     say("validating, cleaning and writing the archive, records and goals (streamed)")
     identities: dict[int, tuple[str, str]] | None = {} if options.annotations else None
-    totals, (data_sha, archive_sha), stored_files = _stream_archive(archive_path, work, cleaner, say, identities)
+    totals, (data_sha, archive_sha), stored_files = stream_archive(
+        archive_path, work / PRODUCTS_FILE, work / RECORDS_DIR, cleaner, say, identities, chunk_size=PREPARE_CHUNK)
     if not totals.cleaned_products:  # an empty catalog serves nothing: never let it replace a catalog
         held = cleaner.result([]).source_product_count
         raise DatasetBuildError(
@@ -319,25 +225,7 @@ def _build(
         source=_split_sources(archive_path, source_sha, archive_sha, data_sha, options),
     )
     totals.persona_tasks = []
-    totals.budget_rows.sort()
-    budgets = [
-        {"task_id": task_id, "asin": asin, "price_upper": price, "source": source}
-        for task_id, asin, price, source in totals.budget_rows
-    ]
-    budget_sources = dict(sorted(Counter(row[3] for row in totals.budget_rows).items()))
-    active_tasks = len(totals.budget_rows)
-    totals.budget_rows = []
-    files: dict[str, bytes] = {
-        EXCLUSIONS_FILE: dump_json_file_bytes([item.to_json() for item in result.exclusions]),
-        BUDGETS_FILE: dump_json_file_bytes(budgets),
-        PERSONA_SPLITS_FILE: dump_json_file_bytes(persona_splits),
-        TASK_SPLITS_FILE: dump_json_file_bytes(_task_splits(result, persona_splits)),
-    }
-    del budgets
-    for name, payload in files.items():
-        atomic_write_bytes(work / name, payload)
-    hashes = {name: sha256_hex(payload) for name, payload in files.items()} | {PRODUCTS_FILE: archive_sha}
-    del files
+    hashes = _write_tables(work, result, totals, persona_splits) | {PRODUCTS_FILE: archive_sha}
     say(f"building search index over {totals.cleaned_products} products")
     index_manifest = build_search_index(
         iter_product_records(work / RECORDS_DIR), work / INDEX_FILE, product_data_sha256=data_sha
@@ -348,20 +236,7 @@ def _build(
     stored_files += search_files
     index_covers_products = search_meta.pop("covers")
     hashes |= {name: file_sha256(work / name) for name in (INDEX_FILE, INDEX_MANIFEST_FILE, *stored_files)}
-    stats = {
-        "source_product_count": result.source_product_count,
-        "source_task_count": result.source_task_count,
-        "cleaned_product_count": totals.cleaned_products,
-        "active_task_count": active_tasks,
-        "excluded_product_count": len(result.exclusions),
-        "excluded_task_count": sum(len(item.task_ids) for item in result.exclusions),
-        "persona_task_count": len(result.persona_task_ids),
-        "standard_task_count": len(result.standard_task_ids),
-        "annotated_task_count": len(result.annotated_task_ids),
-        "inactive_instruction_count": totals.inactive_instructions,
-        "budget_sources": budget_sources,
-        "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
-    }
+    stats = _stats(result, totals, persona_splits)
     manifest = {
         "schema_version": versions.DATASET_SCHEMA_VERSION,
         "prepare_version": PREPARE_VERSION,
@@ -394,6 +269,47 @@ def _build(
     }
     atomic_write_bytes(work / MANIFEST_FILE, dump_json_file_bytes(manifest))
     return manifest, sorted(hashes)
+
+
+def _write_tables(work: Path, result: CleaningResult, totals: Totals, persona_splits: Mapping[str, Any]) -> dict[str, str]:
+    """Write the exclusions, budgets and split tables; return their SHA-256 by name. The budget audit rows are
+    dropped from ``totals`` once written, leaving their count and sources."""
+    totals.budget_rows.sort()
+    budgets = [
+        {"task_id": task_id, "asin": asin, "price_upper": price, "source": source}
+        for task_id, asin, price, source in totals.budget_rows
+    ]
+    totals.budget_sources = dict(sorted(Counter(row[3] for row in totals.budget_rows).items()))
+    totals.active_tasks = len(totals.budget_rows)
+    totals.budget_rows = []
+    files: dict[str, bytes] = {
+        EXCLUSIONS_FILE: dump_json_file_bytes([item.to_json() for item in result.exclusions]),
+        BUDGETS_FILE: dump_json_file_bytes(budgets),
+        PERSONA_SPLITS_FILE: dump_json_file_bytes(persona_splits),
+        TASK_SPLITS_FILE: dump_json_file_bytes(_task_splits(result, persona_splits)),
+    }
+    del budgets
+    for name, payload in files.items():
+        atomic_write_bytes(work / name, payload)
+    return {name: sha256_hex(payload) for name, payload in files.items()}
+
+
+def _stats(result: CleaningResult, totals: Totals, persona_splits: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's ``stats``: counts of the source, the cleaned catalog, its tasks and splits."""
+    return {
+        "source_product_count": result.source_product_count,
+        "source_task_count": result.source_task_count,
+        "cleaned_product_count": totals.cleaned_products,
+        "active_task_count": totals.active_tasks,
+        "excluded_product_count": len(result.exclusions),
+        "excluded_task_count": sum(len(item.task_ids) for item in result.exclusions),
+        "persona_task_count": len(result.persona_task_ids),
+        "standard_task_count": len(result.standard_task_ids),
+        "annotated_task_count": len(result.annotated_task_ids),
+        "inactive_instruction_count": totals.inactive_instructions,
+        "budget_sources": totals.budget_sources,
+        "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
+    }
 
 
 def dataset_fingerprint(manifest: Mapping[str, Any]) -> str:

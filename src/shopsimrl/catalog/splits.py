@@ -191,6 +191,27 @@ def default_split_size(persona_tasks: int, size: int = DEFAULT_TEST_SIZE) -> int
     return min(size, round(persona_tasks * size / DEFAULT_SIZES_AT))
 
 
+def _self_checks(
+    task_list: Sequence[PersonaTask], groups: Sequence[TaskGroup], splits: Mapping[str, Any], excluded: frozenset[int]
+) -> dict[str, Any]:
+    """The manifest's ``checks``: every task in exactly one split, linked groups never split, test exclusions
+    kept; a failed check raises ``SplitError``."""
+    all_ids = [task.task_id for task in task_list]
+    id_sets = {name: set(entry["task_ids"]) for name, entry in splits.items()}
+    group_of = {task_id: group.group_id for group in groups for task_id in group.task_ids}
+    group_sets = {name: {group_of[t] for t in ids} for name, ids in id_sets.items()}
+    checks = {
+        "persona_task_count": len(all_ids),
+        "complete_coverage": set().union(*id_sets.values()) == set(all_ids),
+        "pairwise_task_disjoint": sum(len(s) for s in id_sets.values()) == len(set().union(*id_sets.values())),
+        "linked_groups_disjoint": sum(len(s) for s in group_sets.values()) == len(set().union(*group_sets.values())),
+        "test_exclusions_respected": not (id_sets["test"] & excluded),
+    }
+    if not all(value for key, value in checks.items() if key != "persona_task_count"):
+        raise SplitError(f"split self-check failed: {checks}")
+    return checks
+
+
 def build_persona_splits(
     tasks: Iterable[PersonaTask],
     *,
@@ -240,19 +261,7 @@ def build_persona_splits(
         "val": _split_entry("val", val, source_counts(val)),  # the reference builder's role names
         "train": _split_entry("train", train, source_counts(train)),
     }
-    all_ids = [task.task_id for task in task_list]
-    id_sets = {name: set(entry["task_ids"]) for name, entry in splits.items()}
-    group_of = {task_id: group.group_id for group in groups for task_id in group.task_ids}
-    group_sets = {name: {group_of[t] for t in ids} for name, ids in id_sets.items()}
-    checks = {
-        "persona_task_count": len(all_ids),
-        "complete_coverage": set().union(*id_sets.values()) == set(all_ids),
-        "pairwise_task_disjoint": sum(len(s) for s in id_sets.values()) == len(set().union(*id_sets.values())),
-        "linked_groups_disjoint": sum(len(s) for s in group_sets.values()) == len(set().union(*group_sets.values())),
-        "test_exclusions_respected": not (id_sets["test"] & excluded),
-    }
-    if not all(value for key, value in checks.items() if key != "persona_task_count"):
-        raise SplitError(f"split self-check failed: {checks}")
+    checks = _self_checks(task_list, groups, splits, excluded)
     return {
         "schema_version": PERSONA_SPLITS_VERSION,
         "version": PERSONA_SPLITS_VERSION,

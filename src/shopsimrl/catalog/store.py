@@ -25,7 +25,7 @@ from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
 from ..search.stored import ASINS_FILE, POSTINGS_ARRAYS, ROWIDS_FILE, SEARCH_DIR, TERMS_FILE
 from ._lazy import RECORD_FILES, RECORDS_DIR, GoalStore, ProductStore
-from .archive import parse_archive_json, read_archive_bytes, sha256_hex, validate_records
+from .archive import parse_archive_json, read_archive_bytes, sha256_hex
 from .goals import build_goals
 from .integrity import verify_files
 from .prepare import (
@@ -40,6 +40,7 @@ from .prepare import (
     PRODUCTS_FILE,
     TASK_SPLITS_FILE,
 )
+from .record_checks import validate_records
 from .records import Product
 
 #: Result lists the catalog's search index caches (LRU, keyed by query tokens): the bound the environment's

@@ -232,6 +232,14 @@ def cmd_policy_server(args: argparse.Namespace) -> int:
 
 def add_commands(commands: Any) -> None:
     """Register the evaluation subcommands on the top-level subparsers object."""
+    _add_eval(commands)
+    _add_compare(commands)
+    _add_report(commands)
+    _add_policy_server(commands)
+
+
+def _add_eval(commands: Any) -> None:
+    """``eval``: the policy or served model, the split and task selection, the run's settings."""
     ev = commands.add_parser("eval", help="evaluate a built-in policy or a served model on a task split")
     add_data_argument(ev)
     ev.add_argument("--split", default="test", help="task split to evaluate (train, val, test, standard, all)")
@@ -297,6 +305,8 @@ def add_commands(commands: Any) -> None:
                     help="start over: remove this run directory's manifest, traces, summary and report first")
     ev.set_defaults(func=cmd_eval)
 
+
+def _add_compare(commands: Any) -> None:
     cmp_ = commands.add_parser("compare", help="paired bootstrap comparison of two runs over the same tasks")
     cmp_.add_argument("run_a", help="run directory A (the baseline)")
     cmp_.add_argument("run_b", help="run directory B (differences are B - A)")
@@ -309,6 +319,8 @@ def add_commands(commands: Any) -> None:
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
     cmp_.set_defaults(func=cmd_compare)
 
+
+def _add_report(commands: Any) -> None:
     rep = commands.add_parser("report", help="report.md and report.html with figures for a run")
     rep.add_argument("run", help="run directory (written by eval)")
     rep.add_argument("--vs", help="a second run: add the paired differences (RUN - VS)")
@@ -319,6 +331,8 @@ def add_commands(commands: Any) -> None:
     rep.add_argument("--out", help="output directory (default: the run directory)")
     rep.set_defaults(func=cmd_report)
 
+
+def _add_policy_server(commands: Any) -> None:
     ps = commands.add_parser("policy-server", help="an OpenAI-compatible chat server driven by a built-in policy")
     add_data_argument(ps)
     ps.add_argument("--policy", default="heuristic",

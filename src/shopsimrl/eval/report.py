@@ -154,20 +154,26 @@ def _figures(summary: Mapping[str, Any], tables: Mapping[str, Any], comparison: 
         plt.close(fig)
 
     if comparison is not None:
-        metrics = comparison["metrics"]
-        names = [n for n in metrics if n.startswith("r_")] + ["steps"]
-        fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), gridspec_kw={"width_ratios": [3, 1]})
-        for ax, chosen in ((axes[0], [n for n in names if n != "steps"]), (axes[1], ["steps"])):
-            diffs = [metrics[n]["diff"] for n in chosen]
-            lows = [metrics[n]["diff"] - metrics[n]["ci_low"] for n in chosen]
-            highs = [metrics[n]["ci_high"] - metrics[n]["diff"] for n in chosen]
-            ax.errorbar(range(len(chosen)), diffs, yerr=[lows, highs], fmt="o", capsize=4, color="#4c72b0")
-            ax.axhline(0, color="grey", linewidth=0.8)
-            ax.set_xticks(range(len(chosen)), chosen, rotation=30)
-        axes[0].set_title("Paired differences (B − A), 95% CI")
-        figures["paired_differences.png"] = _png(fig)
-        plt.close(fig)
+        figures["paired_differences.png"] = _paired_differences(plt, comparison)
     return figures
+
+
+def _paired_differences(plt: Any, comparison: Mapping[str, Any]) -> bytes:
+    """The comparison figure: each reward component's and the steps' paired difference with its 95% CI."""
+    metrics = comparison["metrics"]
+    names = [n for n in metrics if n.startswith("r_")] + ["steps"]
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.4), gridspec_kw={"width_ratios": [3, 1]})
+    for ax, chosen in ((axes[0], [n for n in names if n != "steps"]), (axes[1], ["steps"])):
+        diffs = [metrics[n]["diff"] for n in chosen]
+        lows = [metrics[n]["diff"] - metrics[n]["ci_low"] for n in chosen]
+        highs = [metrics[n]["ci_high"] - metrics[n]["diff"] for n in chosen]
+        ax.errorbar(range(len(chosen)), diffs, yerr=[lows, highs], fmt="o", capsize=4, color="#4c72b0")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(chosen)), chosen, rotation=30)
+    axes[0].set_title("Paired differences (B − A), 95% CI")
+    figure = _png(fig)
+    plt.close(fig)
+    return figure
 
 
 def _fmt(value: Any, pct: bool = False) -> str:

@@ -2,14 +2,16 @@
 
 ``__all__`` is the public surface. The index is implemented in private modules, one per job: ``_schema``
 (columns, tokenizer, weights, MATCH expression), ``_build`` (atomic build), ``_manifest`` (open-time checks),
-``_backend`` (the in-memory postings of ``_postings``, verified against SQLite), ``_pool`` (read-only
-connections) and ``_index`` (``SearchIndex``: open and cached queries). ``search.stored`` is the on-disk form
-that ``catalog`` writes and opens.
+``_backend`` (the in-memory postings of ``_postings``, verified against SQLite; their query phrases ``_phrases``,
+the tokenizer tables ``_unicode61``, their build ``_postings_build`` over the ``_postings_scan`` pass), ``_pool``
+(read-only connections), ``_ranking`` (one cached query's results) and ``_index`` (``SearchIndex``: open and cached
+queries). ``search.stored`` is the on-disk form that ``catalog`` writes and opens.
 """
 
 from ._backend import BACKEND_ENV
 from ._build import build_search_index
-from ._index import DEFAULT_CACHE_SIZE, SearchHit, SearchIndex
+from ._index import DEFAULT_CACHE_SIZE, SearchIndex
+from ._ranking import SearchHit
 from ._schema import DEFAULT_FIELD_WEIGHTS, FTS_COLUMNS, match_expression
 from .documents import product_search_fields
 from .evaluate import RetrievalQuery, evaluate_retrieval

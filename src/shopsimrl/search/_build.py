@@ -49,6 +49,25 @@ def _stage_rows(products: Iterable[Mapping[str, Any]], connection: sqlite3.Conne
     return int(connection.execute("SELECT count(*) FROM stage").fetchone()[0])
 
 
+def _index_manifest(count: int, product_data_sha256: str, weights: dict[str, float]) -> dict[str, Any]:
+    """The manifest row stored in the index: what it was built from and with (the open-time checks read it)."""
+    return {
+        "search_version": versions.SEARCH_VERSION,
+        "index_schema_version": versions.INDEX_SCHEMA_VERSION,
+        "product_count": count,
+        "product_data_sha256": product_data_sha256,
+        "field_weights": weights,
+        "fts_columns": list(FTS_COLUMNS),
+        "bm25_column_weights": bm25_column_weights(weights),
+        "option_document_version": versions.OPTION_DOCUMENT_VERSION,
+        "query_normalizer": versions.QUERY_NORMALIZER_VERSION,
+        "tokenizer": versions.TOKENIZER_VERSION,
+        "tie_breaker": versions.TIE_BREAKER,
+        "python_version": platform.python_version(),
+        "sqlite_version": sqlite3.sqlite_version,
+    }
+
+
 def build_search_index(
     products: Iterable[Mapping[str, Any]],
     path: str | os.PathLike[str],
@@ -91,21 +110,7 @@ def build_search_index(
         stage.close()
         staging.unlink(missing_ok=True)
         raise
-    manifest: dict[str, Any] = {
-        "search_version": versions.SEARCH_VERSION,
-        "index_schema_version": versions.INDEX_SCHEMA_VERSION,
-        "product_count": count,
-        "product_data_sha256": product_data_sha256,
-        "field_weights": weights,
-        "fts_columns": list(FTS_COLUMNS),
-        "bm25_column_weights": bm25_column_weights(weights),
-        "option_document_version": versions.OPTION_DOCUMENT_VERSION,
-        "query_normalizer": versions.QUERY_NORMALIZER_VERSION,
-        "tokenizer": versions.TOKENIZER_VERSION,
-        "tie_breaker": versions.TIE_BREAKER,
-        "python_version": platform.python_version(),
-        "sqlite_version": sqlite3.sqlite_version,
-    }
+    manifest = _index_manifest(count, product_data_sha256, weights)
     connection = sqlite3.connect(temporary, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode = OFF")  # a crash leaves only the .building file

@@ -23,12 +23,11 @@ import os
 import sqlite3
 from array import array
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import versions
-from ..bounded_cache import SEARCH_RESULT_BYTES, BoundedMemo, CacheInfo, strings_bytes
+from ..bounded_cache import SEARCH_RESULT_BYTES, BoundedMemo, CacheInfo
 from ..errors import SearchIndexError
 from ._backend import (
     FORCED_SQLITE,
@@ -42,6 +41,7 @@ from ._backend import (
 from ._manifest import manifest_problems, manifest_row, read_table, table_definition_problems
 from ._pool import ConnectionPool
 from ._postings import Postings
+from ._ranking import Ranking, SearchHit, entry_bytes
 from ._schema import bm25_call, match_expression, rebuild_hint
 from .stored import AsinColumn, NpyFileSink, load_asin_column
 from .text import search_tokens
@@ -50,45 +50,6 @@ from .text import search_tokens
 #: twice that once ``search`` has made the entry's hits. The bytes bound (``cache_bytes``) is the one that holds
 #: against a client choosing long queries: each entry is charged its key's tokens too.
 DEFAULT_CACHE_SIZE = 4096
-
-
-def _entry_bytes(args: tuple[Any, ...], ranking: _Ranking) -> int:
-    """An entry's key (the token tuple) and its ranking, with the hits ``search`` may add (about as much again)."""
-    asins = strings_bytes(ranking.asins)
-    return strings_bytes(args[0]) + 2 * (asins + ranking.scores.buffer_info()[1] * ranking.scores.itemsize)
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One ranked result: 1-based ``rank``, ``asin`` and ``score`` = -bm25 (higher is better)."""
-
-    rank: int
-    asin: str
-    score: float
-
-
-class _Ranking:
-    """One cache entry: the ASINs in rank order (shared by every caller that needs only them) and the scores;
-    the ``SearchHit`` objects are made on first use.
-
-    Why: the environment keeps only ASINs, and hit objects about double an entry's memory (default catalog,
-    k = 150: 12 KB without them, 23 KB with them), which matters with tens of thousands of entries.
-    """
-
-    __slots__ = ("_hits", "asins", "scores")
-
-    def __init__(self, asins: tuple[str, ...], scores: array[float]) -> None:
-        self.asins = asins
-        self.scores = scores
-        self._hits: tuple[SearchHit, ...] | None = None
-
-    def hits(self) -> tuple[SearchHit, ...]:
-        """The hits, made once (two threads may both make them; the results are equal)."""
-        hits = self._hits
-        if hits is None:
-            pairs = zip(self.asins, self.scores, strict=True)
-            hits = self._hits = tuple(SearchHit(rank, asin, score) for rank, (asin, score) in enumerate(pairs, 1))
-        return hits
 
 
 def _refusal(file: Path, problems: list[str]) -> SearchIndexError:
@@ -141,7 +102,7 @@ class SearchIndex:
             else self.contract_sql
         )
         self._pool = ConnectionPool(path) if pool is None else pool
-        self._cached = BoundedMemo(self._run, maxsize=cache_size, max_bytes=cache_bytes, size_of=_entry_bytes)
+        self._cached = BoundedMemo(self._run, maxsize=cache_size, max_bytes=cache_bytes, size_of=entry_bytes)
         backend = FORCED_SQLITE
         if wants_postings(accelerate):
             with self._pool.connection() as connection:
@@ -307,7 +268,7 @@ class SearchIndex:
             rows: list[tuple[Any, float]] = connection.execute(sql, (match_expression(tokens), k)).fetchall()
             return rows
 
-    def _run(self, tokens: tuple[str, ...], k: int) -> _Ranking:
+    def _run(self, tokens: tuple[str, ...], k: int) -> Ranking:
         postings = self.postings
         if postings is not None:
             self._pool.check_open()
@@ -317,12 +278,12 @@ class SearchIndex:
                 rowids = [rowid for rowid, _ in ranked]
                 asin_of = self._asin_of_rowid
                 asins = asin_of.many(rowids) if isinstance(asin_of, AsinColumn) else [asin_of[r] for r in rowids]
-                return _Ranking(tuple(asins), array("d", [score for _, score in ranked]))
+                return Ranking(tuple(asins), array("d", [score for _, score in ranked]))
         rows = self.raw_fts_query(tokens, k)
         if self.rowid_is_asin_order:
             asin_of = self._asin_of_rowid
-            return _Ranking(tuple(asin_of[rowid] for rowid, _ in rows), array("d", [-score for _, score in rows]))
-        return _Ranking(tuple(asin for asin, _ in rows), array("d", [-score for _, score in rows]))
+            return Ranking(tuple(asin_of[rowid] for rowid, _ in rows), array("d", [-score for _, score in rows]))
+        return Ranking(tuple(asin for asin, _ in rows), array("d", [-score for _, score in rows]))
 
     def search_tokens(self, tokens: tuple[str, ...], k: int = versions.SEARCH_TOP_K) -> tuple[SearchHit, ...]:
         """Ranked hits for already-tokenised text (cached; the tuple is shared, so it is immutable).

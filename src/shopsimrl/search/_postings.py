@@ -14,36 +14,25 @@ length term is ``k1 * (1 - b + b * |D| / avgdl)``, with |D| the row's token coun
 the total token count divided by the row count; phrases are summed in query order. ``SearchIndex`` also
 compares this path with SQLite on sample queries when it opens and falls back to SQLite on any difference.
 
-Length (over 400 lines): one class, the exact score and the pruned top-k search over the same arrays, kept
-together so the exactness argument above is read in one place; the builder is ``_postings_build``.
+The phrases' own arrays are ``_phrases``, the tokenizer tables ``_unicode61``, the builder ``_postings_build``.
 """
 
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 
-from ..bounded_cache import PHRASE_BYTES, BoundedMemo, text_bytes
+from ..bounded_cache import PHRASE_BYTES, BoundedMemo
 from ..errors import ShopSimError
+from ._phrases import EMPTY, Phrase, lookup, phrase_bytes
+from ._unicode61 import ASCII_SEPARATORS, ASCII_UPPER, sqlite_han_token_chars
 
 K1 = 1.2  # FTS5's constants (fts5_aux.c)
 B = 0.75
 _K1_PLUS_1 = K1 + 1.0
 _IDF_FLOOR = 1e-6
-#: What unicode61 does with ASCII: lowercase letters and digits are token characters, every other ASCII
-#: character (space, punctuation) separates tokens. Uppercase is folded, which we leave to SQLite.
-_ASCII_TOKEN = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
-_ASCII_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_ASCII_SEPARATORS = {code: " " for code in range(128) if chr(code) not in _ASCII_TOKEN | _ASCII_UPPER}
-#: Han ranges of the docs/contract.md#search-tokeniser tokenizer; which of their code points unicode61 treats as token characters
-#: depends on the Unicode tables of the SQLite build, so it is asked once (``_sqlite_han_token_chars``).
-_HAN_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF))
-#: True for the ASCII separators, indexed by code point (index 128 stands for every non-ASCII one: a token char).
-_SEPARATOR_TABLE = np.array([code in _ASCII_SEPARATORS for code in range(129)], dtype=bool)
 _KEY_COL_SHIFT = 32
 _KEY_DOC_SHIFT = 35
 #: Score buffers kept for reuse (one per query running at the same time; more are made and dropped as needed).
@@ -66,43 +55,6 @@ _DOWN = 1.0 - 1e-9
 
 class PostingsUnavailable(ShopSimError):
     """The postings could not be built or do not agree with SQLite's own statistics (the reason is the text)."""
-
-
-def _varints(blob: bytes) -> list[int]:
-    """SQLite's big-endian varints (7 bits a byte, high bit = more, the 9th byte whole), as FTS5 stores sizes."""
-    if max(blob, default=0) < 0x80:
-        return list(blob)
-    out: list[int] = []
-    i = 0
-    while i < len(blob):
-        value = 0
-        for j in range(9):
-            byte = blob[i]
-            i += 1
-            if j == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if byte < 0x80:
-                break
-        out.append(value)
-    return out
-
-
-@lru_cache(maxsize=1)
-def _sqlite_han_token_chars() -> frozenset[str]:
-    """The Han code points that unicode61 keeps as one-character tokens equal to themselves (asked of SQLite)."""
-    chars = [chr(c) for low, high in _HAN_RANGES for c in range(low, high + 1)]
-    connection = sqlite3.connect(":memory:")
-    try:
-        connection.execute("CREATE VIRTUAL TABLE probe USING fts5(t, tokenize='unicode61 remove_diacritics 2')")
-        connection.execute("CREATE VIRTUAL TABLE probe_v USING fts5vocab(probe, row)")
-        connection.execute("INSERT INTO probe VALUES (?)", (" ".join(chars),))
-        wanted = set(chars)
-        # A character folded onto another would make that term's count 2 (or a term outside the input).
-        return frozenset(term for term, cnt in connection.execute("SELECT term, cnt FROM probe_v") if cnt == 1 and term in wanted)
-    finally:
-        connection.close()
 
 
 class Postings:
@@ -148,7 +100,7 @@ class Postings:
         #: operations in the same order), so a one-term phrase costs one scatter-add instead of six array passes.
         self._pair_contrib = self._contributions() if pair_contrib is None else pair_contrib
         # Cached phrases are views of the arrays above (or small arrays for ASCII multi-term phrases).
-        self._phrase = BoundedMemo(self._phrase_postings, maxsize=1 << 16, max_bytes=PHRASE_BYTES, size_of=_phrase_bytes)
+        self._phrase = BoundedMemo(self._phrase_postings, maxsize=1 << 16, max_bytes=PHRASE_BYTES, size_of=phrase_bytes)
         #: Zeroed per-row score buffers between queries (see ``_take_buffer``); at most _FREE_SCORE_BUFFERS kept.
         self._free_scores: list[np.ndarray] = []
 
@@ -212,29 +164,29 @@ class Postings:
 
     # -- querying ------------------------------------------------------------------------------------------
 
-    def _phrase_postings(self, token: str) -> _Phrase | None:
+    def _phrase_postings(self, token: str) -> Phrase | None:
         """The rows and bm25 terms of one quoted query phrase; ``None`` when SQLite must answer."""
         for ch in token:
-            if ch in _ASCII_UPPER or (
-                not ch.isascii() and ch not in self._known_chars and ch not in _sqlite_han_token_chars()
+            if ch in ASCII_UPPER or (
+                not ch.isascii() and ch not in self._known_chars and ch not in sqlite_han_token_chars()
             ):
                 return None
-        terms = token.translate(_ASCII_SEPARATORS).split()
+        terms = token.translate(ASCII_SEPARATORS).split()
         if not terms:
             return None  # an empty phrase: FTS5's own business
         if len(terms) == 1:
             term = self._term_ids.get(terms[0])
             if term is None:
-                return _EMPTY
+                return EMPTY
             begin, end = self._pair_offsets[term], self._pair_offsets[term + 1]
-            return _Phrase(self._pair_docs[begin:end], self._pair_contrib[begin:end])
+            return Phrase(self._pair_docs[begin:end], self._pair_contrib[begin:end])
         if not all(t.isascii() for t in terms):
             return None
         spans = []
         for t in terms:
             term = self._term_ids.get(t)
             if term is None:
-                return _EMPTY
+                return EMPTY
             begin, end = self._position_bounds[term].tolist()
             spans.append(self._position_keys[begin:end])
         starts = spans[0]
@@ -245,7 +197,7 @@ class Postings:
             found[found] = keys[where[found]] == wanted[found]
             starts = starts[found]
         if not starts.size:
-            return _EMPTY
+            return EMPTY
         docs = (starts >> _KEY_DOC_SHIFT).astype(np.int32)
         cols = ((starts >> _KEY_COL_SHIFT) & 0x7).tolist()
         out_docs: list[int] = []
@@ -262,7 +214,7 @@ class Postings:
         idf = math.log((self.n_rows - hits + 0.5) / (hits + 0.5))
         if idf <= 0.0:
             idf = _IDF_FLOOR
-        return _Phrase(rows, idf * ((freqs * _K1_PLUS_1) / (freqs + self._length_term[rows])))
+        return Phrase(rows, idf * ((freqs * _K1_PLUS_1) / (freqs + self._length_term[rows])))
 
     def rank(self, tokens: Sequence[str], k: int) -> list[tuple[int, float]] | None:
         """Top-``k`` (rowid, -bm25) like ``ORDER BY bm25 ASC, asin ASC``; ``None`` when SQLite must answer.
@@ -307,7 +259,7 @@ class Postings:
             self._free_scores.append(scores)
 
     @staticmethod
-    def _add_phrase(scores: np.ndarray, phrase: _Phrase, first: bool, track: bool = True) -> np.ndarray | None:
+    def _add_phrase(scores: np.ndarray, phrase: Phrase, first: bool, track: bool = True) -> np.ndarray | None:
         """Add one phrase's terms to its rows' running scores; with ``track``, return the rows it touched first
         (those whose running score was still 0.0, which keeps the collected candidates unique)."""
         docs, terms = phrase.docs, phrase.terms
@@ -324,7 +276,7 @@ class Postings:
         new_rows: np.ndarray = new
         return new_rows
 
-    def _summed(self, phrases: list[_Phrase]) -> tuple[np.ndarray, np.ndarray]:
+    def _summed(self, phrases: list[Phrase]) -> tuple[np.ndarray, np.ndarray]:
         """(every matched row, its exact score): every phrase added in query order; linear in the postings."""
         scores = self._take_buffer()
         parts = [self._add_phrase(scores, phrase, i == 0) for i, phrase in enumerate(phrases)]
@@ -334,7 +286,7 @@ class Postings:
         self._give_back(scores)
         return candidates, totals
 
-    def _scanned(self, phrases: list[_Phrase]) -> tuple[np.ndarray, np.ndarray]:
+    def _scanned(self, phrases: list[Phrase]) -> tuple[np.ndarray, np.ndarray]:
         """Like ``_summed``, but the matched rows are found by one pass over every row: cheaper when the postings
         are a good part of the rows (no per-phrase test for rows seen first)."""
         scores = self._take_buffer()
@@ -349,7 +301,7 @@ class Postings:
         self._give_back(scores)
         return candidates, totals
 
-    def _pruned(self, phrases: list[_Phrase], k: int) -> list[tuple[int, float]]:
+    def _pruned(self, phrases: list[Phrase], k: int) -> list[tuple[int, float]]:
         """The top ``k`` without scoring every matched row (MaxScore, exact).
 
         Phrases are added highest bound (largest term) first until the bounds of those left sum to less than
@@ -384,15 +336,7 @@ class Postings:
                 theta = max(theta, float(np.partition(partial, partial.size - k)[partial.size - k]) * _DOWN)
                 if left[i] >= theta and estimates < _ESTIMATES and phrases[order[i + 1]].docs.size >= _ESTIMATE_FROM:
                     estimates += 1
-                    # Before adding a long phrase: the best partial rows' scores with every phrase left are
-                    # real scores, so their k-th best is a safe theta, often far higher than the partial one.
-                    m = min(partial.size, _ESTIMATE_PER_K * k)
-                    best = np.sort(parts[0][np.argpartition(partial, partial.size - m)[partial.size - m :]])
-                    fuller = scores[best]
-                    for later in order[i + 1 :]:
-                        where, found = _lookup(phrases[later].docs, best)
-                        fuller[found] += phrases[later].terms[where[found]]
-                    theta = max(theta, float(np.partition(fuller, m - k)[m - k]) * _DOWN)
+                    theta = max(theta, self._fuller_theta(scores, parts[0], partial, [phrases[j] for j in order[i + 1 :]], k))
                 if left[i] < theta:
                     added = i + 1
                     break
@@ -408,7 +352,7 @@ class Postings:
         for i in range(added - 1, n):
             if i >= added:
                 phrase = phrases[order[i]]
-                where, found = _lookup(phrase.docs, candidates)
+                where, found = lookup(phrase.docs, candidates)
                 rows, terms = candidates[found], phrase.terms[where[found]]
                 found_in[order[i]] = (rows, terms)
                 partial[found] += terms
@@ -427,12 +371,24 @@ class Postings:
         for j, phrase in enumerate(phrases):
             if j in found_in:
                 rows, terms = found_in[j]
-                where, found = _lookup(survivors, rows)
+                where, found = lookup(survivors, rows)
                 exact[where[found]] += terms[found]
             else:
-                where, found = _lookup(phrase.docs, survivors)
+                where, found = lookup(phrase.docs, survivors)
                 exact[found] += phrase.terms[where[found]]
         return self._top(survivors, exact, k)
+
+    @staticmethod
+    def _fuller_theta(scores: np.ndarray, rows: np.ndarray, partial: np.ndarray, later: list[Phrase], k: int) -> float:
+        """Before adding a long phrase: the best partial rows' scores with every phrase left (``later``) are real
+        scores, so their k-th best is a safe theta, often far higher than the partial one."""
+        m = min(partial.size, _ESTIMATE_PER_K * k)
+        best = np.sort(rows[np.argpartition(partial, partial.size - m)[partial.size - m :]])
+        fuller = scores[best]
+        for phrase in later:
+            where, found = lookup(phrase.docs, best)
+            fuller[found] += phrase.terms[where[found]]
+        return float(np.partition(fuller, m - k)[m - k]) * _DOWN
 
     def _top(self, candidates: np.ndarray, values: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` best (rowid, score) of the candidates, ties by the rows' ASIN rank."""
@@ -442,101 +398,3 @@ class Postings:
             candidates, values = candidates[keep], values[keep]
         order = np.lexsort((self._tie_rank[candidates], -values))[:k]
         return list(zip(self.rowids[candidates[order]].tolist(), values[order].tolist(), strict=True))
-
-
-def _lookup(docs: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position in ``docs``, indices into ``rows`` found there) for sorted ``docs``."""
-    if not docs.size:
-        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
-    where = np.searchsorted(docs, rows)
-    np.minimum(where, docs.size - 1, out=where)
-    return where, np.flatnonzero(docs[where] == rows)
-
-
-class _Phrase:
-    """One query phrase's matched rows (ascending) and each row's bm25 term; ``bound`` is their maximum."""
-
-    __slots__ = ("_bound", "docs", "terms")
-
-    def __init__(self, docs: np.ndarray, terms: np.ndarray) -> None:
-        self.docs = docs
-        self.terms = terms
-        self._bound: float | None = None
-
-    @property
-    def bound(self) -> float:
-        """The largest term, computed on first use (two threads may both compute it; the values are equal)."""
-        bound = self._bound
-        if bound is None:
-            bound = self._bound = float(self.terms.max()) if self.terms.size else 0.0
-        return bound
-
-
-class _TermLookup:
-    """Term ids of stored column text, vectorised: a token of up to three characters is looked up by its code
-    points packed into one int64 (21 bits each), a longer one in a dict; a token that is no term is refused."""
-
-    def __init__(self, term_ids: dict[str, int]) -> None:
-        short = {_pack(term): i for term, i in term_ids.items() if len(term) <= 3}
-        self._keys = np.fromiter(sorted(short), dtype=np.int64, count=len(short))
-        self._ids = np.fromiter((short[key] for key in self._keys.tolist()), dtype=np.int32, count=len(short))
-        self._long = {term: i for term, i in term_ids.items() if len(term) > 3}
-
-    def column(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(term ids in row/offset order, tokens per row) of one column's texts."""
-        text = " ".join(texts)
-        try:
-            points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
-        except UnicodeEncodeError as exc:
-            raise PostingsUnavailable(f"stored text is not encodable: {exc}") from exc
-        is_token = ~_SEPARATOR_TABLE[np.minimum(points, 128)]
-        edges = np.diff(np.concatenate(([False], is_token, [False])).astype(np.int8))
-        begins = np.flatnonzero(edges == 1)
-        lengths = np.flatnonzero(edges == -1) - begins
-        padded = np.concatenate((points, [0, 0]))
-        keys = padded[begins] << 42
-        keys |= np.where(lengths > 1, padded[begins + 1], 0) << 21
-        keys |= np.where(lengths > 2, padded[begins + 2], 0)
-        where = np.minimum(np.searchsorted(self._keys, keys), max(self._keys.size - 1, 0))
-        found = (lengths <= 3) & (self._keys[where] == keys) if self._keys.size else np.zeros(keys.size, dtype=bool)
-        ids = np.where(found, self._ids[where] if self._ids.size else 0, -1).astype(np.int32)
-        for i in np.flatnonzero(~found).tolist():
-            token = text[begins[i] : begins[i] + lengths[i]]
-            if token not in self._long:
-                raise PostingsUnavailable(f"stored token {token!r} is not an FTS5 term as unicode61 split it")
-            ids[i] = self._long[token]
-        row_of_char = np.zeros(points.size + 1, dtype=np.int32)
-        row_of_char[np.cumsum([len(t) + 1 for t in texts[:-1]], dtype=np.int64)] = 1
-        rows = np.cumsum(row_of_char, dtype=np.int32)[begins]
-        return ids, np.bincount(rows, minlength=len(texts))
-
-
-def _pack(term: str) -> int:
-    key = 0
-    for shift, ch in zip((42, 21, 0), term, strict=False):
-        key |= ord(ch) << shift
-    return key
-
-
-def _row_major(column_ids: list[np.ndarray], sizes: np.ndarray, indexed: list[int]) -> np.ndarray:
-    """Interleave per-column term ids into (row, column, offset) order."""
-    n_docs, n_cols = sizes.shape
-    flat_sizes = sizes.reshape(-1)
-    out = np.empty(int(flat_sizes.sum()), dtype=np.int32)
-    starts = np.cumsum(flat_sizes) - flat_sizes  # where each (row, column) run begins in row-major order
-    for col, ids in zip(indexed, column_ids, strict=True):
-        lengths = sizes[:, col]
-        within = np.arange(ids.size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        out[np.repeat(starts.reshape(n_docs, n_cols)[:, col], lengths) + within] = ids
-    return out
-
-
-_EMPTY = _Phrase(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float64))
-
-
-def _phrase_bytes(args: tuple[object, ...], phrase: _Phrase | None) -> int:
-    """A cached phrase's key and the arrays it owns (a one-term phrase is a view of the postings: free)."""
-    size = text_bytes(str(args[0]))
-    if phrase is not None:
-        size += sum(a.nbytes for a in (phrase.docs, phrase.terms) if a.base is None)
-    return size

@@ -16,9 +16,7 @@ distinct frequencies of all pairs; contributions repeat ``Postings._contribution
 from __future__ import annotations
 
 import math
-import os
 import sqlite3
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,19 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ._postings import (
-    _IDF_FLOOR,
-    _K1_PLUS_1,
-    _KEY_COL_SHIFT,
-    _KEY_DOC_SHIFT,
-    K1,
-    B,
-    Postings,
-    PostingsUnavailable,
-    _row_major,
-    _TermLookup,
-    _varints,
-)
+from ._postings import _IDF_FLOOR, _K1_PLUS_1, K1, B, Postings, PostingsUnavailable
+from ._postings_scan import Runs, Scan, TermLookup, scan_rows
 
 #: Rows tokenised at a time (about 60 token instances a row on the default catalog: ~0.1 GB of transients).
 DOC_CHUNK = 1 << 15
@@ -93,49 +80,6 @@ class BuiltPostings:
     total_tokens: int
 
 
-class _Runs:
-    """Each chunk's term-sorted pairs and positions, kept in memory or appended to an unlinked temporary file."""
-
-    def __init__(self, spill_dir: Path | None) -> None:
-        self._file = tempfile.TemporaryFile(dir=spill_dir) if spill_dir is not None else None  # noqa: SIM115
-        self._end = 0
-        #: Per run, per part: the array itself (memory) or (byte offset, dtype) in the file.
-        self._parts: list[list[np.ndarray | tuple[int, np.dtype]]] = []
-
-    def add(self, *arrays: np.ndarray) -> None:
-        if self._file is None:
-            self._parts.append(list(arrays))
-            return
-        parts: list[np.ndarray | tuple[int, np.dtype]] = []
-        for array in arrays:
-            data = np.ascontiguousarray(array)
-            self._file.write(data.data)
-            parts.append((self._end, data.dtype))
-            self._end += data.nbytes
-        self._parts.append(parts)
-
-    def read(self, run: int, part: int, begin: int, end: int) -> np.ndarray:
-        stored = self._parts[run][part]
-        if isinstance(stored, np.ndarray):
-            return stored[begin:end]
-        assert self._file is not None
-        offset, dtype = stored
-        size = (end - begin) * dtype.itemsize
-        data = os.pread(self._file.fileno(), size, offset + begin * dtype.itemsize) if size else b""
-        if len(data) != size:
-            raise PostingsUnavailable("the postings spill file was cut short")
-        return np.frombuffer(data, dtype=dtype)
-
-    def flush(self) -> None:
-        if self._file is not None:
-            self._file.flush()
-
-    def close(self) -> None:
-        self._parts = []
-        if self._file is not None:
-            self._file.close()
-
-
 def build_postings(
     connection: sqlite3.Connection,
     columns: Sequence[str],
@@ -172,63 +116,81 @@ def build_postings(
     edges = np.unique(np.concatenate(([0], cuts, [n_terms]))).astype(np.int64)
     del cumulative, cuts
     weights = np.asarray(column_weights, dtype=np.float64)
-    runs = _Runs(spill_dir)
+    runs = Runs(spill_dir)
     try:
-        scan = _scan(connection, columns, weights, _TermLookup({term: i for i, term in enumerate(terms)}),
-                     ascii_terms, edges, runs, doc_chunk)
+        scan = scan_rows(connection, columns, weights, TermLookup({term: i for i, term in enumerate(terms)}),
+                         ascii_terms, edges, runs, doc_chunk)
         runs.flush()
         docs_per_term, cnt_per_term = scan.docs_per_term, scan.cnt_per_term
         if not (np.array_equal(docs_per_term, expected_docs) and np.array_equal(cnt_per_term, expected_cnt)):
             bad = int(np.flatnonzero((docs_per_term != expected_docs) | (cnt_per_term != expected_cnt))[0])
             raise PostingsUnavailable(f"row/instance counts of term {terms[bad]!r} differ from fts5vocab")
-        rowids, doc_lengths = scan.rowids, scan.doc_lengths
-        n_docs = int(rowids.size)
-        _write(sink, "rowids", rowids)
-        _write(sink, "doc_lengths", doc_lengths)
-        pair_offsets = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(docs_per_term, out=pair_offsets[1:])
-        _write(sink, "pair_offsets", pair_offsets)
-        freq_values = scan.freq_values
-        code_type = np.dtype(np.uint16 if freq_values.size <= 1 << 16 else np.uint32)
-        _write(sink, "freq_values", freq_values)
-        position_counts = np.where(ascii_terms, cnt_per_term, 0)
-        position_end = np.cumsum(position_counts)
-        position_bounds = np.zeros((n_terms, 2), dtype=np.int64)
-        has = position_counts > 0
-        position_bounds[has, 0] = (position_end - position_counts)[has]
-        position_bounds[has, 1] = position_end[has]
-        _write(sink, "position_bounds", position_bounds)
-        tie_rank = np.fromiter((tie_rank_of_rowid[r] for r in rowids.tolist()), dtype=np.int64, count=n_docs)
-        _write(sink, "tie_rank", tie_rank)
-        del tie_rank, position_bounds, position_end, has
-        # bm25's per-term and per-row factors, as ``Postings`` computes them.
-        idf = np.empty(n_terms, dtype=np.float64)
-        for term, hits in enumerate(docs_per_term.tolist()):
-            value = math.log((n_docs - hits + 0.5) / (hits + 0.5))
-            idf[term] = value if value > 0.0 else _IDF_FLOOR
-        avgdl = float(scan.total_tokens) / float(n_docs)
-        length_term = K1 * ((1 - B) + (B * doc_lengths.astype(np.float64)) / avgdl)
-        n_pairs = int(pair_offsets[-1])
-        n_positions = int(position_counts.sum())
-        pair_docs = sink.open("pair_docs", np.dtype(np.int32), (n_pairs,))
-        pair_codes = sink.open("pair_freq_codes", code_type, (n_pairs,))
-        pair_contrib = sink.open("pair_contrib", np.dtype(np.float64), (n_pairs,))
-        position_keys = sink.open("position_keys", np.dtype(np.int64), (n_positions,))
-        for block in range(edges.size - 1):
-            block_terms, block_docs, block_freq = _gather(runs, scan.pair_bounds, block, (0, 1, 2))
-            codes = np.searchsorted(freq_values, block_freq).astype(code_type)
-            pair_docs.write(block_docs.astype(np.int32, copy=False))
-            pair_codes.write(codes)
-            frequency = freq_values[codes]
-            part = (frequency * _K1_PLUS_1) / (frequency + length_term[block_docs])
-            pair_contrib.write(idf[block_terms] * part)
-            del block_terms, block_docs, block_freq, codes, frequency, part
-            position_keys.write(_gather(runs, scan.position_bounds, block, (3, 4))[1])
-        for writer in (pair_docs, pair_codes, pair_contrib, position_keys):
-            writer.close()
+        n_pairs, n_positions, code_type = _write_row_arrays(sink, scan, ascii_terms, tie_rank_of_rowid)
+        _write_pair_arrays(sink, runs, scan, edges, n_pairs, n_positions, code_type)
         return BuiltPostings(terms, scan.total_tokens)
     finally:
         runs.close()
+
+
+def _write_row_arrays(
+    sink: ArraySink, scan: Scan, ascii_terms: np.ndarray, tie_rank_of_rowid: dict[int, int]
+) -> tuple[int, int, np.dtype]:
+    """Write the per-row and per-term arrays; return the pair and position counts and the frequency code type."""
+    docs_per_term, cnt_per_term = scan.docs_per_term, scan.cnt_per_term
+    n_terms = int(ascii_terms.size)
+    rowids, doc_lengths = scan.rowids, scan.doc_lengths
+    n_docs = int(rowids.size)
+    _write(sink, "rowids", rowids)
+    _write(sink, "doc_lengths", doc_lengths)
+    pair_offsets = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(docs_per_term, out=pair_offsets[1:])
+    _write(sink, "pair_offsets", pair_offsets)
+    freq_values = scan.freq_values
+    code_type = np.dtype(np.uint16 if freq_values.size <= 1 << 16 else np.uint32)
+    _write(sink, "freq_values", freq_values)
+    position_counts = np.where(ascii_terms, cnt_per_term, 0)
+    position_end = np.cumsum(position_counts)
+    position_bounds = np.zeros((n_terms, 2), dtype=np.int64)
+    has = position_counts > 0
+    position_bounds[has, 0] = (position_end - position_counts)[has]
+    position_bounds[has, 1] = position_end[has]
+    _write(sink, "position_bounds", position_bounds)
+    tie_rank = np.fromiter((tie_rank_of_rowid[r] for r in rowids.tolist()), dtype=np.int64, count=n_docs)
+    _write(sink, "tie_rank", tie_rank)
+    del tie_rank, position_bounds, position_end, has
+    return int(pair_offsets[-1]), int(position_counts.sum()), code_type
+
+
+def _write_pair_arrays(
+    sink: ArraySink, runs: Runs, scan: Scan, edges: np.ndarray, n_pairs: int, n_positions: int, code_type: np.dtype
+) -> None:
+    """Write the per-pair arrays (rows, frequency codes, bm25 contributions) and the position keys, gathered a
+    block of terms at a time from every run."""
+    docs_per_term, doc_lengths, freq_values = scan.docs_per_term, scan.doc_lengths, scan.freq_values
+    n_terms, n_docs = int(docs_per_term.size), int(scan.rowids.size)
+    # bm25's per-term and per-row factors, as ``Postings`` computes them.
+    idf = np.empty(n_terms, dtype=np.float64)
+    for term, hits in enumerate(docs_per_term.tolist()):
+        value = math.log((n_docs - hits + 0.5) / (hits + 0.5))
+        idf[term] = value if value > 0.0 else _IDF_FLOOR
+    avgdl = float(scan.total_tokens) / float(n_docs)
+    length_term = K1 * ((1 - B) + (B * doc_lengths.astype(np.float64)) / avgdl)
+    pair_docs = sink.open("pair_docs", np.dtype(np.int32), (n_pairs,))
+    pair_codes = sink.open("pair_freq_codes", code_type, (n_pairs,))
+    pair_contrib = sink.open("pair_contrib", np.dtype(np.float64), (n_pairs,))
+    position_keys = sink.open("position_keys", np.dtype(np.int64), (n_positions,))
+    for block in range(edges.size - 1):
+        block_terms, block_docs, block_freq = _gather(runs, scan.pair_bounds, block, (0, 1, 2))
+        codes = np.searchsorted(freq_values, block_freq).astype(code_type)
+        pair_docs.write(block_docs.astype(np.int32, copy=False))
+        pair_codes.write(codes)
+        frequency = freq_values[codes]
+        part = (frequency * _K1_PLUS_1) / (frequency + length_term[block_docs])
+        pair_contrib.write(idf[block_terms] * part)
+        del block_terms, block_docs, block_freq, codes, frequency, part
+        position_keys.write(_gather(runs, scan.position_bounds, block, (3, 4))[1])
+    for writer in (pair_docs, pair_codes, pair_contrib, position_keys):
+        writer.close()
 
 
 def _write(sink: ArraySink, name: str, array: np.ndarray) -> None:
@@ -237,7 +199,7 @@ def _write(sink: ArraySink, name: str, array: np.ndarray) -> None:
     writer.close()
 
 
-def _gather(runs: _Runs, bounds: list[np.ndarray], block: int, parts: tuple[int, ...]) -> list[np.ndarray]:
+def _gather(runs: Runs, bounds: list[np.ndarray], block: int, parts: tuple[int, ...]) -> list[np.ndarray]:
     """One term block's entries from every run, in (term, row, ...) order: runs hold ascending rows, so a stable
     sort by term of their concatenation is the order a one-shot stable sort gives."""
     pieces = [[runs.read(run, part, int(b[block]), int(b[block + 1])) for part in parts] for run, b in enumerate(bounds)]
@@ -246,132 +208,6 @@ def _gather(runs: _Runs, bounds: list[np.ndarray], block: int, parts: tuple[int,
         order = np.argsort(joined[0], kind="stable")
         joined = [array[order] for array in joined]
     return joined
-
-
-@dataclass
-class _Scan:
-    rowids: np.ndarray
-    doc_lengths: np.ndarray
-    total_tokens: int
-    docs_per_term: np.ndarray
-    cnt_per_term: np.ndarray
-    freq_values: np.ndarray
-    #: Per run, where each term block begins in its pairs / positions (``edges.size`` entries).
-    pair_bounds: list[np.ndarray]
-    position_bounds: list[np.ndarray]
-
-
-def _scan(
-    connection: sqlite3.Connection,
-    columns: Sequence[str],
-    weights: np.ndarray,
-    lookup: _TermLookup,
-    ascii_terms: np.ndarray,
-    edges: np.ndarray,
-    runs: _Runs,
-    doc_chunk: int,
-) -> _Scan:
-    """One pass over the table and ``products_docsize`` in rowid order, a chunk of rows at a time; each chunk's
-    pairs and positions become one run, and its column sizes are checked against SQLite's."""
-    n_cols = len(columns)
-    indexed = list(range(1, n_cols))
-    n_terms = int(ascii_terms.size)
-    docs_per_term = np.zeros(n_terms, dtype=np.int64)
-    cnt_per_term = np.zeros(n_terms, dtype=np.int64)
-    column_totals = np.zeros(n_cols, dtype=np.int64)
-    freq_values = np.zeros(0, dtype=np.float64)
-    rowid_chunks: list[np.ndarray] = []
-    length_chunks: list[np.ndarray] = []
-    pair_bounds: list[np.ndarray] = []
-    position_bounds: list[np.ndarray] = []
-    table = connection.execute(f"SELECT rowid, {', '.join(columns[c] for c in indexed)} FROM products ORDER BY rowid")
-    docsize = connection.execute("SELECT id, sz FROM products_docsize ORDER BY id")
-    first_doc = 0
-    while True:
-        rows = table.fetchmany(doc_chunk)
-        sizes_rows = docsize.fetchmany(len(rows)) if rows else docsize.fetchmany(1)
-        if [rowid for rowid, *_ in rows] != [rowid for rowid, _ in sizes_rows]:
-            raise PostingsUnavailable("products_docsize rows differ from the table's rows")
-        if not rows:
-            break
-        n = len(rows)
-        rowid_chunks.append(np.fromiter((row[0] for row in rows), dtype=np.int64, count=n))
-        sizes = np.zeros((n, n_cols), dtype=np.int64)
-        column_ids: list[np.ndarray] = []
-        for position, col in enumerate(indexed, start=1):
-            ids_col, sizes[:, col] = lookup.column([str(row[position] or "") for row in rows])
-            column_ids.append(ids_col)
-        del rows
-        _check_sizes(sizes, [sz for _, sz in sizes_rows])
-        column_totals += sizes.sum(axis=0)
-        length_chunks.append(sizes.sum(axis=1))
-
-        # Instances in (row, column, offset) order, then stably by term: (term, row, column, offset).
-        flat_sizes = sizes.reshape(-1)
-        inst_term = _row_major(column_ids, sizes, indexed)
-        del column_ids
-        order = np.argsort(inst_term, kind="stable")
-        inst_term = inst_term[order]
-        inst_doc = np.repeat(np.repeat(np.arange(first_doc, first_doc + n, dtype=np.int32), n_cols), flat_sizes)[order]
-        inst_col = np.repeat(np.tile(np.arange(n_cols, dtype=np.int8), n), flat_sizes)[order]
-        starts = np.repeat(np.cumsum(flat_sizes) - flat_sizes, flat_sizes)
-        inst_off = (np.arange(inst_term.size, dtype=np.int64) - starts)[order]
-        del order, starts
-
-        new_pair = np.ones(inst_term.size, dtype=bool)
-        new_pair[1:] = (inst_term[1:] != inst_term[:-1]) | (inst_doc[1:] != inst_doc[:-1])
-        pair_start = np.flatnonzero(new_pair)
-        del new_pair
-        pair_len = np.diff(np.append(pair_start, inst_term.size))
-        pair_term = inst_term[pair_start]
-        inst_weight = weights[inst_col]
-        freq = 0.0 + inst_weight[pair_start]  # the first instance; then one at a time, as xInst adds them
-        repeated = np.flatnonzero(pair_len > 1)
-        for step in range(1, int(pair_len.max(initial=1))):
-            repeated = repeated[pair_len[repeated] > step]
-            freq[repeated] += inst_weight[pair_start[repeated] + step]
-        del inst_weight, repeated, pair_len
-        docs_per_term += np.bincount(pair_term, minlength=n_terms)[:n_terms]
-        cnt_per_term += np.bincount(inst_term, minlength=n_terms)[:n_terms]
-        freq_values = np.union1d(freq_values, freq)
-
-        # Positions only for ASCII terms: only they can form multi-token phrases (``usb-c`` = ``usb`` ``c``).
-        keep = ascii_terms[inst_term]
-        position_term = inst_term[keep]
-        position_keys = (
-            (inst_doc[keep].astype(np.int64) << _KEY_DOC_SHIFT)
-            | (inst_col[keep].astype(np.int64) << _KEY_COL_SHIFT)
-            | inst_off[keep]
-        )
-        pair_docs = inst_doc[pair_start]
-        del inst_term, inst_doc, inst_col, inst_off, keep, pair_start
-        runs.add(pair_term, pair_docs, freq, position_term, position_keys)
-        pair_bounds.append(np.searchsorted(pair_term, edges))
-        position_bounds.append(np.searchsorted(position_term, edges))
-        first_doc += n
-    if not first_doc:
-        raise PostingsUnavailable("the FTS table is empty")
-    averages = connection.execute("SELECT block FROM products_data WHERE id = 1").fetchone()
-    totals = _varints(averages[0]) if averages else []
-    if len(totals) < 1 + n_cols or totals[0] != first_doc or totals[1 : 1 + n_cols] != column_totals.tolist():
-        raise PostingsUnavailable("the FTS5 averages record differs from the stored rows")
-    return _Scan(
-        rowids=np.concatenate(rowid_chunks), doc_lengths=np.concatenate(length_chunks),
-        total_tokens=int(sum(totals[1 : 1 + n_cols])), docs_per_term=docs_per_term, cnt_per_term=cnt_per_term,
-        freq_values=freq_values, pair_bounds=pair_bounds, position_bounds=position_bounds,
-    )
-
-
-def _check_sizes(sizes: np.ndarray, stored: list[bytes]) -> None:
-    """SQLite's per-row column sizes (``products_docsize``) must equal what we counted."""
-    n_docs, n_cols = sizes.shape
-    blob = b"".join(stored)
-    if len(blob) == n_docs * n_cols and max(blob, default=0) < 0x80:  # every size one varint byte
-        same = np.array_equal(np.frombuffer(blob, dtype=np.uint8).reshape(n_docs, n_cols), sizes)
-    else:
-        same = all(_varints(sz) == sizes[doc].tolist() for doc, sz in enumerate(stored))
-    if not same:
-        raise PostingsUnavailable("per-row column sizes differ from products_docsize")
 
 
 def postings_in_memory(

@@ -31,7 +31,8 @@ from typing import Any
 from ..dialogue.llm_shopper import LLMShopperSettings
 from ..errors import ShopSimError, WorkerUnavailableError
 from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, client_eof, http_protocol
-from .app import FREE_SLOTS_HEADER, decode, json_int
+from ._reference import decode, json_int
+from .app import FREE_SLOTS_HEADER
 from .guard import Guard, run_cancelling_on_disconnect
 from .http_errors import admit, encode, error_payload, status_of
 

@@ -20,8 +20,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent.environment import EnvironmentFactory
 from ..agent.episode import EpisodeStats
+from ..agent.episode_env import EnvironmentFactory
 from ..errors import GroupError
 from .rollout import (
     ChatTokenizer,

@@ -28,8 +28,8 @@ from ..agent.context import CONTEXT_POLICY as CONTEXT_POLICY
 from ..agent.context import DEFAULT_CONTEXT_BUDGET as DEFAULT_CONTEXT_BUDGET
 from ..agent.context import DEFAULT_CONTEXT_RESERVE as DEFAULT_CONTEXT_RESERVE
 from ..agent.context import MEASURE_TOKENS, context_exceeded
-from ..agent.environment import EnvironmentFactory
 from ..agent.episode import Episode, EpisodeRequest, EpisodeStats, run_episode
+from ..agent.episode_env import EnvironmentFactory
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, system_message
 from ..agent.skills import Skill, render_skills
 from ..agent.turn import REPAIR, TERMINATE, TurnDecision, decide_turn, observation_message

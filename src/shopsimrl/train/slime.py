@@ -51,7 +51,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
+from ..agent.episode_env import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..errors import AdapterError, RolloutError
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD
 from .health import turn_counts

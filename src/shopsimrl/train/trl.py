@@ -30,7 +30,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..agent.environment import EnvironmentFactory
+from ..agent.episode_env import EnvironmentFactory
 from ..errors import AdapterError
 from .groups import drop_unscored_groups
 from .health import batch_health, turn_counts

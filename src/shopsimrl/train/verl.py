@@ -49,8 +49,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent.environment import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..agent.episode import EpisodeStats
+from ..agent.episode_env import EnvironmentFactory, InProcessEnvironment, ServiceEnvironment
 from ..agent.model_client import DEFAULT_MAX_TOKENS
 from ..errors import AdapterError
 from .health import turn_counts
