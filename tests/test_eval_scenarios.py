@@ -13,6 +13,7 @@ from shopsimrl.eval.scenarios import (
     SCENARIOS,
     ScenarioError,
     parse_scenarios,
+    scenario_settings,
     scenarios_markdown,
 )
 from shopsimrl.generate import GeneratorConfig
@@ -112,3 +113,14 @@ def test_the_markdown_table_matches_its_golden_file():
         _row("multi-persona", "multi-turn persona", "dialogue-heuristic", 40, repeats),
     ]}
     assert scenarios_markdown(table) == GOLDEN.read_text("utf-8")
+
+
+@pytest.mark.parametrize("cap", [None, 1, 10, 29, 30, 31, 39, 40, 41, 100])
+def test_a_scenario_turn_cap_only_lowers_the_environments_limit(cap):
+    from shopsimrl.eval.runner import EvalSettings
+
+    base = EvalSettings(data="unused", out="runs/x", policy="heuristic")
+    for scenario in SCENARIOS:
+        own = 40 if scenario.multi_turn else 30
+        limit = scenario_settings(base, scenario, max_steps=cap).max_steps
+        assert limit == (own if cap is None else min(own, cap))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent.context import DEFAULT_CONTEXT_BUDGET
+from ..agent.episode import turn_limit
 from ..agent.model_client import TOOL_CHOICES
 from ..agent.policies import POLICY_NAMES, policy_help, policy_spec
 from ..agent.shopper_backend import SHOPPER_POLICY
@@ -62,7 +63,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         concurrency=args.concurrency, repeats=args.repeats, limit=args.limit, sample_size=args.sample_size,
         seed=args.seed, persona=args.persona, skills=args.skills, shopper=args.shopper,
         shopper_llm=shopper_settings_from_args(args),
-        max_steps=args.max_steps or EPISODE_LIMITS[MULTI_TURN if args.shopper else SINGLE_TURN],
+        max_steps=turn_limit(MULTI_TURN if args.shopper else SINGLE_TURN, args.max_steps),
         experiment=args.experiment, ray=args.ray, ray_cpus=args.ray_cpus,
         ray_data=args.ray_data, difficulty=difficulty, context_budget=args.context_budget,
     )

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..agent.episode import turn_limit
 from ..contract import MULTI_TURN, SINGLE_TURN
 from ..errors import ScenarioError
-from ..versions import EPISODE_LIMITS
 from .rundir import RunDir, is_completed
 from .summary import reward_detail
 
@@ -72,7 +72,7 @@ def scenario_settings(base: Any, scenario: Scenario, *, max_steps: int | None = 
         base, out=str(Path(base.out) / scenario.name), persona=scenario.persona, shopper=shopper,
         shopper_llm=base.shopper_llm if scenario.multi_turn else None,
         policy=scenario_policy(base.policy, scenario) if base.policy else None,
-        max_steps=max_steps or EPISODE_LIMITS[MULTI_TURN if scenario.multi_turn else SINGLE_TURN],
+        max_steps=turn_limit(MULTI_TURN if scenario.multi_turn else SINGLE_TURN, max_steps),
         experiment=f"{base.experiment or Path(base.out).name}-{scenario.name}",
     )
 
