@@ -20,7 +20,7 @@ from shopsimrl.agent.play import play_episode
 from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueOraclePolicy
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
-from shopsimrl.dialogue.play import play_dialogue
+from shopsimrl.agent.play import play_dialogue
 from shopsimrl.env import ShopEnv
 
 REPO = Path(__file__).resolve().parents[1]
