@@ -16,11 +16,10 @@ import argparse
 import time
 from pathlib import Path
 
-from shopsimrl.agent.play import play_episode
+from shopsimrl.agent.play import play_dialogue, play_episode
 from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueOraclePolicy
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
-from shopsimrl.agent.play import play_dialogue
 from shopsimrl.env import ShopEnv
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from shopsimrl.agent.play import play_dialogue
 from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueOraclePolicy, replies
 from shopsimrl.agent.policy import PolicyContext, Turn
 from shopsimrl.catalog import PrepareOptions
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
-from shopsimrl.agent.play import play_dialogue
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog

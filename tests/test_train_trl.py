@@ -24,8 +24,8 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.env import ShopWorld
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 from shopsimrl.train import trl as trl_adapter
+from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 from shopsimrl.train.rollout import (
     COMPLETED,
     FINISH_ABORT,

@@ -28,8 +28,8 @@ from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import ShopSimError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 from shopsimrl.train import trl as trl_adapter
+from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 from shopsimrl.train.chat_template import episode_tools
 from shopsimrl.train.rollout import COMPLETED, RolloutConfig, Trajectory, TurnRequest
 from shopsimrl.train.trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment, environment_rows

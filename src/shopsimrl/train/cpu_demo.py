@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import RecipeError
 from .cpu_demo_config import RecipeConfig
 
+
 def _paths(out: Path) -> dict[str, Path]:
     return {"init": out / "model" / "init", "sft": out / "model" / "sft", "grpo": out / "model" / "grpo",
             "demos": out / "demos", "eval": out / "eval"}
