@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..contract import ASK_USER_TOOL, TERMINAL
-from ..dialogue.shopper import Shopper
 from ..errors import ShopperCallError
 from ..versions import DIALOGUE_OBSERVATION_VERSION
 from ._observation import render_dialogue_observation
 from ._session import ShopSession
+from .shoppers import Shopper
 
 
 class DialogueSession(ShopSession):
