@@ -25,6 +25,7 @@ from dialogue_support import REPLY_MARK, check_split, opening, questions, refere
 from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import ShopSimError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
@@ -92,7 +93,7 @@ def test_dialogue_prompts_play_the_shopper_and_mask_its_replies(world: ShopWorld
         assert all(lp == 0.0 for lp, m in zip(out["logprobs"][i], out["env_mask"][i], strict=True) if not m)
     # the same task without a shopper: the instruction, no ask_user tool rendered, no question asked
     single = trajectories[3]
-    assert single.messages[1]["content"].split("\n")[1] == world.new_env().reset(tasks[0])["task_instruction"]
+    assert single.messages[1]["content"].split("\n")[1] == world.new_env(shoppers=shopper_registry()).reset(tasks[0])["task_instruction"]
     assert '"ask_user"' not in tokenizer.decode(out["prompt_ids"][3], skip_special_tokens=False)
     assert not any((s["action"] or "").startswith("ask_user[") for s in single.steps)
 
