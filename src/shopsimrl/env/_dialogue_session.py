@@ -73,6 +73,10 @@ class DialogueSession(ShopSession):
         return result
 
     # ----------------------------------------------------------------- what ask_user calls (env/tools/ask_user.py)
+    @property
+    def conversation(self) -> DialogueSession:
+        return self  # the shopper is this session's (Conversation: questions_left, ask)
+
     def questions_left(self) -> int:
         return self.max_questions - self.questions
 
