@@ -16,11 +16,11 @@ import argparse
 import time
 from pathlib import Path
 
-from shopsimrl.agent.play import play_episode
+from shopsimrl.agent.play import play_dialogue, play_episode
 from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueOraclePolicy
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
-from shopsimrl.dialogue.play import play_dialogue
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.data / "manifest.json").exists():
         print(f"no prepared catalog at {args.data}: run `shopsimrl data build-default` first")
         return 0
-    env = ShopEnv.from_data_dir(args.data)
+    env = ShopEnv.from_data_dir(args.data, shoppers=shopper_registry())
     tasks = env.world.catalog.split("test")
     tasks = tasks[: args.limit] if args.limit else tasks
     print(f"{len(tasks)} persona test tasks of {args.data}")

@@ -45,7 +45,7 @@ def hf_tokenizer(data: Path, template: str):
     import trl
 
     from shopsimrl.agent.prompt import SYSTEM_PROMPT
-    from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
+    from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 
     products = json.loads(gzip.decompress((data / "products.json.gz").read_bytes()))[:2000]
     text = (Path(trl.__file__).parent / "chat_templates" / f"{template}.jinja").read_text(encoding="utf-8")

@@ -9,6 +9,7 @@ from typing import Any
 
 from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment, RuntimeConfig
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 
 REPLY_MARK = "顾客回复："
@@ -34,7 +35,7 @@ def questions(actions: Sequence[str | None]) -> list[str]:
 
 def opening(world: ShopWorld, task: int) -> tuple[str, str, str]:
     """The shopper's opening, the first page and the (withheld) instruction of ``task``."""
-    reset = world.new_env().reset(task, shopper="rule")
+    reset = world.new_env(shoppers=shopper_registry()).reset(task, shopper="rule")
     return reset["shopper_opening"], reset["observation"], str(world.catalog.goal(task)["instruction_text"])
 
 

@@ -11,7 +11,7 @@ import pytest
 from shopsimrl.cli import DESCRIPTION, build_parser, no_default, parsers
 from shopsimrl.cli_data import DATA_HELP
 from shopsimrl.train.commands import NONE_MEANS, PRESET_NAMES
-from shopsimrl.train.cpu_demo import RecipeConfig
+from shopsimrl.train.cpu_demo_config import RecipeConfig
 from shopsimrl.train.cpu_demo_run import config_from_args
 
 SKIPPED = (argparse._HelpAction, argparse._SubParsersAction)

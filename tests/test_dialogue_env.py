@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.lexicon import ATTRIBUTE_WORDS, BUDGET_WORDS, OPEN_WORDS, PURCHASE_WORDS
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.env._observation import dialogue_lines
 from shopsimrl.env.tools import tools_for_state
@@ -37,7 +38,7 @@ def names(tools: list[dict]) -> list[str]:
 
 
 def test_without_a_shopper_the_reset_and_tools_are_the_reference(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     reset = env.reset(3)
     assert set(reset) == {
         "task_instruction", "observation", "message", "idx", "task_mode", "interaction_mode",
@@ -53,7 +54,7 @@ def test_without_a_shopper_the_reset_and_tools_are_the_reference(world: ShopWorl
 
 
 def test_dialogue_reset_withholds_the_instruction_and_shows_the_persona(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     plain = env.reset(3)
     reset = env.reset(3, shopper="rule")
     assert reset["task_instruction"] == ""
@@ -76,19 +77,19 @@ def test_dialogue_reset_withholds_the_instruction_and_shows_the_persona(world: S
 @pytest.mark.parametrize("shopper", ["llm", "gpt", ""])
 def test_unavailable_or_unknown_shoppers_are_typed_errors(world: ShopWorld, shopper: str) -> None:
     with pytest.raises(DialogueError):
-        ShopEnv(world).reset(3, shopper=shopper)
+        ShopEnv(world, shoppers=shopper_registry()).reset(3, shopper=shopper)
 
 
 def test_a_shopper_config_of_the_wrong_type_is_a_typed_error(world: ShopWorld) -> None:
     with pytest.raises(DialogueError):
-        ShopEnv(world).reset(3, shopper="rule", shopper_config={"max_questions": 3})  # type: ignore[arg-type]
+        ShopEnv(world, shoppers=shopper_registry()).reset(3, shopper="rule", shopper_config={"max_questions": 3})  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------------------- ask_user
 
 
 def test_ask_user_leaves_the_page_and_returns_the_reply(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(3, shopper="rule")
     env.step("search[迷你冰箱]")
     before = env.observation_state()
@@ -121,7 +122,7 @@ def test_ask_user_leaves_the_page_and_returns_the_reply(world: ShopWorld) -> Non
     ],
 )
 def test_bad_questions_are_invalid_feedback_and_cost_a_turn(world: ShopWorld, action: str, reason: str) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(3, shopper="rule")
     result = env.step(action)
     assert result["action_feedback"]["valid"] is False
@@ -132,14 +133,14 @@ def test_bad_questions_are_invalid_feedback_and_cost_a_turn(world: ShopWorld, ac
 
 
 def test_a_question_of_exactly_the_bound_is_answered(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(3, shopper="rule")
     result = env.step("ask_user[" + "预" * MAX_QUESTION_CHARS + "]")
     assert result["action_feedback"]["valid"] is True and result["shopper_reply"]
 
 
 def test_the_tool_disappears_after_the_question_limit(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(3, shopper="rule", shopper_config=ShopperConfig(max_questions=3))
     for _ in range(3):
         assert "ask_user" in names(env.tools())
@@ -154,13 +155,13 @@ def test_the_tool_disappears_after_the_question_limit(world: ShopWorld) -> None:
 
 
 def test_zero_questions_means_no_tool_from_the_start(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(3, shopper="rule", shopper_config=ShopperConfig(max_questions=0))
     assert names(env.tools()) == ["search"]
 
 
 def test_every_question_counts_toward_the_forty_turns(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(3, shopper="rule", shopper_config=ShopperConfig(max_questions=100))
     for turn in range(1, EPISODE_LIMITS["multi_turn"] + 1):
         result = env.step(f"ask_user[第{turn}个问题：预算多少？]")
@@ -172,7 +173,7 @@ def test_every_question_counts_toward_the_forty_turns(world: ShopWorld) -> None:
 
 def test_buy_now_is_never_blocked_by_the_shopper(world: ShopWorld) -> None:
     goal = world.catalog.goal(5)
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(5, shopper="rule")
     assert env.step("ask_user[可以下单吗？]")["shopper_reply"].startswith("信息还不完整")
     env.step("search[开放式耳机 低夹耳压力]")
@@ -195,7 +196,7 @@ def test_tools_for_state_offers_ask_user_only_with_an_available_dialogue_block()
 
 def test_the_page_part_of_a_dialogue_episode_is_the_plain_episode(world: ShopWorld) -> None:
     """Whatever the agent asks, the pages it sees are the ones a plain episode shows for the same page actions."""
-    plain, talk = ShopEnv(world), ShopEnv(world)
+    plain, talk = ShopEnv(world, shoppers=shopper_registry()), ShopEnv(world, shoppers=shopper_registry())
     plain.reset(7, interaction_mode="multi_turn")
     talk.reset(7, shopper="rule")
     for action in ("search[连衣裙]", "click[next >]", "click[< prev]", "click[back to search]", "search[碎花 连衣裙]"):
@@ -209,7 +210,7 @@ def test_the_page_part_of_a_dialogue_episode_is_the_plain_episode(world: ShopWor
 def test_the_gymnasium_wrapper_plays_dialogue_mode(world: ShopWorld) -> None:
     from shopsimrl.env.gym import ShopGymEnv
 
-    gym_env = ShopGymEnv(world, shopper="rule", shopper_config=ShopperConfig(max_questions=2))
+    gym_env = ShopGymEnv(world, shopper="rule", shopper_config=ShopperConfig(max_questions=2), shoppers=shopper_registry())
     observation, info = gym_env.reset(options={"task_id": 3})
     assert info["task_instruction"] == "" and info["shopper_opening"].endswith("你帮我挑一个吧。")
     assert names(info["tools"]) == ["search", "ask_user"] and "对话" in observation
@@ -275,7 +276,7 @@ def test_nothing_hidden_reaches_the_agent_except_asked_slots(
     if shop:
         secrets.append(str(shop))
     config = ShopperConfig(sample_seed=seed, noise=NoiseConfig(omit=omit, approximate_budget=0.5, paraphrase=paraphrase))
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     reset = env.reset(task_id, shopper="rule", shopper_config=config)
     shopper = env.session.shopper  # type: ignore[union-attr]
     assert not any(secret in _values(reset) for secret in secrets)
@@ -310,7 +311,7 @@ def test_nothing_hidden_reaches_the_agent_except_asked_slots(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(question=st.text(max_size=MAX_QUESTION_CHARS + 20))
 def test_any_ask_user_action_is_answered_or_rejected_with_a_code(world: ShopWorld, question: str) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     env.reset(4, shopper="rule")
     result = env.step(f"ask_user[{question}]")
     feedback = result["action_feedback"]

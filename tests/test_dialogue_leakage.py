@@ -40,6 +40,7 @@ from shopsimrl.dialogue.lexicon import (
     PRODUCT_WORDS,
     PURCHASE_WORDS,
 )
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.dialogue.rule_shopper import RuleShopper
 from shopsimrl.dialogue.vocabulary import attribute_words
 from shopsimrl.env import ShopEnv, ShopWorld
@@ -159,7 +160,7 @@ def test_nothing_unasked_reaches_the_agent_over_either_http_api(
 ) -> None:
     """``client``: ``ShopClient`` (reference API underneath) with its own ``tools()`` and ``observation_state()``."""
     secret = secrets(world, task_id)
-    mirror = ShopEnv(world)  # the same episode in process: which slots have been revealed after each question
+    mirror = ShopEnv(world, shoppers=shopper_registry())  # the same episode in process: which slots have been revealed after each question
     mirror.reset(task_id, persona=persona, shopper="rule")
     shopper = shopper_of(mirror)
     if api == "reference":
@@ -253,7 +254,7 @@ def test_trace_fields_before_the_purchase_hold_nothing_unasked(
     assert record["status"] == "completed", record["error"]
     assert record["final"]["termination_reason"] == "action_limit"  # no purchase: only questions were asked
     secret = secrets(world, task_id)
-    mirror = ShopEnv(world)
+    mirror = ShopEnv(world, shoppers=shopper_registry())
     mirror.reset(task_id, shopper="rule")
     shopper = shopper_of(mirror)
     assert_clean([values(record["reset"].get("user_persona"))], secret, [], "trace reset persona")

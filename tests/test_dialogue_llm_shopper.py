@@ -24,6 +24,7 @@ from shopsimrl.agent.policy_server import create_policy_app
 from shopsimrl.dialogue import LLMShopperSettings, ShopperEndpoint
 from shopsimrl.dialogue.llm_prompt import OPENING_REQUEST, conversation_start, task_instruction
 from shopsimrl.dialogue.llm_shopper import MAX_REPLY_CHARS, clean_reply
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.dialogue.reply_cache import CACHE_DIRNAME, ReplyCache, cache_key
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.errors import DialogueError, ShopperCallError
@@ -114,7 +115,7 @@ def test_llm_shopper_plays_the_rule_shoppers_dialogue_and_replays_its_cache(worl
 
 def test_the_prompt_carries_only_the_shoppers_knowledge(world, shopper_server):
     app, url = shopper_server
-    env = ShopEnv(world, llm_shopper=settings(url))
+    env = ShopEnv(world, shoppers=shopper_registry(llm=settings(url)))
     checked = 0
     for task_id in world.catalog.split("all"):
         goal = world.catalog.goal(task_id)
@@ -156,7 +157,8 @@ def test_a_failed_shopper_call_fails_the_episode_at_its_question(world, prepared
 def test_a_failed_call_leaves_the_episode_as_it_was(world, shopper_server):
     _, url = shopper_server
     task_id = world.catalog.split("all")[0]
-    broken = ShopEnv(world, llm_shopper=settings(url, extra_body={"shopsim_fault_script": {"1": "http_500"}}))
+    broken = ShopEnv(world, shoppers=shopper_registry(
+        llm=settings(url, extra_body={"shopsim_fault_script": {"1": "http_500"}})))
     start = broken.reset(task_id, shopper="llm")
     with pytest.raises(ShopperCallError) as failure:
         broken.step("ask_user[预算多少？]")
@@ -164,8 +166,8 @@ def test_a_failed_call_leaves_the_episode_as_it_was(world, shopper_server):
     state = broken.observation_state()
     assert state["dialogue"]["questions_asked"] == 0 and broken.session.action_count == 0
     assert broken.observation() == start["observation"]
-    unreachable = ShopEnv(world, llm_shopper=LLMShopperSettings(base_url="http://127.0.0.1:9/v1", model=MODEL,
-                                                                max_retries=0, timeout=5.0))
+    unreachable = ShopEnv(world, shoppers=shopper_registry(llm=LLMShopperSettings(
+        base_url="http://127.0.0.1:9/v1", model=MODEL, max_retries=0, timeout=5.0)))
     with pytest.raises(ShopperCallError, match="shopper_step_0"):
         unreachable.reset(task_id, shopper="llm")
 
@@ -173,9 +175,9 @@ def test_a_failed_call_leaves_the_episode_as_it_was(world, shopper_server):
 def test_llm_shopper_without_an_endpoint_is_a_typed_error(world, prepared_dir, tmp_path):
     task_id = world.catalog.split("all")[0]
     with pytest.raises(DialogueError, match="needs an LLM shopper endpoint"):
-        ShopEnv(world).reset(task_id, shopper="llm")
+        ShopEnv(world, shoppers=shopper_registry()).reset(task_id, shopper="llm")
     with pytest.raises(DialogueError, match="unknown shopper"):
-        ShopEnv(world).reset(task_id, shopper="gpt")
+        ShopEnv(world, shoppers=shopper_registry()).reset(task_id, shopper="gpt")
     with pytest.raises(Exception, match="--shopper-base-url"):
         EvalSettings(data=str(prepared_dir), out=str(tmp_path / "x"), policy="dialogue-oracle", shopper="llm")
     with serve(create_app(world, slots=2)) as base:
@@ -338,7 +340,7 @@ def test_the_scripted_shopper_replays_a_conversation_as_the_rule_shopper_answers
 def test_shopper_seed_is_the_llm_request_seed_and_needs_a_shopper(world, shopper_server):
     app, url = shopper_server
     task_id = world.catalog.split("all")[0]
-    env = ShopEnv(world, llm_shopper=settings(url))
+    env = ShopEnv(world, shoppers=shopper_registry(llm=settings(url)))
     env.reset(task_id, shopper="llm", shopper_seed=11)
     assert app.state.last_request["seed"] == 11
     env.reset(task_id, shopper="llm")
@@ -352,9 +354,9 @@ def test_gymnasium_env_with_the_llm_shopper(world, shopper_server):
 
     _, url = shopper_server
     task_id = world.catalog.split("all")[0]
-    gym_env = ShopGymEnv(world, shopper="llm", llm_shopper=settings(url))
+    gym_env = ShopGymEnv(world, shopper="llm", shoppers=shopper_registry(llm=settings(url)))
     _, info = gym_env.reset(options={"task_id": task_id})
-    rule = ShopEnv(world).reset(task_id, shopper="rule")
+    rule = ShopEnv(world, shoppers=shopper_registry()).reset(task_id, shopper="rule")
     assert info["shopper_opening"] == rule["shopper_opening"]
     _, _, _, _, step_info = gym_env.step("ask_user[预算多少？]")
     assert step_info["shopper_reply"]

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from shopsimrl.agent.play import play_dialogue
 from shopsimrl.agent.policies.dialogue import DialogueHeuristicPolicy, DialogueOraclePolicy, replies
 from shopsimrl.agent.policy import PolicyContext, Turn
 from shopsimrl.catalog import PrepareOptions
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
-from shopsimrl.dialogue.play import play_dialogue
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
@@ -27,7 +28,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> ShopWorld:
 
 
 def test_the_oracle_that_asks_every_slot_reaches_full_success(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     policy = DialogueOraclePolicy(world)
     episodes = [play_dialogue(env, task, policy) for task in world.catalog.split("test")]
     assert len(episodes) == 30
@@ -38,7 +39,7 @@ def test_the_oracle_that_asks_every_slot_reaches_full_success(world: ShopWorld) 
 
 
 def test_the_dialogue_heuristic_asks_then_shops_with_public_information(world: ShopWorld) -> None:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     tasks = world.catalog.split("test")
     episodes = [play_dialogue(env, task, DialogueHeuristicPolicy()) for task in tasks]
     assert all(episode.slots_revealed == episode.slots_total for episode in episodes)  # noise off: all said

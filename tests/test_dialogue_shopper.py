@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from shopsimrl.dialogue import NoiseConfig, RuleShopper, ShopperConfig
 from shopsimrl.dialogue.lexicon import match_question
 from shopsimrl.dialogue.noise import approximate, episode_rng
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.dialogue.replies import ALL_SAID, NEUTRAL_REPLY
 from shopsimrl.dialogue.slots import build_slots
 from shopsimrl.env import ShopEnv, ShopWorld
@@ -65,7 +66,7 @@ def conversation(env: ShopEnv, task_id: int, config: ShopperConfig | None = None
 
 
 def conversations(world: ShopWorld, config: ShopperConfig | None = None) -> list[dict]:
-    env = ShopEnv(world)
+    env = ShopEnv(world, shoppers=shopper_registry())
     return [conversation(env, task_id, config) for task_id in GOLDEN_TASKS]
 
 

@@ -12,6 +12,7 @@ import typing
 
 import pytest
 
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import (
     AsyncShopEnvironment,
     ResetResult,
@@ -60,7 +61,7 @@ def test_signatures_match_the_protocol(cls, protocol):
 
 
 def test_runtime_checkable_protocols(prepared_dir):
-    env = ShopEnv.from_data_dir(prepared_dir)
+    env = ShopEnv.from_data_dir(prepared_dir, shoppers=shopper_registry())
     client = ShopClient("http://127.0.0.1:9")  # nothing is sent before reset
     aclient = AsyncShopClient("http://127.0.0.1:9")
     try:
@@ -172,10 +173,10 @@ def _typeddict_problems(value, typed) -> list[str]:
 
 def test_shop_env_results_are_exactly_the_declared_types(prepared_dir):
     """Every key and value of real results, on every kind of step, against the TypedDicts."""
-    env = ShopEnv.from_data_dir(prepared_dir)
+    env = ShopEnv.from_data_dir(prepared_dir, shoppers=shopper_registry())
     reset = env.reset(0, include_private_goal=True)
     assert reset.keys() == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS - DIALOGUE_RESET_KEYS
-    dialogue = ShopEnv.from_data_dir(prepared_dir)
+    dialogue = ShopEnv.from_data_dir(prepared_dir, shoppers=shopper_registry())
     assert dialogue.reset(0, include_private_goal=True, shopper="rule").keys() == RESET_REQUIRED_KEYS | RESET_OPTIONAL_KEYS
     asked = dialogue.step("ask_user[预算是多少？]")
     assert asked.keys() >= DIALOGUE_STEP_KEYS and _typeddict_problems(asked, StepResult) == []

@@ -27,6 +27,7 @@ from shopsimrl.agent.episode import EpisodeRequest, run_sync
 from shopsimrl.agent.play import play_episode
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.policy import PolicyAction
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import NoToolOfferedError, ShopSimError
 from shopsimrl.train.rollout import COMPLETED, Generation, RolloutConfig, RolloutContext, run_rollout
@@ -54,8 +55,8 @@ class Recording(InProcessEnvironment):
         return as_async_env(self.session())
 
     def session(self) -> Any:
-        env, outer = self.world.new_env(), self
-        dead = self.world.new_env()
+        env, outer = self.world.new_env(shoppers=shopper_registry()), self
+        dead = self.world.new_env(shoppers=shopper_registry())
         dead.reset(0)
         no_tool_page = dead.terminate("action_limit")["observation_state"]
 
@@ -126,7 +127,7 @@ def test_the_turn_limit_is_the_environments_in_every_loop(world: ShopWorld, shop
     if shopper is None:
         outcome = play_episode(environment.session(), Searcher(), 0)
         assert len(outcome.actions) == limit and outcome.final["termination_reason"] == "action_limit"
-        assert len(play_episode(world.new_env(), Searcher(), 0, max_steps=3).actions) == 3  # a cap only lowers it
+        assert len(play_episode(world.new_env(shoppers=shopper_registry()), Searcher(), 0, max_steps=3).actions) == 3  # a cap only lowers it
 
 
 def test_repair_turns_count_so_the_loop_ends_what_the_environment_never_saw(world: ShopWorld) -> None:

@@ -23,6 +23,7 @@ from shopsimrl.agent.play import play
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.contract import MULTI_TURN, SINGLE_TURN
 from shopsimrl.dialogue import SHOPPER_NAMES
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import AdapterError, EpisodeTerminatedError
 from shopsimrl.train import row_codec
@@ -84,7 +85,7 @@ def _loop_episodes(world: ShopWorld) -> list[tuple[int, str | None, list[str], l
     """(task, shopper, actions, observations, final) of the loop's own episodes: every task, two policies,
     dialogue episodes with the rule shopper."""
     out = []
-    env = world.new_env()
+    env = world.new_env(shoppers=shopper_registry())
     for policy, shopper in (("heuristic", None), ("random", None), ("dialogue-heuristic", "rule")):
         chosen = make_policy(policy, world)
         for task in world.catalog.split("all"):
@@ -109,7 +110,7 @@ def test_trl_environment_replays_the_loops_episodes_exactly(world: ShopWorld) ->
 
 
 def test_a_step_after_the_end_is_the_engines_error_and_a_call_is_the_one_message(world: ShopWorld) -> None:
-    env = world.new_env()
+    env = world.new_env(shoppers=shopper_registry())
     shell = EpisodeShell(env, env.reset(world.catalog.split("all")[0]), max_steps=1)
     shell.step(NOT_AN_ACTION)
     assert shell.done and shell.final is not None and shell.final["termination_reason"] == "action_limit"

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 import shopsimrl
 from live_server import serve
 from shopsimrl import errors
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.errors import (
     DialogueError,
@@ -266,7 +267,7 @@ async def _run_async(env: AsyncShopClient, calls: list[Call], bad: Call) -> Base
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_same_bad_input_raises_the_same_error_on_every_path(case, world, base_url):
     calls, bad, expected = CASES[case]
-    in_process = _run_sync(ShopEnv(world), calls, bad)
+    in_process = _run_sync(ShopEnv(world, shoppers=shopper_registry()), calls, bad)
     with ShopClient(base_url) as client:
         sync = _run_sync(client, calls, bad)
 

@@ -1,6 +1,7 @@
-"""The package's import graph has no cycle, neither at import time (module-level imports) nor through imports
-inside functions (which run later, but a cycle hidden by one is still two modules that need each other);
-``if TYPE_CHECKING:`` blocks never run and are left out.
+"""The package's import graph has no cycle: not at import time (module-level imports), not through imports
+inside functions (which run later, but a cycle hidden by one is still two modules that need each other), not
+through ``if TYPE_CHECKING:`` imports (a type that must come from above is a layer pointing up), and not between
+subpackages (``env`` → ``dialogue`` → ``env`` is a knot even when no two modules form a circle).
 
 A cycle makes the import order matter and a partly initialised module visible; the layers are meant to
 point only down. Parsed with ``ast``, so nothing is imported."""
@@ -23,10 +24,8 @@ def _modules() -> dict[str, tuple[Path, bool]]:
 
 
 def _all_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement, inside functions too, except those under ``if TYPE_CHECKING:``."""
-    skipped = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-               for sub in ast.walk(node)}
-    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skipped]
+    """Every import statement: inside functions and under ``if TYPE_CHECKING:`` too."""
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 
 
 def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
@@ -43,7 +42,7 @@ def _top_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
 
 def import_graph(*, inside_functions: bool = False) -> dict[str, set[str]]:
     """module → the package modules its import runs (an ancestor package of the importer is already running);
-    ``inside_functions``: also the modules its functions import when they run."""
+    ``inside_functions``: also the modules its functions import when they run and its ``TYPE_CHECKING`` imports."""
     reader = _all_imports if inside_functions else _top_level_imports
     modules = _modules()
     graph: dict[str, set[str]] = {}
@@ -124,20 +123,37 @@ def test_the_package_import_graph_has_no_cycle():
     assert cycles(graph) == []
 
 
-# Left for the generator's owner (issue 26 is rewriting generate/): the shopper reads the generator's vocabulary
-# (dialogue/vocabulary.py imports generate.vocabulary inside a function, which runs generate/__init__, which
-# imports the generator, which reads the reward's type functions from shopsimrl.env, which builds the shoppers).
-# The fix: a vocabulary module below generate/, dialogue and env (or a generate/__init__ that imports nothing).
-KNOWN_EDGE = ("shopsimrl.dialogue.vocabulary", "shopsimrl.generate")
+def subpackage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded by subpackage: ``shopsimrl.env.tools._tool`` counts as ``shopsimrl.env``; a top-level
+    module (``shopsimrl.contract``) is its own node."""
+    def node(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    folded: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        folded.setdefault(node(module), set()).update(node(target) for target in targets)
+    for name, targets in folded.items():
+        targets.discard(name)
+    return folded
 
 
-def test_imports_inside_functions_hide_no_other_cycle():
-    """cli ↔ eval.commands, search._postings ↔ _postings_build and server app ↔ guard ↔ http_errors were hidden
-    by imports inside functions; the one left goes through :data:`KNOWN_EDGE` (when it is gone, this fails too)."""
+def test_imports_inside_functions_and_for_type_checking_hide_no_cycle():
+    """cli ↔ eval.commands, search._postings ↔ _postings_build, server app ↔ guard ↔ http_errors, the CPU recipe's
+    cpu_demo ↔ cpu_demo_sft/grpo (through ``RecipeConfig`` under TYPE_CHECKING) and env ↔ dialogue ↔ generate (the
+    environment built its own shoppers) were hidden by imports inside functions or for type checking."""
     graph = import_graph(inside_functions=True)
     assert "shopsimrl.cli" not in graph["shopsimrl.eval.commands"]
     assert "shopsimrl.server.app" not in graph["shopsimrl.server.guard"]
-    left = cycles(graph)
-    assert len(left) == 1 and set(KNOWN_EDGE) <= set(left[0]), left
-    graph[KNOWN_EDGE[0]].discard(KNOWN_EDGE[1])
+    assert "shopsimrl.train.cpu_demo" not in graph["shopsimrl.train.cpu_demo_sft"]
     assert cycles(graph) == []
+
+
+def test_the_subpackages_form_no_cycle():
+    """The subpackages are layers: no two of them import each other, directly or around a circle (the knot of
+    agent, dialogue, env, generate and server, and testing ↔ train, are gone: the shoppers are injected into the
+    environment, the dialogue play loop lives in agent, the BPE builder in train)."""
+    folded = subpackage_graph(import_graph(inside_functions=True))
+    assert {"shopsimrl.env", "shopsimrl.dialogue", "shopsimrl.agent", "shopsimrl.contract"} <= folded.keys()
+    assert "shopsimrl.dialogue" not in folded["shopsimrl.env"] and "shopsimrl.agent" not in folded["shopsimrl.dialogue"]
+    assert cycles(folded) == []
+    assert cycles(subpackage_graph(import_graph())) == []

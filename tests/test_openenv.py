@@ -23,6 +23,7 @@ from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment, Runt
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel, policy_action  # noqa: E402
 from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.agent.prompt import first_user_message, system_message  # noqa: E402
+from shopsimrl.dialogue.registry import shopper_registry  # noqa: E402
 from shopsimrl.env import ShopEnv, ShopWorld  # noqa: E402
 from shopsimrl.errors import InvalidRequestError, NoActiveEpisodeError, UnknownTaskError  # noqa: E402
 from shopsimrl.openenv import (  # noqa: E402
@@ -223,7 +224,7 @@ def test_reset_by_split_and_index_and_errors(world, url):
     with pytest.raises(UnknownTaskError) as caught:  # ShopEnv's errors pass through the adapter unchanged
         env.reset(task_id=10**9)
     with pytest.raises(UnknownTaskError) as direct:
-        ShopEnv(world).reset(10**9)
+        ShopEnv(world, shoppers=shopper_registry()).reset(10**9)
     assert str(caught.value) == str(direct.value)
     with pytest.raises(InvalidRequestError, match="unsupported interaction_mode"):
         env.reset(task_id=ids[0], interaction_mode="three_turn")
@@ -294,7 +295,7 @@ def test_openenv_env_and_harness_hold_the_episode_shells_rules(world):
     from shopsimrl.agent.play import play
     from shopsimrl.errors import EpisodeTerminatedError
 
-    engine = world.new_env()
+    engine = world.new_env(shoppers=shopper_registry())
     for name in ("heuristic", "random"):
         policy = make_policy(name, world)
         for task_id in world.catalog.split("all"):
@@ -401,7 +402,7 @@ def test_dialogue_episode_over_the_websocket_matches_the_runtime(world, url):
         final, state, payloads, messages = asyncio.run(go(task_id))
         expected = in_process(world, "dialogue-heuristic", task_id, shopper="rule")
         first = payloads[0]
-        reset = world.new_env().reset(task_id, shopper="rule")
+        reset = world.new_env(shoppers=shopper_registry()).reset(task_id, shopper="rule")
         assert first["task_instruction"] == "" and first["shopper_opening"] == reset["shopper_opening"]
         assert messages[1] == expected["conversation"][1]  # the runtime's first user message: the opening
         assert [t["function"]["name"] for t in first["tools"]] == ["search", "ask_user"]

@@ -16,6 +16,7 @@ import pytest
 
 from shopsimrl.agent.page_tools import page_tools
 from shopsimrl.agent.prompt import first_user_message
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.env._observation import read_observation
 from shopsimrl.env.tools import episode_tools, tools_for_state
@@ -28,7 +29,7 @@ def world(prepared_dir: Path) -> ShopWorld:
 
 def _walk(world: ShopWorld, task_id: int, shopper: str | None, seed: int) -> Iterator[dict[str, Any]]:
     rng = random.Random(seed)
-    env = world.new_env()
+    env = world.new_env(shoppers=shopper_registry())
     reset = env.reset(task_id, shopper=shopper) if shopper else env.reset(task_id)
     yield reset
     for _ in range(30):

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from live_server import serve
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.env.requests import MAX_RESPONSE_CHARS
 from shopsimrl.errors import ResponseTooLong, ShopSimError
@@ -84,7 +85,7 @@ def test_a_bad_reset_fails_alike_on_every_path(world: ShopWorld, url: str, argum
     persona_task, standard_task = _tasks(world)
     arguments = dict(arguments)
     task_id = arguments.pop("task_id", standard_task if arguments.pop("standard", False) else persona_task)
-    expected = _raised(lambda: world.new_env().reset(task_id, **arguments))
+    expected = _raised(lambda: world.new_env(shoppers=shopper_registry()).reset(task_id, **arguments))
     with ShopClient(url) as client:
         assert _raised(lambda: client.reset(task_id, **arguments)) == expected
     body = {"task_id": task_id, **arguments}
@@ -94,7 +95,7 @@ def test_a_bad_reset_fails_alike_on_every_path(world: ShopWorld, url: str, argum
 def test_the_response_cap_and_the_termination_reason_are_the_environments(world: ShopWorld, url: str) -> None:
     task_id = _tasks(world)[1]
     longest, too_long = "search[枕头]" + " " * (MAX_RESPONSE_CHARS - 10), "x" * (MAX_RESPONSE_CHARS + 1)
-    env = world.new_env()
+    env = world.new_env(shoppers=shopper_registry())
     env.reset(task_id)
     with ShopClient(url) as client:
         client.reset(task_id)
@@ -111,7 +112,7 @@ def test_the_response_cap_and_the_termination_reason_are_the_environments(world:
 
 def test_persona_defaults_to_the_tasks_own_mode_on_every_path(world: ShopWorld, url: str) -> None:
     for task_id in _tasks(world):
-        expected = world.new_env().reset(task_id)["task_mode"]
+        expected = world.new_env(shoppers=shopper_registry()).reset(task_id)["task_mode"]
         with ShopClient(url) as client:
             assert client.reset(task_id)["task_mode"] == expected
         created = _v1(url, "/sessions", {"task_id": task_id})
@@ -156,7 +157,7 @@ def test_the_dialogue_transcript_is_the_same_on_every_path(world: ShopWorld, url
     """Private until the episode ends (or for an ``include_private_goal`` reset), then identical everywhere."""
     task_id = _tasks(world)[1]
     actions = ["ask_user[预算是多少？]", "ask_user[有什么要求？]"]
-    env = world.new_env()
+    env = world.new_env(shoppers=shopper_registry())
     env.reset(task_id, shopper="rule")
     with ShopClient(url) as client:
         client.reset(task_id, shopper="rule")
@@ -181,6 +182,6 @@ def test_the_dialogue_transcript_is_the_same_on_every_path(world: ShopWorld, url
         client.reset(task_id, shopper="rule", include_private_goal=True)  # a private reset: readable throughout
         client.step(actions[0])
         assert [entry["question"] for entry in client.dialogue_transcript() or []] == ["预算是多少？"]
-    plain = world.new_env()
+    plain = world.new_env(shoppers=shopper_registry())
     plain.reset(task_id)
     assert plain.dialogue_transcript() is None

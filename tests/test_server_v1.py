@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from schemathesis import GenerationMode
 
 from live_server import serve
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.server import create_app
 
@@ -45,7 +46,7 @@ def test_session_lifecycle_matches_in_process_env(http, world):
     assert created.status_code == 201, created.text
     payload = created.json()
     sid = payload["session_id"]
-    local = world.new_env()
+    local = world.new_env(shoppers=shopper_registry())
     expected = local.reset(0, persona=True, include_private_goal=True)
     assert {k: payload[k] for k in expected} == expected and payload["goal_options"] == [OPTION.split("=")[1]]
 

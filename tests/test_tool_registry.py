@@ -2,31 +2,33 @@
 its own object plus one registry line.
 
 The registry tests walk every registered tool; the extension test registers a tool the project does not have
-(``note``) and checks that each path picks it up with no other change: the session's dispatch and feedback, the
-per-page and whole-episode lists, the validator (its ``maxLength`` comes from the schema), the action reading and
-TRL's environment class.
+(``note``, ``tests/note_tool.py``: it records a note through the session's general ``tool_state`` primitive) and
+checks that each path picks it up with no other change: the session's dispatch, feedback and state, the per-page
+and whole-episode lists, the tool names, the validator (its ``maxLength`` comes from the
+schema), the action reading and TRL's environment class. The files it touched: ``tests/note_tool.py`` and one
+registry line (``FILES_TOUCHED``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
+from note_tool import FILES_TOUCHED, NOTE
 from shopsimrl.agent.validation import interpret
 from shopsimrl.contract import EMPTY_ARGUMENT, EXECUTED, SEARCH_HOME
 from shopsimrl.env import ShopWorld
-from shopsimrl.env._actions import feedback
 from shopsimrl.env.tools import (
     TOOLS,
     Tool,
-    ToolSession,
     action_of_call,
     episode_tools,
     tool_named,
+    tool_names,
     tools_for_state,
 )
 
@@ -74,34 +76,13 @@ def test_trls_schemas_are_the_episode_schemas() -> None:
 # ------------------------------------------------------------------------------- adding a tool
 
 
-class NoteTool(Tool):
-    """A tool the project does not have: offered on the search home, it records a note and changes nothing."""
-
-    name: ClassVar[str] = "note"
-    argument: ClassVar[str] = "text"
-    description: ClassVar[str] = "记下一句话。"
-    argument_description: ClassVar[str] = "要记下的话。"
-    min_length: ClassVar[int | None] = 1
-    max_length: ClassVar[int | None] = 8
-    feedback_codes: ClassVar[tuple[str, ...]] = (EXECUTED, EMPTY_ARGUMENT)
-
-    def offered(self, state: Mapping[str, Any]) -> bool:
-        return state.get("page_type") == SEARCH_HOME
-
-    def apply(self, session: ToolSession, argument: str | None, shown: str) -> dict[str, Any]:
-        if argument is None or not argument.strip():
-            return feedback(shown, False, EMPTY_ARGUMENT, "空的")
-        return feedback(shown, True, EXECUTED, f"记下了：{argument}")
-
-
 @pytest.fixture
 def note() -> Iterator[Tool]:
-    tool = NoteTool()
-    TOOLS.append(tool)  # the one registry line
+    TOOLS.append(NOTE)  # the one registry line
     try:
-        yield tool
+        yield NOTE
     finally:
-        TOOLS.remove(tool)
+        TOOLS.remove(NOTE)
 
 
 def _reply(name: str, arguments: dict[str, str]) -> dict[str, Any]:
@@ -130,6 +111,10 @@ def test_a_new_tool_is_its_own_object_plus_one_registry_line(world: ShopWorld, n
                                          "message": "记下了：便宜点"}
     assert env.step("note[ ]")["action_feedback"]["reason"] == EMPTY_ARGUMENT
     assert result["observation_state"]["page_type"] == SEARCH_HOME
+    assert env.step("note[再看看]")["action_feedback"]["valid"]
+    assert env.session is not None and env.session.tool_state("note") == {"notes": ["便宜点", "再看看"]}  # its change
+    assert tool_names() == ("search", "click", "ask_user", "note")  # the contract's names come from the registry
+    assert [tool.name for tool in TOOLS[-1:]] == ["note"] and len(FILES_TOUCHED) == 2
 
     from shopsimrl.train.trl_environment import ShopToolEnvironment
 
@@ -139,6 +124,7 @@ def test_a_new_tool_is_its_own_object_plus_one_registry_line(world: ShopWorld, n
     trl_env = WithNote(world)
     trl_env.reset(task_id=task_id)
     assert "记下了：hi" in trl_env.note(text="hi")
+    assert trl_env._env is not None and trl_env._env.session.tool_state("note") == {"notes": ["hi"]}
     with pytest.raises(TypeError):
         trl_env.note(txt="hi")
 

@@ -19,15 +19,15 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import RecipeError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.train import cpu_demo, cpu_demo_eval, cpu_demo_run, cpu_demo_sft
+from shopsimrl.train import cpu_demo, cpu_demo_config, cpu_demo_eval, cpu_demo_run, cpu_demo_sft
 from shopsimrl.train.chat_template import episode_tools
 from shopsimrl.train.cpu_demo_grpo import run_grpo
 from shopsimrl.train.rollout import TurnRequest
 
 
-def _config(data: Path, out: Path) -> cpu_demo.RecipeConfig:
-    return cpu_demo.RecipeConfig(data=str(data), out=str(out), threads=1, eval_split="val", **{
-        **cpu_demo.SMOKE, "sft_short_steps": 1, "sft_first_steps": 1, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2, "grpo_max_groups": 2,
+def _config(data: Path, out: Path) -> cpu_demo_config.RecipeConfig:
+    return cpu_demo_config.RecipeConfig(data=str(data), out=str(out), threads=1, eval_split="val", **{
+        **cpu_demo_config.SMOKE, "sft_short_steps": 1, "sft_first_steps": 1, "sft_steps": 2, "sft_batch": 1, "grpo_steps": 1, "eval_tasks": 2, "grpo_max_groups": 2,
         "demo_train_tasks": 6, "demo_standard_tasks": 2})
 
 
@@ -113,13 +113,13 @@ def test_out_and_report_mistakes_are_refused(prepared_dir: Path, tmp_path: Path)
     evaluate(EvalSettings(data=str(prepared_dir), out=str(run), split="val", policy="first", limit=1, seed=0))
     before = sorted(p.name for p in run.iterdir())
     with pytest.raises(RecipeError, match="holds an eval run"):
-        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(run), stages=("init",)))
+        cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(data=str(prepared_dir), out=str(run), stages=("init",)))
     assert sorted(p.name for p in run.iterdir()) == before
     (tmp_path / "file").write_text("x")
     with pytest.raises(RecipeError, match="is a file"):
-        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "file")))
+        cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "file")))
     with pytest.raises(RecipeError, match="nothing to report"):
-        cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "empty"),
+        cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "empty"),
                                                       stages=("report",)))
     assert not (tmp_path / "empty").exists()
 
@@ -128,9 +128,9 @@ def test_every_invocation_is_recorded(prepared_dir: Path, tmp_path: Path) -> Non
     """Stages run in separate invocations: results.json and config.json list each one (stages, arguments, wall
     time per stage), the report's invocation total is their sum, and the report names the preset."""
     out = tmp_path / "run"
-    base = dict(cpu_demo.SMOKE, tokenizer_products=50, data=str(prepared_dir), out=str(out), threads=1)
-    cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(**{**base, "stages": ("init",)}), {"stages": "init"})
-    results = cpu_demo_run.run_recipe(cpu_demo.RecipeConfig(**{**base, "stages": ("init", "report")}),
+    base = dict(cpu_demo_config.SMOKE, tokenizer_products=50, data=str(prepared_dir), out=str(out), threads=1)
+    cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(**{**base, "stages": ("init",)}), {"stages": "init"})
+    results = cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(**{**base, "stages": ("init", "report")}),
                                       {"stages": "init,report", "seed": 0})
     invocations = results["invocations"]
     assert [i["stages"] for i in invocations] == [["init"], ["init", "report"]]
@@ -256,13 +256,13 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
     with pytest.raises(RecipeError):
         cpu_demo_sft.first_turn_rows(tokens, 1.0, seed=0)
     with pytest.raises(RecipeError, match="sft_first_turn_share"):  # refused before any stage runs
-        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", sft_first_turn_share=1.0)
+        cpu_demo_config.RecipeConfig(data=str(prepared_dir), out="unused", sft_first_turn_share=1.0)
     with pytest.raises(RecipeError, match="grpo_max_groups"):
-        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", grpo_max_groups=1)
+        cpu_demo_config.RecipeConfig(data=str(prepared_dir), out="unused", grpo_max_groups=1)
     from shopsimrl.errors import DifficultyError
 
     with pytest.raises(DifficultyError):
-        cpu_demo.RecipeConfig(data=str(prepared_dir), out="unused", grpo_difficulty="easy")
+        cpu_demo_config.RecipeConfig(data=str(prepared_dir), out="unused", grpo_difficulty="easy")
 
 
 def test_tokenizer_text_holds_no_held_out_request_nor_goal_field(prepared_dir: Path, tmp_path: Path) -> None:

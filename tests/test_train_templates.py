@@ -26,7 +26,7 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.env import ShopWorld
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
+from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 from shopsimrl.train.chat_template import episode_tools, render_text
 from shopsimrl.train.rollout import ABORTED, COMPLETED, RolloutConfig, RolloutContext, run_rollout
 

@@ -22,10 +22,11 @@ from live_server import serve
 from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
 from shopsimrl.train import trl as trl_adapter
+from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 from shopsimrl.train.rollout import (
     COMPLETED,
     FINISH_ABORT,
@@ -358,7 +359,7 @@ def test_tool_environment_plays_the_oracle_episode(world: ShopWorld) -> None:
     from shopsimrl.agent.play import play_episode
 
     task = world.catalog.split("all")[0]
-    outcome = play_episode(world.new_env(), make_policy("oracle", world), task)
+    outcome = play_episode(world.new_env(shoppers=shopper_registry()), make_policy("oracle", world), task)
     env = ShopToolEnvironment(world)
     first = env.reset(**{k: v[0] for k, v in environment_rows([task]).items()})
     assert "购物任务" in first

@@ -25,11 +25,12 @@ from dialogue_support import REPLY_MARK, check_split, opening, questions, refere
 from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT, first_user_message
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import ShopSimError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
-from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
 from shopsimrl.train import trl as trl_adapter
+from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
 from shopsimrl.train.chat_template import episode_tools
 from shopsimrl.train.rollout import COMPLETED, RolloutConfig, Trajectory, TurnRequest
 from shopsimrl.train.trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment, environment_rows
@@ -92,7 +93,7 @@ def test_dialogue_prompts_play_the_shopper_and_mask_its_replies(world: ShopWorld
         assert all(lp == 0.0 for lp, m in zip(out["logprobs"][i], out["env_mask"][i], strict=True) if not m)
     # the same task without a shopper: the instruction, no ask_user tool rendered, no question asked
     single = trajectories[3]
-    assert single.messages[1]["content"].split("\n")[1] == world.new_env().reset(tasks[0])["task_instruction"]
+    assert single.messages[1]["content"].split("\n")[1] == world.new_env(shoppers=shopper_registry()).reset(tasks[0])["task_instruction"]
     assert '"ask_user"' not in tokenizer.decode(out["prompt_ids"][3], skip_special_tokens=False)
     assert not any((s["action"] or "").startswith("ask_user[") for s in single.steps)
 

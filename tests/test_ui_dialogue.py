@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from live_server import serve
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.rundir import latest_records
@@ -127,7 +128,7 @@ def _ask(page: Any, question: str, entries: int) -> None:
 
 
 def test_agent_view_plays_a_dialogue_by_hand_until_the_question_limit(page: Any, base: str, world: ShopWorld) -> None:
-    mirror = ShopEnv(world)  # the same episode in process: what the page must show, in order
+    mirror = ShopEnv(world, shoppers=shopper_registry())  # the same episode in process: what the page must show, in order
     reset = mirror.reset(TASK, persona=True, shopper="rule")
     goal = world.catalog.goal(TASK)
     _open_agent_view(page, base)
@@ -179,7 +180,7 @@ def test_agent_view_plays_a_dialogue_by_hand_until_the_question_limit(page: Any,
 
 
 def test_agent_view_buys_in_a_dialogue_and_shows_the_slots_revealed(page: Any, base: str, world: ShopWorld) -> None:
-    mirror = ShopEnv(world)
+    mirror = ShopEnv(world, shoppers=shopper_registry())
     mirror.reset(0, persona=True, shopper="rule")
     actions = ["ask_user[预算多少？]", "search[可移动小吃车 煤气灶 三个锅]", "click[824100258497]",
                "click[颜色分类=三锅小吃车煮面炉＋关东煮＋油炸]", "click[buy now]"]  # fmt: skip

@@ -25,6 +25,7 @@ from live_server import serve
 from shopsimrl.agent import AgentRuntime, EpisodeJob, InProcessEnvironment
 from shopsimrl.agent.builtin_backend import BuiltinPolicyModel
 from shopsimrl.agent.policy_server import create_policy_app
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 
 ROLLOUTS = 8
@@ -223,7 +224,7 @@ def test_toolset_holds_the_episode_shells_rules(world, prepared_dir):
     from shopsimrl.agent.play import play
     from shopsimrl.agent.policies import make_policy
 
-    engine = world.new_env()
+    engine = world.new_env(shoppers=shopper_registry())
     for shopper, name in ((None, "heuristic"), (None, "random"), ("rule", "dialogue-heuristic")):
         toolset = ShopSimToolset(ShopSimToolsetConfig(data=str(prepared_dir), shopper=shopper))
         asyncio.run(toolset.setup())

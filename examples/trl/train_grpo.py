@@ -140,7 +140,7 @@ def _cpu_parts(world: Any, args: argparse.Namespace) -> tuple[Any, Any, Any]:
     from shopsimrl.agent.policies import make_policy
     from shopsimrl.agent.prompt import SYSTEM_PROMPT
     from shopsimrl.testing.scripted import TemplatePolicyGenerate
-    from shopsimrl.testing.tiny_hf import build_bpe_tokenizer
+    from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
     from shopsimrl.train.chat_template import episode_tools
     from shopsimrl.train.rollout import TurnRequest
 

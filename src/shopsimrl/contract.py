@@ -95,14 +95,14 @@ def terminated_message(reason: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------- tools
-# docs/contract.md#tools: ``search`` and ``click`` on pages, ``ask_user`` in dialogue mode only.
-ToolName = Literal["search", "click", "ask_user"]
+# docs/contract.md#tools: ``search`` and ``click`` on pages, ``ask_user`` in dialogue mode only. The list of every
+# tool is the registry's (``shopsimrl.env.tools.TOOLS``, ``tool_names()``); the page tools below are the
+# reference's action grammar (``search[...]`` / ``click[...]``, the chained-actions rule of ``parse_action``).
 PageToolName = Literal["search", "click"]
 SEARCH_TOOL: Final = "search"
 CLICK_TOOL: Final = "click"
 ASK_USER_TOOL: Final = "ask_user"
 PAGE_TOOL_NAMES: tuple[PageToolName, ...] = (SEARCH_TOOL, CLICK_TOOL)
-TOOL_NAMES: tuple[ToolName, ...] = (SEARCH_TOOL, CLICK_TOOL, ASK_USER_TOOL)
 # Each tool's one argument (the tools themselves, their schemas and rules: ``shopsimrl.env.tools``).
 QUERY_ARGUMENT: Final = "query"
 VALUE_ARGUMENT: Final = "value"
@@ -357,7 +357,6 @@ __all__ = [
     "TASK_MODES",
     "TERMINAL",
     "TERMINATION_REASONS",
-    "TOOL_NAMES",
     "UNAVAILABLE_ACTION",
     "VALUE_ARGUMENT",
     "EndReason",
@@ -367,7 +366,6 @@ __all__ = [
     "ParsedAction",
     "TaskMode",
     "TerminationReason",
-    "ToolName",
     "action_argument",
     "action_lines",
     "chained_actions",

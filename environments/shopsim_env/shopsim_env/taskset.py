@@ -23,6 +23,7 @@ from verifiers.v1.harnesses.null.harness import NullHarness
 from shopsimrl.agent.episode import turn_limit
 from shopsimrl.agent.prompt import first_user_message, system_message
 from shopsimrl.contract import PURCHASE, SINGLE_TURN
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.stamps import catalog_stamps, task_set_sha256
 from shopsimrl.versions import REPORTED_METRICS
@@ -96,7 +97,7 @@ class ShopSimTaskset(vf.Taskset[ShopSimTask, ShopSimTasksetConfig]):
 
     def load(self) -> Iterator[ShopSimTask]:
         world = ShopWorld.shared(Path(self.config.data).resolve())
-        env = world.new_env()
+        env = world.new_env(shoppers=shopper_registry())
         shopper = self.config.shopper
         ids = world.catalog.split(self.config.split)
         stamps = {**catalog_stamps(world.catalog.root, world.catalog.manifest),

@@ -21,6 +21,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 
 from shopsimrl.agent.episode_shell import EpisodeShell
+from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.env.tools import TOOLS, tool_method
 from shopsimrl.errors import ShopSimError
@@ -79,7 +80,7 @@ class ShopSimToolset(vf.Toolset[ShopSimToolsetConfig, ShopSimState]):
         if shell is None:
             if self.world is None:
                 self.world = ShopWorld.shared(self.config.data)
-            env = ShopEnv(self.world)
+            env = ShopEnv(self.world, shoppers=shopper_registry())
             if state.shopper is not None:
                 reset = env.reset(state.task_id, persona=state.persona, shopper=state.shopper)  # implies multi_turn
             else:

@@ -139,14 +139,16 @@ class InProcessEnvironment:
     """
 
     def __init__(self, world: Any, *, threaded: bool = False, llm_shopper: ShopperEndpoint | None = None) -> None:
+        from ..dialogue.registry import shopper_registry
+
         self.world = world
         self.llm_shopper = llm_shopper
+        self.shoppers = shopper_registry(llm=llm_shopper)  # the rule shopper always, the LLM one with an endpoint
         self.threaded = threaded or llm_shopper is not None
 
     def new(self) -> AsyncEnv:
-        if self.llm_shopper is None:
-            return as_async_env(self.world.new_env(), threaded=self.threaded)
-        return as_async_env(self.world.new_env(llm_shopper=self.llm_shopper), threaded=self.threaded, blocking_io=True)
+        env = self.world.new_env(shoppers=self.shoppers)
+        return as_async_env(env, threaded=self.threaded, blocking_io=self.llm_shopper is not None)
 
     def identity(self) -> dict[str, Any]:
         return {"adapter": "in-process", "base_url": None}

@@ -4,6 +4,11 @@ This is the fast path used by catalog statistics and benchmarks: the one episode
 :class:`PolicyTurns`, which give the policy the same :class:`PolicyContext` the runtime's chat gives it. A
 built-in policy's action is always one valid call, so of the turn rules only the limit and termination apply.
 Over an in-process ``ShopEnv`` the loop never suspends and runs without an event loop.
+
+:func:`play_dialogue` plays a dialogue episode the same way (the fast path of ``bench_dialogue.py``; ``shopsimrl
+eval --shopper rule`` runs the same policies through the agent runtime): the policy sees the shopper's opening as
+its task, and its ``ask_user`` call becomes the canonical action like any other. Used for the oracle solvability
+check and the heuristic figures.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..contract import MULTI_TURN
+from ..dialogue.config import ShopperConfig
 from ..env.shop_env import ShopEnv
 from .episode import Episode, EpisodeRequest, run_episode, run_sync
 from .episode_env import SingleEnvironment
@@ -81,3 +88,46 @@ def play_episode(
     episode, hooks = play(env, policy, EpisodeRequest(task_id, persona, max_turns=max_steps), seed=seed)
     assert episode.final is not None  # a completed episode always has its terminal result
     return EpisodeOutcome(task_id, tuple(turn.action for turn in hooks.history), episode.final)
+
+
+@dataclass(frozen=True, slots=True)
+class DialogueEpisode:
+    """The outcome of one dialogue episode."""
+
+    task_id: int
+    reward: float
+    success: bool
+    steps: int
+    questions: int
+    slots_revealed: int
+    slots_total: int
+    termination_reason: str
+    transcript: tuple[dict[str, Any], ...]
+
+
+def play_dialogue(
+    env: ShopEnv,
+    task_id: int,
+    policy: Policy,
+    *,
+    persona: bool | None = None,
+    shopper_config: ShopperConfig | None = None,
+    seed: int = 0,
+) -> DialogueEpisode:
+    """Run ``policy`` on one dialogue episode of ``task_id`` with the rule shopper until it ends."""
+    request = EpisodeRequest(task_id, persona, MULTI_TURN, "rule")
+    episode, hooks = play(env, policy, request, seed=seed, reset_options={"shopper_config": shopper_config})
+    result = episode.final or {}
+    detail = result.get("reward_detail") or {}
+    dialogue = result.get("dialogue") or {}
+    return DialogueEpisode(
+        task_id=task_id,
+        reward=float(result.get("reward") or 0.0),
+        success=bool(detail.get("r_success") == 1),
+        steps=len(hooks.history),
+        questions=int(dialogue.get("questions_asked", 0)),
+        slots_revealed=int(dialogue.get("slots_revealed", 0)),
+        slots_total=int(dialogue.get("slots_total", 0)),
+        termination_reason=str(result.get("termination_reason") or ""),
+        transcript=tuple(env.dialogue_transcript() or ()),
+    )

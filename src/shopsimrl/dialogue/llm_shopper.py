@@ -39,9 +39,6 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 TEMPERATURE = 0.0
 RESERVED_BODY_KEYS = frozenset({"model", "messages", "temperature", "seed", "max_tokens", "stream", "tools"})
-NO_ENDPOINT = ("shopper 'llm' needs an LLM shopper endpoint: ShopEnv(world, llm_shopper=LLMShopperSettings(base_url, "
-               "model)), `serve --shopper-base-url URL --shopper-model M` or `eval --shopper llm --shopper-base-url URL "
-               "--shopper-model M`")
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)  # lazy, no nesting: one linear scan
 _SPACE = re.compile(r"\s+")
 

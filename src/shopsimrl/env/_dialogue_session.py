@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..contract import ASK_USER_TOOL, TERMINAL
-from ..dialogue.shopper import Shopper
 from ..errors import ShopperCallError
 from ..versions import DIALOGUE_OBSERVATION_VERSION
 from ._observation import render_dialogue_observation
 from ._session import ShopSession
+from .shoppers import Shopper
 
 
 class DialogueSession(ShopSession):
@@ -73,6 +73,10 @@ class DialogueSession(ShopSession):
         return result
 
     # ----------------------------------------------------------------- what ask_user calls (env/tools/ask_user.py)
+    @property
+    def conversation(self) -> DialogueSession:
+        return self  # the shopper is this session's (Conversation: questions_left, ask)
+
     def questions_left(self) -> int:
         return self.max_questions - self.questions
 

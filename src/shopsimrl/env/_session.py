@@ -35,7 +35,7 @@ from ..contract import (
     terminated_message,
 )
 from ..contract import TERMINATION_REASONS as TERMINATION_REASONS  # re-exported (old import path)
-from ..errors import DialogueError, EpisodeTerminatedError
+from ..errors import EpisodeTerminatedError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import _actions as act
@@ -44,7 +44,7 @@ from ._product_view import ProductView
 from ._reward import empty_reward_detail, score_purchase
 from ._variant_price import resolve_variant_price
 from .requests import check_interaction_mode, check_termination_reason
-from .tools import tool_named
+from .tools import Conversation, tool_named
 
 SearchFn = Callable[[str], tuple[str, ...]]
 ViewFn = Callable[[str], ProductView]
@@ -87,6 +87,7 @@ class ShopSession:
         "session_id",
         "task_id",
         "termination_reason",
+        "tool_states",
         "total_pages",
         "view",
     )
@@ -127,6 +128,7 @@ class ShopSession:
         self.reward = 0.0
         self.reward_detail: dict[str, Any] = {}
         self.purchase: dict[str, Any] = {}
+        self.tool_states: dict[str, dict[str, Any]] = {}  # a registered tool's own state (``tool_state``)
 
     # ----------------------------------------------------------------- observation
     @property
@@ -143,7 +145,7 @@ class ShopSession:
                 labels.append(PREV)
             if self.page_number < self.total_pages:
                 labels.append(NEXT)
-            labels.extend(asin.casefold() for asin in self._page_asins())
+            labels.extend(asin.casefold() for asin in self.page_asins())
             return labels
         if self.page == PRODUCT_DETAIL:
             assert self.view is not None
@@ -157,7 +159,7 @@ class ShopSession:
             return labels
         return []
 
-    def _page_asins(self) -> tuple[str, ...]:
+    def page_asins(self) -> tuple[str, ...]:
         start = (self.page_number - 1) * PAGE_SIZE
         return self.result_asins[start : start + PAGE_SIZE]
 
@@ -173,7 +175,7 @@ class ShopSession:
             return terminal_state(last)
         actions = self.clickables()
         if self.page == SEARCH_RESULTS:
-            page_asins = self._page_asins()
+            page_asins = self.page_asins()
             start = (self.page_number - 1) * PAGE_SIZE
             products = []
             for offset, asin in enumerate(page_asins):
@@ -273,14 +275,13 @@ class ShopSession:
             return act.feedback(shown, False, INVALID_FORMAT, act.MSG_UNKNOWN_ACTION_NAME)
         return tool.apply(self, parsed.argument, shown)
 
-    # ----------------------------------------------------------------- transitions the tools call
-    def questions_left(self) -> int:
-        """Questions the agent may still ask (none outside dialogue mode)."""
-        return 0
+    # ----------------------------------------------------------------- the primitives the tools work through
+    @property
+    def conversation(self) -> Conversation | None:
+        return None  # no shopper outside dialogue mode
 
-    def ask(self, question: str) -> str:
-        """Never called: ``ask_user`` applies to dialogue sessions only (``Tool.applies_to``)."""
-        raise DialogueError("only a dialogue episode has a shopper to ask")
+    def tool_state(self, tool: str) -> dict[str, Any]:
+        return self.tool_states.setdefault(tool, {})
 
     def run_search(self, query: str) -> None:
         keywords = query.split(" ")
@@ -295,7 +296,7 @@ class ShopSession:
         self.counters["search"] += 1
         self.queries.add(self.normalized_query)
 
-    def _open(self, asin: str) -> None:
+    def open_product(self, asin: str) -> None:
         self.view = self._view(asin)
         self.options = {}
         self.page = PRODUCT_DETAIL
@@ -307,31 +308,21 @@ class ShopSession:
         assert self.view is not None
         self.price_resolution = resolve_variant_price(self.view.product.raw, self.options)
 
-    def click_label(self, label: str) -> None:
-        if label == BACK_TO_SEARCH:
-            self.page = SEARCH_HOME
-            self.page_number = 0
-            self.view = None
-            self.options = {}
-            self.price_resolution = None
-            return
-        if self.page == SEARCH_RESULTS:
-            if label == NEXT:
-                self.page_number += 1
-            elif label == PREV:
-                self.page_number -= 1
-            else:
-                self._open(next(asin for asin in self._page_asins() if asin.casefold() == label))
-            return
-        assert self.view is not None
-        if label == PREV:
-            self.page = SEARCH_RESULTS
-            self.view = None
-            self.options = {}
-            return
-        option = self.view.label_of(label)
-        assert option is not None
-        self.options[option.axis] = option.value
+    def go_home(self) -> None:
+        self.page = SEARCH_HOME
+        self.page_number = 0
+        self.view = None
+        self.options = {}
+        self.price_resolution = None
+
+    def show_results(self, page_number: int) -> None:
+        self.page = SEARCH_RESULTS
+        self.page_number = page_number
+        self.view = None
+        self.options = {}
+
+    def select_option(self, axis: str, value: str) -> None:
+        self.options[axis] = value
         self.counters["options"] += 1
         self._resolve_price()
 

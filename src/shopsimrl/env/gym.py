@@ -2,8 +2,8 @@
 
 Observations are the rendered ``shopping-observation-v7`` text and actions are canonical action strings;
 ``reset(options={"task_id": …, "persona": …})`` chooses the task (else a seeded choice from the split);
-``shopper="rule"`` (or ``options["shopper"]``; ``"llm"`` with ``llm_shopper=``) plays dialogue mode: ``info``
-carries ``shopper_opening`` after a reset and ``shopper_reply`` after each step.
+``shopper="rule"`` (or ``options["shopper"]``) with ``shoppers=shopper_registry()`` (``shopsimrl.dialogue.
+registry``; ``"llm"`` with ``shopper_registry(llm=...)``) plays dialogue mode: ``info`` carries ``shopper_opening`` after a reset and ``shopper_reply`` after each step.
 A purchase ends the episode as ``terminated``; the action limit ends it as ``truncated``.
 """
 
@@ -15,10 +15,9 @@ from typing import Any
 import gymnasium
 
 from ..contract import PURCHASE, SINGLE_TURN
-from ..dialogue.config import ShopperConfig
-from ..dialogue.llm_shopper import LLMShopperSettings, ShopperEndpoint
 from ..errors import ShopSimError
 from .shop_env import ShopEnv, ShopWorld
+from .shoppers import ShopperRegistry
 
 MAX_TEXT_LENGTH = 65536
 _SAMPLE_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789[] "
@@ -64,8 +63,8 @@ class ShopGymEnv(gymnasium.Env[str, str]):
         interaction_mode: str = SINGLE_TURN,
         render_mode: str | None = None,
         shopper: str | None = None,
-        shopper_config: ShopperConfig | None = None,
-        llm_shopper: LLMShopperSettings | ShopperEndpoint | None = None,
+        shopper_config: object = None,
+        shoppers: ShopperRegistry | None = None,
     ) -> None:
         """``ShopGymEnv(data_dir)`` or ``ShopGymEnv(world)`` (a ``ShopWorld``, positionally or as ``world=``).
 
@@ -80,7 +79,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
             interaction_mode: ``single_turn`` or ``multi_turn``.
             render_mode: ``"ansi"`` (``render`` returns the page text) or None.
             shopper, shopper_config: dialogue mode, as ``ShopEnv.reset``.
-            llm_shopper: the endpoint (or settings) behind ``shopper="llm"``.
+            shoppers: the shoppers dialogue mode may start (``shopper_registry(llm=...)``; None: no dialogue).
 
         Raises:
             ShopSimError: neither a data directory nor a world, or two different worlds.
@@ -94,7 +93,7 @@ class ShopGymEnv(gymnasium.Env[str, str]):
                 raise ShopSimError("ShopGymEnv needs a data directory or a ShopWorld")
             world = ShopWorld.shared(data_dir)
         self.world = world
-        self.env = ShopEnv(world, llm_shopper=llm_shopper)  # llm_shopper: the endpoint behind shopper="llm"
+        self.env = ShopEnv(world, shoppers=shoppers)
         self.task_ids = world.catalog.split(split)
         self.persona = persona
         self.interaction_mode = interaction_mode

@@ -8,19 +8,19 @@ integer that needs a shopper), the LLM shopper's endpoint, the response cap and 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Final
 
 from ..contract import (
-    LLM_SHOPPER,
     SHOPPER_NAMES,
     TERMINATION_REASONS,
     TerminationReason,
     check_task_id,
     require_action_text,
 )
-from ..dialogue.llm_shopper import NO_ENDPOINT
 from ..errors import DialogueError, InvalidRequestError, ResponseTooLong
 from ..versions import EPISODE_LIMITS
+from .shoppers import check_offered
 
 # One step's model text, in characters: the parsers are linear, this bounds the work on every path.
 MAX_RESPONSE_CHARS: Final = 65_536
@@ -49,18 +49,18 @@ def check_reset(
     include_private_goal: object,
     shopper: object,
     shopper_seed: object,
-    has_llm_endpoint: bool,
+    offered: Collection[str],
 ) -> int:
     """Every check of a reset that needs no catalog (the task's existence and persona are the catalog's);
-    returns the task id. Raises InvalidTaskIdError, InvalidRequestError or DialogueError."""
+    returns the task id. ``offered``: the shoppers the environment was given. Raises InvalidTaskIdError,
+    InvalidRequestError or DialogueError."""
     check_task_id(task_id)
     check_interaction_mode(interaction_mode)
     if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
         raise InvalidRequestError("if_persona must be a boolean or null (the task's own mode); "
                                   "include_private_goal must be a boolean")
     check_shopper(shopper)
-    if shopper == LLM_SHOPPER and not has_llm_endpoint:
-        raise DialogueError(NO_ENDPOINT)
+    check_offered(shopper, offered)
     if shopper_seed is not None:
         if isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int) or not SEED_MIN <= shopper_seed <= SEED_MAX:
             raise InvalidRequestError("shopper_seed must be a 64-bit integer or null")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -26,11 +26,7 @@ from ..contract import (
     task_mode,
     visible_instruction,
 )
-from ..dialogue.config import ShopperConfig
-from ..dialogue.llm_shopper import LLMShopper, LLMShopperSettings, ShopperEndpoint
-from ..dialogue.rule_shopper import RuleShopper
-from ..dialogue.shopper import Shopper
-from ..errors import DialogueError, NoActiveEpisodeError, PersonaUnavailableError
+from ..errors import NoActiveEpisodeError, PersonaUnavailableError
 from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
 from ._dialogue_session import DialogueSession
@@ -45,6 +41,7 @@ from .requests import (
     check_transcript_access,
 )
 from .requests import check_shopper as check_shopper  # re-exported (old import path)
+from .shoppers import Shopper, ShopperRegistry
 from .tools import tools_for_state
 
 VIEW_CACHE_SIZE = 65536
@@ -122,18 +119,18 @@ class ShopWorld:
         products = self.catalog.products_by_asin
         return ProductView.listed(asin, self.catalog.product_record(asin), partial(products.__getitem__, asin))
 
-    def new_env(self, *, llm_shopper: ShopperEndpoint | None = None, max_response_chars: int = MAX_RESPONSE_CHARS
+    def new_env(self, *, shoppers: ShopperRegistry | None = None, max_response_chars: int = MAX_RESPONSE_CHARS
                 ) -> ShopEnv:
         """A new session over this world.
 
         Args:
-            llm_shopper: the endpoint ``reset(..., shopper="llm")`` asks (None: no LLM shopper).
+            shoppers: the shoppers ``reset(..., shopper=...)`` may start (``shopper_registry()``; None: no dialogue).
             max_response_chars: the longest action text a step accepts.
 
         Returns:
             A ``ShopEnv`` with no episode yet (call ``reset``).
         """
-        return ShopEnv(self, llm_shopper=llm_shopper, max_response_chars=max_response_chars)
+        return ShopEnv(self, shoppers=shoppers, max_response_chars=max_response_chars)
 
 
 def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | None) -> bool:
@@ -146,32 +143,60 @@ def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | 
     return bool(persona)
 
 
+def _reset_payload(task_id: int, session: ShopSession, goal: Mapping[str, Any], persona: bool,
+                   include_private_goal: bool, shopper: Shopper | None, opening: str) -> dict[str, Any]:
+    """The reset result (docs/contract.md#reset) of a new session: the visible task, the first page, the modes and
+    versions; the shopper's fields in dialogue mode; the private goal when asked for."""
+    observation, state = session.observe()
+    payload: dict[str, Any] = {
+        "task_instruction": visible_instruction(goal, persona) if shopper is None else "",
+        "observation": observation,
+        "message": started_message(task_id),
+        "idx": task_id,
+        "task_mode": task_mode(persona),
+        "interaction_mode": session.interaction_mode,
+        "environment_version": ENVIRONMENT_VERSION,
+        "observation_state": state,
+        "user_persona": strip_reasoning(goal.get("user_persona")) if persona else {},
+    }
+    if shopper is not None:
+        payload["shopper"] = shopper.name
+        payload["shopper_version"] = shopper.version
+        payload["shopper_opening"] = opening
+        payload["dialogue_version"] = DIALOGUE_OBSERVATION_VERSION
+        payload["tool_version"] = DIALOGUE_TOOL_VERSION
+    if include_private_goal:
+        payload["private_task_instruction"] = goal["instruction_text"]
+        payload["goal_options"] = list(goal["goal_options"])
+        payload["reason_key"] = goal.get("reason_key")
+        if shopper is not None:
+            payload["shopper_slots"] = [slot.name for slot in shopper.slots]
+    return payload
+
+
 class ShopEnv:
     """One shopping session: ``reset`` a task, then ``step`` canonical actions until ``done``."""
 
     def __init__(
-        self, world: ShopWorld, *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None,
+        self, world: ShopWorld, *, shoppers: ShopperRegistry | None = None,
         max_response_chars: int = MAX_RESPONSE_CHARS,
     ) -> None:
-        """``llm_shopper``: the endpoint ``reset(..., shopper="llm")`` asks (settings get their own client);
-        ``max_response_chars``: the longest action text ``step`` accepts (the service passes its own cap)."""
+        """``shoppers``: the shoppers ``reset(..., shopper=...)`` may start (``shopsimrl.dialogue.registry.
+        shopper_registry(llm=...)``; None: dialogue mode is refused); ``max_response_chars``: the longest action
+        text ``step`` accepts (the service passes its own cap)."""
         self.world = world
         self.max_response_chars = max_response_chars
         self._session: ShopSession | None = None
         self._private = False  # the last reset's include_private_goal (the transcript's access rule)
         self._persona = False
-        if isinstance(llm_shopper, LLMShopperSettings):
-            llm_shopper = ShopperEndpoint(llm_shopper)
-        if llm_shopper is not None and not isinstance(llm_shopper, ShopperEndpoint):
-            raise DialogueError("llm_shopper must be LLMShopperSettings or a ShopperEndpoint")
-        self.llm_shopper = llm_shopper
+        self.shoppers = shoppers
 
     @classmethod
     def from_data_dir(
-        cls, root: str | os.PathLike[str], *, llm_shopper: ShopperEndpoint | LLMShopperSettings | None = None
+        cls, root: str | os.PathLike[str], *, shoppers: ShopperRegistry | None = None
     ) -> ShopEnv:
         """A session over the process-wide shared world of ``root`` (a ``shopsimrl data prepare`` directory)."""
-        return cls(ShopWorld.shared(root), llm_shopper=llm_shopper)
+        return cls(ShopWorld.shared(root), shoppers=shoppers)
 
     # ------------------------------------------------------------------ API
     def reset(
@@ -183,7 +208,7 @@ class ShopEnv:
         include_private_goal: bool = False,
         session_id: str | None = None,
         shopper: str | None = None,
-        shopper_config: ShopperConfig | None = None,
+        shopper_config: object = None,
         shopper_seed: int | None = None,
     ) -> ResetResult:
         """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
@@ -194,7 +219,7 @@ class ShopEnv:
         ``shopper="rule"`` starts a dialogue episode (always ``multi_turn``): ``task_instruction`` is withheld
         (``""``), ``shopper_opening`` carries the shopper's first message, and ``ask_user`` is offered until
         ``shopper_config.max_questions`` questions have been answered. None (the default) is the reference
-        behaviour, byte for byte. ``shopper="llm"`` asks the endpoint this env was given (``llm_shopper``) for
+        behaviour, byte for byte. ``shopper="llm"`` asks the endpoint this env's ``shoppers`` hold for
         the opening and every reply; a failed call raises :class:`ShopperCallError`. ``shopper_seed`` replaces
         ``shopper_config.sample_seed`` (the LLM shopper sends it as the request seed).
 
@@ -217,73 +242,31 @@ class ShopEnv:
             UnknownTaskError, InvalidTaskIdError, InvalidRequestError, PersonaUnavailableError, DialogueError,
             ShopperCallError (the LLM shopper's opening failed).
         """
+        offered = self.shoppers.names() if self.shoppers is not None else ()
         check_reset(task_id, persona=persona, interaction_mode=interaction_mode,
                     include_private_goal=include_private_goal, shopper=shopper, shopper_seed=shopper_seed,
-                    has_llm_endpoint=self.llm_shopper is not None)
-        if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
-            raise DialogueError("shopper_config must be a ShopperConfig")
-        if shopper_seed is not None:  # the episode seed (eval passes the job's): it replaces the config's sample seed
-            base = shopper_config or ShopperConfig()
-            shopper_config = ShopperConfig(max_questions=base.max_questions, sample_seed=shopper_seed, noise=base.noise)
+                    offered=offered)
+        settings = self.shoppers.settings(shopper_config, shopper_seed) if self.shoppers is not None else None
         goal = self.world.catalog.goal(task_id)
         persona = resolve_persona_mode(task_id, goal, persona)
         chat_shopper: Shopper | None = None
-        opening = ""
-        if shopper is None:
-            session: ShopSession = ShopSession(
-                goal=goal,
-                search=self.world.search,
-                view=self.world.view,
-                interaction_mode=interaction_mode,
-                session_id=session_id,
-            )
-        else:
+        if shopper is not None:
+            assert self.shoppers is not None  # check_reset refused a shopper the env was not given
             interaction_mode = MULTI_TURN
             product = self.world.catalog.products_by_asin.get(goal["asin"])
-            raw = product.raw if product is not None else None
-            if shopper == "llm":
-                assert self.llm_shopper is not None
-                chat_shopper = LLMShopper(goal, raw, shopper_config, self.llm_shopper)
-            else:
-                chat_shopper = RuleShopper(goal, raw, shopper_config)
-            opening = chat_shopper.opening()  # the LLM is asked here: a failure leaves the env as it was
-            session = DialogueSession(
-                shopper=chat_shopper,
-                goal=goal,
-                search=self.world.search,
-                view=self.world.view,
-                interaction_mode=interaction_mode,
-                session_id=session_id,
-            )
+            chat_shopper = self.shoppers.build(shopper, goal, product.raw if product is not None else None, settings)
+        opening = chat_shopper.opening() if chat_shopper is not None else ""  # a failure leaves the env as it was
+        session = self._new_session(goal, interaction_mode, session_id, chat_shopper)
         self._session = session
         self._private = include_private_goal
-        persona_dict = strip_reasoning(goal.get("user_persona")) if persona else {}
-        visible = visible_instruction(goal, persona) if chat_shopper is None else ""
-        observation, state = session.observe()
-        payload: dict[str, Any] = {
-            "task_instruction": visible,
-            "observation": observation,
-            "message": started_message(task_id),
-            "idx": task_id,
-            "task_mode": task_mode(persona),
-            "interaction_mode": interaction_mode,
-            "environment_version": ENVIRONMENT_VERSION,
-            "observation_state": state,
-            "user_persona": persona_dict,
-        }
-        if chat_shopper is not None:
-            payload["shopper"] = chat_shopper.name
-            payload["shopper_version"] = chat_shopper.version
-            payload["shopper_opening"] = opening
-            payload["dialogue_version"] = DIALOGUE_OBSERVATION_VERSION
-            payload["tool_version"] = DIALOGUE_TOOL_VERSION
-        if include_private_goal:
-            payload["private_task_instruction"] = goal["instruction_text"]
-            payload["goal_options"] = list(goal["goal_options"])
-            payload["reason_key"] = goal.get("reason_key")
-            if chat_shopper is not None:
-                payload["shopper_slots"] = [slot.name for slot in chat_shopper.slots]
+        payload = _reset_payload(task_id, session, goal, persona, include_private_goal, chat_shopper, opening)
         return cast(ResetResult, payload)
+
+    def _new_session(self, goal: Mapping[str, Any], interaction_mode: str, session_id: str | None,
+                     shopper: Shopper | None) -> ShopSession:
+        kind: Callable[..., ShopSession] = ShopSession if shopper is None else partial(DialogueSession, shopper=shopper)
+        return kind(goal=goal, search=self.world.search, view=self.world.view, interaction_mode=interaction_mode,
+                    session_id=session_id)
 
     def step(self, action: str) -> StepResult:
         """Apply ``action``: a canonical ``search[...]`` / ``click[...]`` string, or a model's whole answer whose

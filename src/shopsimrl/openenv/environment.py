@@ -17,6 +17,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 from ..agent.episode_shell import EpisodeShell
 from ..contract import ACTION_LIMIT, PERSONA_MODE, SINGLE_TURN
+from ..dialogue.registry import shopper_registry
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..env.tools import action_of_call, argument_key, tools_for_state
 from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
@@ -57,7 +58,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def __init__(self, world: ShopWorld) -> None:
         super().__init__()
         self.world = world
-        self._env = ShopEnv(world)
+        self._env = ShopEnv(world, shoppers=shopper_registry())  # the rule shopper (dialogue mode)
         self._state = ShopSimState(**version_strings())
         self.shell = EpisodeShell.ended()  # the episode shell (agent/episode_shell.py); reset starts a new one
 

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from ..contract import SINGLE_TURN
-from ..env.tools import TOOLS, tool_named
+from ..env.tools import TOOLS, arguments_summary, tool_choice_summary, tool_named, tool_names
 from ..versions import EPISODE_LIMITS
 
 
@@ -22,7 +22,7 @@ def _registered(name: str) -> str:
     ``ValueError`` in an error's context cannot be serialised (the session would end with SESSION_ERROR)."""
     if tool_named(name) is None:
         raise PydanticCustomError("unknown_tool", "unknown tool '{name}'; the tools are {tools}",
-                                  {"name": name, "tools": ", ".join(tool.name for tool in TOOLS)})
+                                  {"name": name, "tools": ", ".join(tool_names())})
     return name
 
 
@@ -31,11 +31,10 @@ class ShopSimAction(Action):
     ``ask_user`` with ``{"question": …}`` (dialogue episodes only: reset with a ``shopper``)."""
 
     tool: Annotated[str, AfterValidator(_registered)] = Field(
-        description="the tool called: search, click, or ask_user (dialogue mode)",
+        description=f"the tool called: {tool_choice_summary()}",
         json_schema_extra={"enum": [tool.name for tool in TOOLS]})
     arguments: dict[str, Any] = Field(default_factory=dict,
-                                      description='{"query": text} for search, {"value": enum value} for click, '
-                                                  '{"question": text} for ask_user')
+                                      description=arguments_summary())
 
 
 class ShopSimObservation(Observation):

@@ -14,6 +14,10 @@ from ..contract import ACTION_LIMIT, SINGLE_TURN, ShopperName
 from ..contract import InteractionMode as InteractionMode
 from ..contract import TaskMode as TaskMode
 from ..contract import TerminationReason as TerminationReason
+from ..env.tools import TOOLS
+
+# The reference API's canonical actions, from the registry: `search[...]` / `click[...]` (no dialogue-only tool).
+_PAGE_ACTIONS = " / ".join(f"`{tool.name}[...]`" for tool in TOOLS if not tool.dialogue_only)
 
 
 def _integral(value: object) -> object:
@@ -55,7 +59,7 @@ class CreateSession(BaseModel):
 
 class StepRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    action: str = Field(description="canonical `search[...]` / `click[...]`, or model text with one `Action:` "
+    action: str = Field(description=f"canonical {_PAGE_ACTIONS}, or model text with one `Action:` "
                         "line; at most the server's --max-response-chars (default 65,536; 413 beyond)")
 
 

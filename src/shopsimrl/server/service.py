@@ -15,6 +15,7 @@ from typing import Any
 
 from ..contract import ACTION_LIMIT, LLM_SHOPPER, SINGLE_TURN
 from ..dialogue.llm_shopper import ShopperEndpoint
+from ..dialogue.registry import shopper_registry
 from ..env.requests import MAX_RESPONSE_CHARS, check_reset
 from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
 from ..errors import InvalidRequestError, NoActiveEpisodeError
@@ -53,6 +54,7 @@ class EnvService:
     ) -> None:
         self.world = world
         self.llm_shopper = llm_shopper  # the endpoint behind shopper "llm" (None: such resets are refused)
+        self.shoppers = shopper_registry(llm=llm_shopper)
         self.max_response_chars = max_response_chars
         self.pool: LeasePool[ShopEnv] = LeasePool(
             slots, idle_timeout=idle_timeout, first_slot=first_slot, lease_prefix=lease_prefix)
@@ -73,7 +75,7 @@ class EnvService:
         wait (FIFO) for a slot, start the episode; the slot is freed if that fails."""
         check_reset(task_id, persona=persona, interaction_mode=interaction_mode,
                     include_private_goal=include_private_goal, shopper=shopper, shopper_seed=shopper_seed,
-                    has_llm_endpoint=self.llm_shopper is not None)
+                    offered=self.shoppers.names())
         if wait_timeout is None:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
@@ -81,7 +83,7 @@ class EnvService:
             raise InvalidRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
         # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
         resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
-        env = self.world.new_env(llm_shopper=self.llm_shopper, max_response_chars=self.max_response_chars)
+        env = self.world.new_env(shoppers=self.shoppers, max_response_chars=self.max_response_chars)
         lease = await self.pool.acquire(env, wait_timeout=wait_timeout)
         try:
             call = functools.partial(

@@ -35,7 +35,7 @@ def template_files(folder: Path, *, training: bool = False) -> list[Path]:
 def base_tokenizer(data_dir: Path, chat_template: str) -> Any:
     """The matrix's byte-level BPE, trained once on the prepared catalog's products and the system prompt."""
     from ..agent.prompt import SYSTEM_PROMPT
-    from .tiny_hf import build_bpe_tokenizer
+    from ..train.bpe_tokenizer import build_bpe_tokenizer
 
     products = json.loads(gzip.decompress((data_dir / "products.json.gz").read_bytes()))
     corpus = [SYSTEM_PROMPT, *(json.dumps(p, ensure_ascii=False) for p in products)]

@@ -20,7 +20,7 @@ from ..agent.prompt import sha256_json
 from ..errors import RecipeError
 
 if TYPE_CHECKING:
-    from .cpu_demo import RecipeConfig
+    from .cpu_demo_config import RecipeConfig
 
 BASELINES = ("first", "heuristic")
 AUTO = "sft-auto"  # the SFT checkpoint with tool_choice="auto"

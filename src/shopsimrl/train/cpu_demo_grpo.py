@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .groups import DROP_UNSCORED, DROP_ZERO_SPREAD, KEEP, group_decision
 
 if TYPE_CHECKING:
-    from .cpu_demo import RecipeConfig
+    from .cpu_demo_config import RecipeConfig
 
 
 def rollout_metrics(out: dict[str, Any], trajectories_steps: list[list[dict[str, Any]]], successes: list[float],

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RecipeError
-from .cpu_demo import GPU, SMOKE, STAGES, RecipeConfig, _timed, _torch_setup
+from .cpu_demo import _timed, _torch_setup
+from .cpu_demo_config import GPU, SMOKE, STAGES, RecipeConfig
 
 KIND = "shopsimrl-cpu-demo"  # config.json's marker: this directory is a cpu-demo run
 RESULT_STAGES = ("init", "demos", "sft", "grpo", "eval")

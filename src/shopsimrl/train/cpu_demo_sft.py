@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import RecipeError
 
 if TYPE_CHECKING:
-    from .cpu_demo import RecipeConfig
+    from .cpu_demo_config import RecipeConfig
 
 
 def sft_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

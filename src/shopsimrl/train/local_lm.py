@@ -2,7 +2,7 @@
 
 * :func:`build_tokenizer`: a byte-level BPE trained on the public product fields, the train split's requests, the
   system prompt and the tool schemas
-  (:func:`~shopsimrl.train.tiny_hf.build_bpe_tokenizer`), with the Qwen2.5 chat template TRL bundles, so the
+  (:func:`~shopsimrl.train.bpe_tokenizer.build_bpe_tokenizer`), with the Qwen2.5 chat template TRL bundles, so the
   rollout core, TRL's trainers and the served checkpoint all render exactly what a GPU user's Qwen model would.
 * :func:`build_model`: a Qwen2-architecture ``transformers`` model with random init (:data:`PRESETS`).
 * :class:`CachedGenerate`: ``generate(prompt_ids) -> Generation`` for ``make_rollout_func(generate_factory=...)``
@@ -86,7 +86,7 @@ def corpus(data: str | Path, *, products: int = 6000, train_requests: bool = Tru
 
 
 def build_tokenizer(texts: Iterable[str], preset: ModelPreset) -> Any:
-    from .tiny_hf import build_bpe_tokenizer
+    from .bpe_tokenizer import build_bpe_tokenizer
 
     return build_bpe_tokenizer(texts, vocab_size=preset.vocab_size, chat_template=chat_template())
 

@@ -27,6 +27,7 @@ from typing import Any
 from ..agent.episode_shell import EpisodeShell
 from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
+from ..dialogue.registry import shopper_registry
 from ..env.tools import TOOLS, tool_method
 from ..errors import AdapterError, NoActiveEpisodeError
 from .row_codec import environment_columns, parse_environment_row, rows_of, shopper_field
@@ -70,7 +71,7 @@ class ShopToolEnvironment:
             raise AdapterError(f"row for task {task.task_id} asks for the {task.shopper!r} shopper: use "
                                "ShopDialogueToolEnvironment, which has the ask_user tool")
         if self._env is None:
-            self._env = self.world.new_env()
+            self._env = self.world.new_env(shoppers=shopper_registry())
         if task.shopper is None:
             reset = self._env.reset(task.task_id, persona=self.persona)
         else:  # a shopper implies multi_turn

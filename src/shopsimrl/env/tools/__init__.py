@@ -1,11 +1,13 @@
 """The environment's tools (docs/contract.md#tools): one object per tool, and the registry every path reads.
 
-Adding a tool is its own module (a :class:`Tool` subclass: name, argument schema, when a page offers it, how it
-applies to the session, its feedback codes) plus one line in :data:`TOOLS`. The per-page list
+Adding a tool is its own module (a :class:`Tool` subclass: name, argument schema, descriptions, when a page offers
+it, how it changes the session through the :class:`ToolSession` primitives, its feedback codes) plus one line in
+:data:`TOOLS`. The per-page list
 (:func:`tools_for_state`, rebuilt from the ``observation_state`` every turn so that a model can only name values
 the page offers; byte-for-byte the reference's ``shopping-tools-paper-v4`` schemas), the whole-episode list
-(:func:`episode_tools`), the session's dispatch, the validator, OpenEnv, TRL's environment class and the
-verifiers toolset all derive from it.
+(:func:`episode_tools`), the tool names (:func:`tool_names`), the session's dispatch, the validator, OpenEnv's
+models (:func:`tool_choice_summary`, :func:`arguments_summary`), TRL's environment class and the verifiers
+toolset all derive from it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ...contract import ASK_USER_TOOL as ASK_USER_TOOL
 from ...contract import CLICK_TOOL as CLICK_TOOL
 from ...contract import SEARCH_TOOL as SEARCH_TOOL
 from ...errors import ObservationError
-from ._tool import Tool, ToolSession, tool_method
+from ._tool import Conversation, Tool, ToolSession, tool_method
 from .ask_user import ASK_USER, ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION
 from .click import CLICK, CLICK_DESCRIPTION, EPISODE_VALUE_DESCRIPTION, VALUE_DESCRIPTION
 from .search import QUERY_DESCRIPTION, SEARCH, SEARCH_DESCRIPTION
@@ -28,6 +30,25 @@ TOOLS: list[Tool] = [
     CLICK,
     ASK_USER,
 ]
+
+
+def tool_names() -> tuple[str, ...]:
+    """The registered tools' names, in registry order (``search``, ``click``, ``ask_user``)."""
+    return tuple(tool.name for tool in TOOLS)
+
+
+def _or_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + ", or " + items[-1]
+
+
+def tool_choice_summary() -> str:
+    """One line naming every tool, for a schema's field description (dialogue-only ones marked)."""
+    return _or_list([tool.name + (" (dialogue mode)" if tool.dialogue_only else "") for tool in TOOLS])
+
+
+def arguments_summary() -> str:
+    """One line giving each tool's arguments object, for a schema's field description."""
+    return ", ".join(f'{{"{tool.argument}": {tool.argument_kind}}} for {tool.name}' for tool in TOOLS)
 
 
 def tool_named(name: object) -> Tool | None:
@@ -89,12 +110,16 @@ __all__ = [
     "SEARCH_TOOL",
     "TOOLS",
     "VALUE_DESCRIPTION",
+    "Conversation",
     "Tool",
     "ToolSession",
     "action_of_call",
     "argument_key",
+    "arguments_summary",
     "episode_tools",
+    "tool_choice_summary",
     "tool_method",
     "tool_named",
+    "tool_names",
     "tools_for_state",
 ]

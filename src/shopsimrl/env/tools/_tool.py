@@ -3,8 +3,10 @@
 Every other view of a tool is derived from one :class:`Tool` object: the per-page OpenAI function schema (the
 runtime, OpenEnv, the HTTP clients), the whole-episode schema (chat templates, OpenEnv's static MCP list), the
 docstrings TRL and verifiers build their schemas from, the validator's argument check and the session's
-dispatch. A tool's checks and feedback live in its own module (``search.py``, ``click.py``, ``ask_user.py``);
-the session only owns the page state those checks read and the transitions they call.
+dispatch. A tool owns its change (as a tau2-bench tool is the method that changes the state): its checks, which
+transition each argument makes and its feedback live in its own module (``search.py``, ``click.py``,
+``ask_user.py``), written with the few general primitives of :class:`ToolSession` that both session classes
+implement; a new tool needs no new session method (its own state, if any, goes in :meth:`ToolSession.tool_state`).
 """
 
 from __future__ import annotations
@@ -15,22 +17,56 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
 from ...contract import format_action
+from .._product_view import ProductView
+
+
+class Conversation(Protocol):
+    """The shopper of a dialogue episode, as a tool sees it: the questions left, and one question asked."""
+
+    def questions_left(self) -> int: ...
+
+    def ask(self, question: str) -> str:
+        """The shopper's reply; the question is counted (may raise ShopperCallError before anything is counted)."""
+        ...
 
 
 class ToolSession(Protocol):
-    """What a tool may read and call on the episode it is applied to (``ShopSession`` / ``DialogueSession``)."""
+    """The general primitives a tool works through (``ShopSession`` / ``DialogueSession`` implement them): what the
+    page is, and the transitions between pages. Which argument makes which transition is the tool's own rule."""
 
-    dialogue: bool
-    page: str
-    options: dict[str, str]
+    dialogue: bool  # whether dialogue-only tools apply
+    page: str  # the page type (contract.SEARCH_HOME, SEARCH_RESULTS, PRODUCT_DETAIL, TERMINAL)
+    page_number: int  # the results page shown (1-based; 0 on the search home)
+    options: dict[str, str]  # the product page's selected options, axis → value
+    view: ProductView | None  # the open product's page data (None off the product page)
 
+    # ----------------------------------------------------------------- reading the page
     def clickables(self) -> list[str]: ...
+    def page_asins(self) -> tuple[str, ...]: ...
     def missing_axes(self) -> list[str]: ...
-    def run_search(self, query: str) -> None: ...
-    def click_label(self, label: str) -> None: ...
-    def buy(self) -> None: ...
-    def questions_left(self) -> int: ...
-    def ask(self, question: str) -> str: ...
+    @property
+    def conversation(self) -> Conversation | None:
+        """The shopper to ask (None outside dialogue mode)."""
+        ...
+    def tool_state(self, tool: str) -> dict[str, Any]:
+        """The episode's own state of ``tool`` (an empty dict at first), for a tool that keeps any."""
+        ...
+
+    # ----------------------------------------------------------------- changing it
+    def run_search(self, query: str) -> None:
+        """Run ``query`` and show its first results page."""
+        ...
+    def show_results(self, page_number: int) -> None:
+        """Show results page ``page_number`` of the last search (closing the product page, if open)."""
+        ...
+    def go_home(self) -> None:
+        """Back to the search home (the search and the product are forgotten)."""
+        ...
+    def open_product(self, asin: str) -> None: ...
+    def select_option(self, axis: str, value: str) -> None: ...
+    def buy(self) -> None:
+        """Buy the open product with the selected options: scored, and the episode ends."""
+        ...
 
 
 def _function(name: str, description: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +98,7 @@ class Tool(ABC):
     min_length: ClassVar[int | None] = None
     max_length: ClassVar[int | None] = None
     returns: ClassVar[str] = "The new page as text."
+    argument_kind: ClassVar[str] = "text"  # what the argument holds, in one word or two (OpenEnv's field description)
     dialogue_only: ClassVar[bool] = False  # offered and applied in dialogue episodes only
     feedback_codes: ClassVar[tuple[str, ...]] = ()  # the ``reason`` codes :meth:`apply` may return
 

@@ -17,9 +17,9 @@ from ...contract import (
     EMPTY_ARGUMENT,
     EXECUTED,
     MULTIPLE_ACTIONS,
+    PAGE_TOOL_NAMES,
     QUESTION_ARGUMENT,
     REPLY_PREFIX,
-    TOOL_NAMES,
     chained_actions,
 )
 from ...versions import MAX_QUESTION_CHARS
@@ -34,8 +34,9 @@ MSG_EMPTY_QUESTION = "ask_user[...] 的问题不能为空"
 MSG_QUESTION_TOO_LONG = f"问题不能超过 {MAX_QUESTION_CHARS} 个字符"
 MSG_ASK_USER_UNAVAILABLE = "提问次数已用完，不能再向顾客提问"
 MSG_MULTIPLE = "一次调用只能执行一个 search[...]、click[...] 或 ask_user[...] 动作"
-# ``]`` followed (optionally after one separator) by another action: ``ask_user[a] ask_user[b]``.
-_CHAINED = chained_actions(TOOL_NAMES)
+# ``]`` followed (optionally after one separator) by another action: ``ask_user[a] ask_user[b]``. The tools of
+# shopsimrl-dialogue-tools-v1 (a tool registered later does not change this rule).
+_CHAINED = chained_actions((*PAGE_TOOL_NAMES, ASK_USER_TOOL))
 
 
 class AskUserTool(Tool):
@@ -62,9 +63,10 @@ class AskUserTool(Tool):
             return feedback(shown, False, QUESTION_TOO_LONG, MSG_QUESTION_TOO_LONG)
         if _CHAINED.search(argument) is not None:
             return feedback(shown, False, MULTIPLE_ACTIONS, MSG_MULTIPLE)
-        if session.questions_left() <= 0:
+        conversation = session.conversation
+        if conversation is None or conversation.questions_left() <= 0:
             return feedback(shown, False, ASK_USER_UNAVAILABLE, MSG_ASK_USER_UNAVAILABLE)
-        reply = session.ask(argument.strip())  # may raise ShopperCallError: nothing counted yet
+        reply = conversation.ask(argument.strip())  # may raise ShopperCallError: nothing counted yet
         return feedback(shown, True, EXECUTED, REPLY_PREFIX + reply, reply=reply)
 
 

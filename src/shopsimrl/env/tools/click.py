@@ -1,4 +1,7 @@
-"""``click(value)``: offered wherever the page has clickable values, its schema's enum is exactly those values."""
+"""``click(value)``: offered wherever the page has clickable values, its schema's enum is exactly those values.
+
+The tool decides what a value does (:func:`_click`): back to search, the results' next/previous page, a
+product, the product page's previous page (its results page), an option, or buy now."""
 
 from __future__ import annotations
 
@@ -7,13 +10,17 @@ from typing import Any, ClassVar
 
 from ...contract import (
     ALREADY_SELECTED,
+    BACK_TO_SEARCH,
     BUY_NOW,
     CLICK_TOOL,
     EMPTY_ARGUMENT,
     EXECUTED,
     INCOMPLETE_OPTIONS,
+    NEXT,
     OPTION_SEPARATOR,
+    PREV,
     PRODUCT_DETAIL,
+    SEARCH_RESULTS,
     UNAVAILABLE_ACTION,
     VALUE_ARGUMENT,
 )
@@ -39,6 +46,7 @@ class ClickTool(Tool):
     description: ClassVar[str] = CLICK_DESCRIPTION
     argument_description: ClassVar[str] = VALUE_DESCRIPTION
     episode_argument_description: ClassVar[str | None] = EPISODE_VALUE_DESCRIPTION
+    argument_kind: ClassVar[str] = "enum value"
     feedback_codes: ClassVar[tuple[str, ...]] = (
         EXECUTED, EMPTY_ARGUMENT, ALREADY_SELECTED, INCOMPLETE_OPTIONS, UNAVAILABLE_ACTION,
     )
@@ -66,9 +74,27 @@ class ClickTool(Tool):
             session.buy()
             return feedback(shown, True, EXECUTED, MSG_PURCHASE_EXECUTED)
         if argument in session.clickables():
-            session.click_label(argument)
+            _click(session, argument)
             return feedback(shown, True, EXECUTED, MSG_CLICK_EXECUTED)
         return feedback(shown, False, UNAVAILABLE_ACTION, MSG_UNAVAILABLE_ACTION + argument)
+
+
+def _click(session: ToolSession, label: str) -> None:
+    """The transition of a clickable ``label`` (one of ``session.clickables()``, not buy now)."""
+    if label == BACK_TO_SEARCH:
+        session.go_home()
+    elif session.page == SEARCH_RESULTS:
+        if label in (NEXT, PREV):
+            session.show_results(session.page_number + (1 if label == NEXT else -1))
+        else:
+            session.open_product(next(asin for asin in session.page_asins() if asin.casefold() == label))
+    elif label == PREV:  # the product page's previous page is the results page it was opened from
+        session.show_results(session.page_number)
+    else:
+        assert session.view is not None
+        option = session.view.label_of(label)
+        assert option is not None
+        session.select_option(option.axis, option.value)
 
 
 def _is_selected(options: Mapping[str, str], argument: str) -> bool:
