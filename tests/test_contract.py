@@ -29,7 +29,7 @@ from shopsimrl.contract import (
     visible_instruction,
 )
 from shopsimrl.env.tools import action_of_call, argument_key
-from shopsimrl.errors import InvalidTaskIdError, ShopSimError
+from shopsimrl.errors import RequestError, ShopSimError
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "shopsimrl"
@@ -209,7 +209,7 @@ def test_option_labels_use_the_separator():
 
 @pytest.mark.parametrize("task_id", [True, False, "3", 3.0, None, [1]])
 def test_a_task_id_must_be_an_int(task_id):
-    with pytest.raises(InvalidTaskIdError, match="task idx must be an integer") as caught:
+    with pytest.raises(RequestError, match="task idx must be an integer") as caught:
         check_task_id(task_id)
     assert isinstance(caught.value, ShopSimError) and isinstance(caught.value, ValueError)
 

@@ -23,7 +23,7 @@ from shopsimrl.dialogue.noise import approximate, episode_rng
 from shopsimrl.dialogue.replies import ALL_SAID, NEUTRAL_REPLY
 from shopsimrl.dialogue.slots import build_slots
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.errors import DialogueError, ShopSimError
+from shopsimrl.errors import RequestError, ShopSimError
 from shopsimrl.versions import MAX_QUESTION_CHARS
 
 GOLDEN = Path(__file__).parent / "golden" / "dialogue_conversations.json"
@@ -193,13 +193,13 @@ def test_lexicon_prefers_named_slots_and_refuses_foreign_axes(world: ShopWorld) 
     [{"max_questions": -1}, {"max_questions": True}, {"max_questions": 10_000}, {"sample_seed": "1"}, {"noise": 0.5}],
 )
 def test_bad_shopper_settings_are_typed_errors(kwargs: dict) -> None:
-    with pytest.raises(DialogueError):
+    with pytest.raises(RequestError):
         ShopperConfig(**kwargs)
 
 
 @pytest.mark.parametrize("rates", [{"omit": 1.5}, {"paraphrase": -0.1}, {"approximate_budget": float("nan")}])
 def test_bad_noise_rates_are_typed_errors(rates: dict) -> None:
-    with pytest.raises(DialogueError) as info:
+    with pytest.raises(RequestError) as info:
         NoiseConfig(**rates)
     assert isinstance(info.value, ShopSimError)
 

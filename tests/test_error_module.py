@@ -17,16 +17,16 @@ STAYING = {
     "_Abort": "env/_result_rules.py: the checker's internal early exit",
     "EnvCheckError": "env/checker.py: check_env's verdict (an AssertionError) on a foreign implementation",
     "PostingsUnavailable": "search/_postings.py: the search backend falls back to SQLite; never reaches a caller",
-    "VocabularyError": "generate/vocabulary.py: a broken vocabulary file shipped in the package (a build error)",
-    "FaultError": "agent/policy_server.py: a --faults value of the policy server's own test switch",
-    "ShopperScriptError": "agent/shopper_backend.py: the scripted shopper's own request check",
-    "SlimeAborted": "train/slime.py: slime's abort flag inside the adapter, recorded as an aborted episode",
-    "OpenEnvUsageError": "openenv/environment.py: an InvalidRequestError of the OpenEnv wrapper (issue 28 reworks it)",
-    "TaskIndexError": "openenv/environment.py: as OpenEnvUsageError",
+    "DataError": "generate/vocabulary.py: a broken vocabulary file shipped in the package (a build error)",
+    "ConfigError": "agent/policy_server.py: a --faults value of the policy server's own test switch",
+    "PolicyError": "agent/shopper_backend.py: the scripted shopper's own request check",
+    "RolloutError": "train/slime.py: slime's abort flag inside the adapter, recorded as an aborted episode",
+    "RequestError": "openenv/environment.py: an RequestError of the OpenEnv wrapper (issue 28 reworks it)",
+    "RequestError": "openenv/environment.py: as RequestError",
     # the HTTP guard's admission refusals (an allowed CORS preflight is a response: guard.Preflight)
     **{name: "server/guard.py: an admission refusal" for name in (
-        "Refusal", "BodyTooLarge", "HostNotServed", "CrossOriginRefused", "Unauthorized",
-        "UnsupportedMediaType", "InvalidText", "NestedTooDeep")},
+        "AdmissionError", "AdmissionError", "AdmissionError", "AdmissionError", "AdmissionError",
+        "AdmissionError", "AdmissionError", "AdmissionError")},
 }
 
 

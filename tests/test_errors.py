@@ -30,19 +30,8 @@ import shopsimrl
 from live_server import serve
 from shopsimrl import errors
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.errors import (
-    DialogueError,
-    EpisodeTerminatedError,
-    InvalidActionError,
-    InvalidRequestError,
-    InvalidTaskIdError,
-    LeaseError,
-    NoActiveEpisodeError,
-    PersonaUnavailableError,
-    ShopSimError,
-    UnknownTaskError,
-)
-from shopsimrl.server import AsyncShopClient, ServiceError, ShopClient, create_app
+from shopsimrl.errors import EpisodeStateError, LeaseError, RequestError, ServiceError, ShopSimError
+from shopsimrl.server import AsyncShopClient, ShopClient, create_app
 from shopsimrl.server.http_errors import ERROR_CLASS_OF_CODE, ERROR_TABLE, encode, rebuild, row_of, status_of
 from shopsimrl.server.service import EnvService
 
@@ -88,7 +77,7 @@ def test_every_exception_class_in_the_package_is_a_shopsim_error():
     assert _outside_the_tree(classes) == []
     # the walk really found the package's errors, wherever they are defined
     names = {name.rsplit(".", 1)[1] for name in classes}
-    assert {"LeaseError", "PoolTimeout", "SessionNotFound", "InvalidRequestError", "Refusal", "ServiceError",
+    assert {"LeaseError", "AdmissionError", "RequestError", "ServiceError",
             "PostingsUnavailable", "_Abort", "_Reject", "RolloutError"} <= names, names
     assert len(classes) >= 50 and len(modules) > 100 and len(skipped) < 15, (len(classes), len(modules), skipped)
 
@@ -118,26 +107,26 @@ def test_modules_skipped_for_a_missing_extra_define_errors_in_the_tree_too():
 # ---------------------------------------------------------------------------------------------- one table
 # Every error class raised by the env or the server -> (status, code). Written out: this is the wire contract.
 EXPECTED = {
-    errors.UnknownTaskError: (404, "unknown_task"),
-    errors.PersonaUnavailableError: (400, "persona_unavailable"),
-    errors.DialogueError: (400, "dialogue_unavailable"),
-    errors.EpisodeTerminatedError: (409, "episode_terminated"),
-    errors.NoActiveEpisodeError: (409, "no_active_episode"),
-    errors.InvalidRequestError: (400, "invalid_request"),
-    errors.InvalidActionError: (400, "invalid_action"),
-    errors.ResponseTooLong: (413, "response_too_long"),
+    errors.RequestError: (404, "unknown_task"),
+    errors.RequestError: (400, "persona_unavailable"),
+    errors.RequestError: (400, "dialogue_unavailable"),
+    errors.EpisodeStateError: (409, "episode_terminated"),
+    errors.EpisodeStateError: (409, "no_active_episode"),
+    errors.RequestError: (400, "invalid_request"),
+    errors.RequestError: (400, "invalid_action"),
+    errors.RequestError: (413, "response_too_long"),
     errors.LeaseError: (409, "stale_lease"),
-    errors.SessionNotFound: (404, "session_not_found"),
-    errors.PoolTimeout: (503, "no_free_slot"),
-    errors.WorkerUnavailableError: (502, "worker_unavailable"),
-    errors.DataIntegrityError: (503, "data_integrity"),
-    errors.SearchIndexError: (503, "search_unavailable"),
-    errors.ReplayError: (400, "invalid_replay_request"),
-    errors.ReplayNotFoundError: (404, "replay_not_found"),
-    errors.ObservationError: (400, "bad_request"),
-    errors.InvalidGoalError: (400, "bad_request"),
-    errors.InvalidSelectionError: (400, "bad_request"),
-    errors.SplitError: (400, "invalid_split"),
+    errors.LeaseError: (404, "session_not_found"),
+    errors.AdmissionError: (503, "no_free_slot"),
+    errors.ServiceError: (502, "worker_unavailable"),
+    errors.DataError: (503, "data_integrity"),
+    errors.DataError: (503, "search_unavailable"),
+    errors.RequestError: (400, "invalid_replay_request"),
+    errors.RequestError: (404, "replay_not_found"),
+    errors.DataError: (400, "bad_request"),
+    errors.DataError: (400, "bad_request"),
+    errors.DataError: (400, "bad_request"),
+    errors.DataError: (400, "invalid_split"),
     errors.ShopSimError: (400, "bad_request"),
 }
 
@@ -145,10 +134,10 @@ EXPECTED = {
 def _guard_classes() -> dict[type[ShopSimError], tuple[int, str]]:
     from shopsimrl.server import guard
 
-    return {guard.BodyTooLarge: (413, "body_too_large"), guard.HostNotServed: (421, "host_not_served"),
-            guard.CrossOriginRefused: (403, "cross_origin_refused"),
-            guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type"),
-            guard.InvalidText: (400, "invalid_text"), guard.NestedTooDeep: (400, "nested_too_deep")}
+    return {guard.AdmissionError: (413, "body_too_large"), guard.AdmissionError: (421, "host_not_served"),
+            guard.AdmissionError: (403, "cross_origin_refused"),
+            guard.AdmissionError: (401, "unauthorized"), guard.AdmissionError: (415, "unsupported_media_type"),
+            guard.AdmissionError: (400, "invalid_text"), guard.AdmissionError: (400, "nested_too_deep")}
 
 
 @pytest.mark.parametrize(("error", "expected"), [*EXPECTED.items(), *_guard_classes().items()],
@@ -162,7 +151,7 @@ def test_each_error_class_has_one_status_and_code(error, expected):
     for a in listed:
         for b in listed:
             assert issubclass(a, b) or issubclass(b, a), f"{error.__name__}: {a.__name__} and {b.__name__}"
-    assert status_of(error("x") if error not in (UnknownTaskError, PersonaUnavailableError) else error(7)) \
+    assert status_of(error("x") if error not in (RequestError, RequestError) else error(7)) \
         == expected[0]
 
 
@@ -186,8 +175,8 @@ def test_everything_the_env_and_the_server_raise_is_in_the_table():
     # _Abort and EnvCheckError: the conformance checker's own verdicts, never sent over HTTP
     untyped = raised - set(known) - internal - {"ServiceError", "_unreachable"}  # the clients' transport failure
     assert untyped == set(), untyped
-    assert {"PersonaUnavailableError", "EpisodeTerminatedError", "LeaseError", "InvalidRequestError"} <= raised
-    assert guard.BodyTooLarge.__name__ in raised
+    assert {"RequestError", "EpisodeStateError", "LeaseError"} <= raised
+    assert guard.AdmissionError.__name__ in raised
 
 
 def test_codes_name_one_class_each_and_the_clients_rebuild_them():
@@ -223,21 +212,21 @@ Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 # name -> (calls that must succeed, the bad call, the class all three paths raise)
 CASES: dict[str, tuple[list[Call], Call, type[ShopSimError]]] = {
-    "unknown task": ([], ("reset", (UNKNOWN_TASK,), {}), UnknownTaskError),
-    "task id not an integer": ([], ("reset", ("7",), {}), InvalidTaskIdError),
-    "persona on a standard task": ([], ("reset", (STANDARD_TASK,), {"persona": True}), PersonaUnavailableError),
-    "unknown interaction mode": ([], ("reset", (PERSONA_TASK, None, "three_turn"), {}), InvalidRequestError),
-    "unknown shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "robot"}), DialogueError),
-    "llm shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "llm"}), DialogueError),
-    "step before reset": ([], ("step", ("search[x]",), {}), NoActiveEpisodeError),
+    "unknown task": ([], ("reset", (UNKNOWN_TASK,), {}), RequestError),
+    "task id not an integer": ([], ("reset", ("7",), {}), RequestError),
+    "persona on a standard task": ([], ("reset", (STANDARD_TASK,), {"persona": True}), RequestError),
+    "unknown interaction mode": ([], ("reset", (PERSONA_TASK, None, "three_turn"), {}), RequestError),
+    "unknown shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "robot"}), RequestError),
+    "llm shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "llm"}), RequestError),
+    "step before reset": ([], ("step", ("search[x]",), {}), EpisodeStateError),
     "step after the end": ([("reset", (STANDARD_TASK,), {}), ("terminate", (), {})],
-                           ("step", ("click[buy now]",), {}), EpisodeTerminatedError),
+                           ("step", ("click[buy now]",), {}), EpisodeStateError),
     "terminate after the end": ([("reset", (STANDARD_TASK,), {}), ("terminate", ("generation_length",), {})],
-                                ("terminate", (), {}), EpisodeTerminatedError),
+                                ("terminate", (), {}), EpisodeStateError),
     "unknown termination reason": ([("reset", (STANDARD_TASK,), {})], ("terminate", ("bored",), {}),
-                                   InvalidRequestError),
-    "action not a string": ([("reset", (STANDARD_TASK,), {})], ("step", (123,), {}), InvalidActionError),
-    "action missing": ([("reset", (STANDARD_TASK,), {})], ("step", (None,), {}), InvalidActionError),
+                                   RequestError),
+    "action not a string": ([("reset", (STANDARD_TASK,), {})], ("step", (123,), {}), RequestError),
+    "action missing": ([("reset", (STANDARD_TASK,), {})], ("step", (None,), {}), RequestError),
 }
 
 
@@ -278,7 +267,7 @@ def test_the_same_bad_input_raises_the_same_error_on_every_path(case, world, bas
     for error in (in_process, sync, asynchronous):
         assert type(error) is expected, (case, type(error), error)
     assert str(sync) == str(asynchronous) == str(in_process), case
-    if isinstance(in_process, (UnknownTaskError, PersonaUnavailableError)):
+    if isinstance(in_process, (RequestError, RequestError)):
         assert sync.task_id == asynchronous.task_id == in_process.task_id  # type: ignore[attr-defined]
 
 
@@ -318,7 +307,7 @@ def test_the_clients_keep_service_error_for_the_transport(base_url):
     """No answer, or an answer that is not the service's JSON, is a ServiceError, not a library error."""
     with ShopClient("http://127.0.0.1:9") as nowhere, pytest.raises(ServiceError, match="cannot reach") as caught:
         nowhere.reset(0)
-    assert caught.value.status == 0 and not isinstance(caught.value, InvalidRequestError)
+    assert caught.value.status == 0 and not isinstance(caught.value, RequestError)
     with ShopClient(base_url) as client:
         answer = client._http.get("/v1/no-such-route")  # FastAPI's own 404: a code no library class has
         assert answer.json() == {"error": "Not Found", "code": "not_found"}

@@ -9,12 +9,8 @@ import pytest
 
 from shopsimrl.catalog.prepare import PrepareOptions
 from shopsimrl.cli import main
-from shopsimrl.eval.scenarios import (
-    SCENARIOS,
-    ScenarioError,
-    parse_scenarios,
-    scenarios_markdown,
-)
+from shopsimrl.errors import ConfigError
+from shopsimrl.eval.scenarios import SCENARIOS, parse_scenarios, scenarios_markdown
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
 
@@ -33,7 +29,7 @@ def test_parse_scenarios_keeps_shopsimulators_order():
     assert parse_scenarios("all") == list(SCENARIOS)
     assert [s.name for s in parse_scenarios("multi-persona,single-standard")] == ["single-standard", "multi-persona"]
     for bad in ("", "single", "all,multi-persona", "single-standard,nope"):
-        with pytest.raises(ScenarioError):
+        with pytest.raises(ConfigError):
             parse_scenarios(bad)
 
 

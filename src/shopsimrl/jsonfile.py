@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import DataFileError, ShopSimError
+from .errors import DataError, ShopSimError
 
 
 def read_json_file(
-    path: str | os.PathLike[str], *, error: type[ShopSimError] = DataFileError, expect: type | None = dict
+    path: str | os.PathLike[str], *, error: type[ShopSimError] = DataError, expect: type | None = dict
 ) -> Any:
     """The parsed content of ``path``; raises ``error`` (a ShopSimError subclass) naming the file otherwise.
 

@@ -8,7 +8,7 @@ The loop owns what they share, so it is decided once:
 - the turn limit is the environment's own (30 actions, 40 in dialogue mode, from the reset's
   ``interaction_mode``); a caller may only lower it. A repair turn counts without an environment action, so the
   loop ends the episode with ``terminate("action_limit")`` when the turns run out before the environment did;
-- a page that offers no tool on an open episode is :class:`~shopsimrl.errors.NoToolOfferedError`;
+- a page that offers no tool on an open episode is :class:`~shopsimrl.errors.RolloutError`;
 - a ``terminate`` decision ends the episode with its reason; an ``act`` decision is stepped;
 - any exception ends the episode with one error record (:func:`error_record`: stage, type, message, traceback);
   a failed LLM-shopper call names its own stage; the environment is always closed;
@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..contract import ACTION_LIMIT, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..env.tools import tools_for_state
-from ..errors import NoToolOfferedError, ShopperCallError, ShopSimError
+from ..errors import RolloutError, ShopperCallError, ShopSimError
 from ..versions import EPISODE_LIMITS
 from .episode_env import AsyncEnv, EnvironmentFactory
 from .turn import REPAIR, TERMINATE, TurnDecision
@@ -164,7 +164,7 @@ async def run_episode(environment: EnvironmentFactory, request: EpisodeRequest, 
             episode.stage = f"model_step_{index}"
             tools = tools_for_state(state)
             if not tools:
-                raise NoToolOfferedError("the page offers no tool but the episode is not done")
+                raise RolloutError("the page offers no tool but the episode is not done", code="no_tool_offered")
             decision = await hooks.turn(episode, index, tools)
             episode.turns += 1
             if decision.kind == TERMINATE:

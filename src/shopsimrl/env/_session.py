@@ -35,7 +35,7 @@ from ..contract import (
     terminated_message,
 )
 from ..contract import TERMINATION_REASONS as TERMINATION_REASONS  # re-exported (old import path)
-from ..errors import DialogueError, EpisodeTerminatedError
+from ..errors import EpisodeStateError, RequestError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import _actions as act
@@ -214,7 +214,7 @@ class ShopSession:
         read out by ``extract_action``, here and nowhere else, so every path reads model text alike)."""
         text = require_action_text(action)
         if self.done:
-            raise EpisodeTerminatedError("episode is already terminated; reset before stepping")
+            raise EpisodeStateError("episode is already terminated; reset before stepping", code="episode_terminated")
         self.action_count += 1
         feedback = self._apply(extract_action(text))
         self.last_action = feedback
@@ -225,7 +225,7 @@ class ShopSession:
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         check_termination_reason(reason)
         if self.done:
-            raise EpisodeTerminatedError("episode is already terminated")
+            raise EpisodeStateError("episode is already terminated", code="episode_terminated")
         self._end(reason)
         # the reference's terminate result: no action was taken, so no action_feedback (docs/contract.md#http-reference-api)
         result = self._result(self.last_action)
@@ -280,7 +280,7 @@ class ShopSession:
 
     def ask(self, question: str) -> str:
         """Never called: ``ask_user`` applies to dialogue sessions only (``Tool.applies_to``)."""
-        raise DialogueError("only a dialogue episode has a shopper to ask")
+        raise RequestError("only a dialogue episode has a shopper to ask", code="dialogue_unavailable")
 
     def run_search(self, query: str) -> None:
         keywords = query.split(" ")

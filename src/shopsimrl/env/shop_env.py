@@ -30,7 +30,7 @@ from ..dialogue.config import ShopperConfig
 from ..dialogue.llm_shopper import LLMShopper, LLMShopperSettings, ShopperEndpoint
 from ..dialogue.rule_shopper import RuleShopper
 from ..dialogue.shopper import Shopper
-from ..errors import DialogueError, NoActiveEpisodeError, PersonaUnavailableError
+from ..errors import EpisodeStateError, RequestError, persona_unavailable
 from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
 from ._dialogue_session import DialogueSession
@@ -142,7 +142,7 @@ def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | 
     if persona is None:
         return has_persona
     if persona and not has_persona:
-        raise PersonaUnavailableError(task_id)
+        raise persona_unavailable(task_id)
     return bool(persona)
 
 
@@ -163,7 +163,7 @@ class ShopEnv:
         if isinstance(llm_shopper, LLMShopperSettings):
             llm_shopper = ShopperEndpoint(llm_shopper)
         if llm_shopper is not None and not isinstance(llm_shopper, ShopperEndpoint):
-            raise DialogueError("llm_shopper must be LLMShopperSettings or a ShopperEndpoint")
+            raise RequestError("llm_shopper must be LLMShopperSettings or a ShopperEndpoint", code="dialogue_unavailable")
         self.llm_shopper = llm_shopper
 
     @classmethod
@@ -188,7 +188,7 @@ class ShopEnv:
     ) -> ResetResult:
         """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
 
-        A persona reset of a standard task raises :class:`PersonaUnavailableError` (it used to return
+        A persona reset of a standard task raises :class:`RequestError` (`persona_unavailable`) (it used to return
         ``task_mode: "persona"`` with an empty persona and the full instruction).
 
         ``shopper="rule"`` starts a dialogue episode (always ``multi_turn``): ``task_instruction`` is withheld
@@ -214,14 +214,14 @@ class ShopEnv:
             ``observation_state``, ``user_persona``, modes and versions; in dialogue mode also the shopper fields.
 
         Raises:
-            UnknownTaskError, InvalidTaskIdError, InvalidRequestError, PersonaUnavailableError, DialogueError,
+            RequestError, RequestError, RequestError, RequestError, RequestError,
             ShopperCallError (the LLM shopper's opening failed).
         """
         check_reset(task_id, persona=persona, interaction_mode=interaction_mode,
                     include_private_goal=include_private_goal, shopper=shopper, shopper_seed=shopper_seed,
                     has_llm_endpoint=self.llm_shopper is not None)
         if shopper_config is not None and not isinstance(shopper_config, ShopperConfig):
-            raise DialogueError("shopper_config must be a ShopperConfig")
+            raise RequestError("shopper_config must be a ShopperConfig", code="dialogue_unavailable")
         if shopper_seed is not None:  # the episode seed (eval passes the job's): it replaces the config's sample seed
             base = shopper_config or ShopperConfig()
             shopper_config = ShopperConfig(max_questions=base.max_questions, sample_seed=shopper_seed, noise=base.noise)
@@ -297,8 +297,8 @@ class ShopEnv:
             ``done``, ``action_feedback``, ``reward_detail`` and counters.
 
         Raises:
-            NoActiveEpisodeError before a reset, EpisodeTerminatedError after the end, InvalidActionError when
-            ``action`` is not a string, ResponseTooLong beyond ``max_response_chars`` (65,536 by default, as
+            EpisodeStateError before a reset, EpisodeStateError after the end, RequestError when
+            ``action`` is not a string, RequestError beyond ``max_response_chars`` (65,536 by default, as
             behind the service), ShopperCallError when the LLM shopper fails to answer a question.
         """
         session = self._require_session()
@@ -315,7 +315,7 @@ class ShopEnv:
             The terminal result with reward 0 and ``done`` True.
 
         Raises:
-            NoActiveEpisodeError, EpisodeTerminatedError (already ended), InvalidRequestError (unknown reason).
+            EpisodeStateError, EpisodeStateError (already ended), RequestError (unknown reason).
         """
         session = self._require_session()
         return cast(TerminateResult, session.terminate(check_termination_reason(reason)))
@@ -336,7 +336,7 @@ class ShopEnv:
             A fresh dict on every call, safe to mutate.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            EpisodeStateError: before the first reset.
         """
         return self._require_session().observation_state()
 
@@ -347,7 +347,7 @@ class ShopEnv:
             The observation text (docs/contract.md#observation-text), the same as the last result's ``observation``.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            EpisodeStateError: before the first reset.
         """
         return self._require_session().observe()[0]
 
@@ -362,7 +362,7 @@ class ShopEnv:
             One fresh dict per question, in order; None when the episode has no shopper.
 
         Raises:
-            NoActiveEpisodeError before the first reset; InvalidRequestError while a non-private episode runs.
+            EpisodeStateError before the first reset; RequestError while a non-private episode runs.
         """
         session = self._require_session()
         if not isinstance(session, DialogueSession):
@@ -398,6 +398,6 @@ class ShopEnv:
 
     def _require_session(self) -> ShopSession:
         if self._session is None:
-            raise NoActiveEpisodeError("no active episode: call reset(task_id) first")
+            raise EpisodeStateError("no active episode: call reset(task_id) first", code="no_active_episode")
         return self._session
 

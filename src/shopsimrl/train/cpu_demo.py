@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import RecipeError
+from ..errors import ConfigError
 
 STAGES = ("init", "demos", "sft", "grpo", "eval", "report")
 
@@ -104,19 +104,19 @@ class RecipeConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.sft_first_turn_share < 1.0:  # checked before any stage runs, not when SFT starts
-            raise RecipeError(f"sft_first_turn_share must be in [0, 1), not {self.sft_first_turn_share}")
+            raise ConfigError(f"sft_first_turn_share must be in [0, 1), not {self.sft_first_turn_share}", code="recipe")
         if self.group_size < 2:
-            raise RecipeError("GRPO needs a group size of at least 2 (4 or more recommended)")
+            raise ConfigError("GRPO needs a group size of at least 2 (4 or more recommended)", code="recipe")
         unknown = set(self.stages) - set(STAGES)
         if unknown:
-            raise RecipeError(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}")
+            raise ConfigError(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}", code="recipe")
         from ..agent.model_client import TOOL_CHOICES
 
         if self.tool_choice not in TOOL_CHOICES:
-            raise RecipeError(f"tool_choice must be one of {TOOL_CHOICES}, not {self.tool_choice!r}")
+            raise ConfigError(f"tool_choice must be one of {TOOL_CHOICES}, not {self.tool_choice!r}", code="recipe")
         if self.grpo_max_groups is not None and self.grpo_max_groups < self.groups_per_step:
-            raise RecipeError(f"grpo_max_groups ({self.grpo_max_groups}) must be at least groups_per_step "
-                              f"({self.groups_per_step})")
+            raise ConfigError(f"grpo_max_groups ({self.grpo_max_groups}) must be at least groups_per_step "
+                              f"({self.groups_per_step})", code="recipe")
         if self.grpo_difficulty is not None:
             from ..catalog.tiers import parse_difficulty
 
@@ -170,7 +170,7 @@ def load(path: Path, *, use_cpu: bool = True) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not path.is_dir():
-        raise RecipeError(f"{path} is missing: run the stage that writes it first")
+        raise ConfigError(f"{path} is missing: run the stage that writes it first", code="recipe")
     from .local_lm import accelerated
 
     model: Any = AutoModelForCausalLM.from_pretrained(path)
@@ -244,11 +244,11 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     paths = _paths(Path(cfg.out))
     source = paths["demos"] / "sft_turns.jsonl"
     if not source.is_file():
-        raise RecipeError(f"{source} is missing: run the demos stage first")
+        raise ConfigError(f"{source} is missing: run the demos stage first", code="recipe")
     records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     rows = sft_rows(records)
     if not rows:
-        raise RecipeError("no demonstration reached the reward threshold")
+        raise ConfigError("no demonstration reached the reward threshold", code="recipe")
     random.Random(cfg.seed).shuffle(rows)
     model, tokenizer = load(paths["init"])
     tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)  # same text, plus the assistant-turn markers
