@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.agent.skills import SkillBank
 from shopsimrl.catalog import Catalog
 from shopsimrl.cli import main
@@ -152,7 +153,7 @@ def test_port_zero_serves_on_a_free_port_that_the_banner_names(prepared_dir, com
 def test_a_skill_bank_without_its_schema_version_is_refused(tmp_path, payload, message):
     bank = tmp_path / "bank.json"
     bank.write_text(json.dumps(payload), "utf-8")
-    with pytest.raises(DataError, match=message):
+    with raises_kind(DataError, "skill_bank", match=message):
         SkillBank.load(bank)
 
 
@@ -233,6 +234,6 @@ def test_the_documented_annotation_record_is_valid_and_every_format_error_shows_
     for bad in ([{"task_id": 0}], {"task_id": 0}, [{"task_id": 0, "kind": "hard_upper", "amount": 5}]):
         path = tmp_path / "bad.json"
         path.write_text(json.dumps(bad), "utf-8")
-        with pytest.raises(DataError) as error:
+        with raises_kind(DataError, "archive") as error:
             load_budget_annotations(path)
         assert EXAMPLE_RECORD in str(error.value)

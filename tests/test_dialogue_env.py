@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.lexicon import ATTRIBUTE_WORDS, BUDGET_WORDS, OPEN_WORDS, PURCHASE_WORDS
 from shopsimrl.env import ShopEnv, ShopWorld
@@ -75,12 +76,12 @@ def test_dialogue_reset_withholds_the_instruction_and_shows_the_persona(world: S
 
 @pytest.mark.parametrize("shopper", ["llm", "gpt", ""])
 def test_unavailable_or_unknown_shoppers_are_typed_errors(world: ShopWorld, shopper: str) -> None:
-    with pytest.raises(RequestError):
+    with raises_kind(RequestError, "dialogue_unavailable"):
         ShopEnv(world).reset(3, shopper=shopper)
 
 
 def test_a_shopper_config_of_the_wrong_type_is_a_typed_error(world: ShopWorld) -> None:
-    with pytest.raises(RequestError):
+    with raises_kind(RequestError, "dialogue_unavailable"):
         ShopEnv(world).reset(3, shopper="rule", shopper_config={"max_questions": 3})  # type: ignore[arg-type]
 
 

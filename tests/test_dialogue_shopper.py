@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.dialogue import NoiseConfig, RuleShopper, ShopperConfig
 from shopsimrl.dialogue.lexicon import match_question
 from shopsimrl.dialogue.noise import approximate, episode_rng
@@ -193,13 +194,13 @@ def test_lexicon_prefers_named_slots_and_refuses_foreign_axes(world: ShopWorld) 
     [{"max_questions": -1}, {"max_questions": True}, {"max_questions": 10_000}, {"sample_seed": "1"}, {"noise": 0.5}],
 )
 def test_bad_shopper_settings_are_typed_errors(kwargs: dict) -> None:
-    with pytest.raises(RequestError):
+    with raises_kind(RequestError, "dialogue_unavailable"):
         ShopperConfig(**kwargs)
 
 
 @pytest.mark.parametrize("rates", [{"omit": 1.5}, {"paraphrase": -0.1}, {"approximate_budget": float("nan")}])
 def test_bad_noise_rates_are_typed_errors(rates: dict) -> None:
-    with pytest.raises(RequestError) as info:
+    with raises_kind(RequestError, "dialogue_unavailable") as info:
         NoiseConfig(**rates)
     assert isinstance(info.value, ShopSimError)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.agent.difficulty import measure_policy
 from shopsimrl.agent.tiers import compute_tiers
 from shopsimrl.catalog.prepare import PrepareOptions
@@ -44,7 +45,7 @@ def test_parse_difficulty():
     assert parse_difficulty(None) is None
     assert parse_difficulty("none, first") == ("first", "none")
     for bad in ("", "easy", "first,hard"):
-        with pytest.raises(DataError):
+        with raises_kind(DataError, "difficulty"):
             parse_difficulty(bad)
 
 
@@ -73,7 +74,7 @@ def test_tiers_are_deterministic_and_keyed_by_the_catalog(tiered, tmp_path, caps
     for name in ("manifest.json",):
         (tmp_path / "copy" / name).write_bytes((tiered / name).read_bytes())
     (tmp_path / "copy" / TIERS_FILE).write_text(json.dumps(stale))
-    with pytest.raises(DataError, match="shopsimrl data tiers"):
+    with raises_kind(DataError, "difficulty", match="shopsimrl data tiers"):
         read_tiers(tmp_path / "copy")
 
 

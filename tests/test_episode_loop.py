@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.agent import (
     AgentRuntime,
     EpisodeJob,
@@ -152,7 +153,7 @@ def test_a_page_without_a_tool_is_one_error_class_with_one_record_shape(world: S
     assert trajectory.error is not None and set(trajectory.error) == ERROR_KEYS
     assert (trajectory.error["type"], trajectory.error["stage"]) == ("RolloutError", "model_step_2")
 
-    with pytest.raises(RolloutError):
+    with raises_kind(RolloutError, "no_tool_offered"):
         play_episode(Recording(world, stuck=True).session(), Searcher(), 0)
 
 

@@ -13,6 +13,8 @@ import json
 
 import pytest
 
+from error_kinds import raises_kind
+
 openenv = pytest.importorskip("openenv", reason="runs in .venv-openenv (see tests/test_openenv_venv.py)")
 
 import httpx  # noqa: E402
@@ -24,7 +26,7 @@ from shopsimrl.agent.builtin_backend import BuiltinPolicyModel, policy_action  #
 from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.agent.prompt import first_user_message, system_message  # noqa: E402
 from shopsimrl.env import ShopEnv, ShopWorld  # noqa: E402
-from shopsimrl.errors import EpisodeStateError, RequestError
+from shopsimrl.errors import EpisodeStateError, RequestError  # noqa: E402
 from shopsimrl.openenv import (  # noqa: E402
     ShopSimAction,
     ShopSimClient,
@@ -215,16 +217,16 @@ def test_reset_by_split_and_index_and_errors(world, url):
 
     assert asyncio.run(go()).task_id == ids[1]
     env = ShopSimEnvironment(world)
-    with pytest.raises(RequestError):
+    with raises_kind(RequestError, "invalid_request"):
         env.reset(split="val", index=len(ids))
-    with pytest.raises(EpisodeStateError, match=r"^no active episode: call reset\(task_id\) first$"):
+    with raises_kind(EpisodeStateError, "no_active_episode", match=r"^no active episode: call reset\(task_id\) first$"):
         env.step(ShopSimAction(tool="search", arguments={"query": "x"}))  # ShopEnv's error and message
-    with pytest.raises(RequestError) as caught:  # ShopEnv's errors pass through the adapter unchanged
+    with raises_kind(RequestError, "unknown_task") as caught:  # ShopEnv's errors pass through the adapter unchanged
         env.reset(task_id=10**9)
-    with pytest.raises(RequestError) as direct:
+    with raises_kind(RequestError, "unknown_task") as direct:
         ShopEnv(world).reset(10**9)
     assert str(caught.value) == str(direct.value)
-    with pytest.raises(RequestError, match="unsupported interaction_mode"):
+    with raises_kind(RequestError, "invalid_request", match="unsupported interaction_mode"):
         env.reset(task_id=ids[0], interaction_mode="three_turn")
     with pytest.raises(ValueError):  # pydantic: only the three tools exist
         ShopSimAction(tool="checkout", arguments={})
@@ -280,7 +282,7 @@ def test_harness_resource_session_runs_an_episode_and_verify_forwards_r_strict(w
     assert not set(_walk_keys(verdict.metrics)) & PRIVATE_KEYS
     assert session.call_tool("search", {"query": "x"}).error
     session.close()
-    with pytest.raises(RequestError):
+    with raises_kind(RequestError, "invalid_request"):
         factory.create("not a task")
 
 
@@ -314,7 +316,7 @@ def test_openenv_env_and_harness_hold_the_episode_shells_rules(world):
             assert verdict.metrics == public_reward(final["reward_detail"]) == env.shell.public
             after = session.call_tool("search", {"query": "x"})
             assert after.error == EPISODE_OVER and after.done
-            with pytest.raises(EpisodeStateError):
+            with raises_kind(EpisodeStateError, "episode_terminated"):
                 env.step(ShopSimAction(tool="search", arguments={"query": "x"}))
             session.close()
             env.close()

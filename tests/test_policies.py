@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.agent import PolicyContext, context_from_messages, parse_page, play_episode
 from shopsimrl.agent.difficulty import data_statistics
 from shopsimrl.agent.policies import OraclePolicy, make_policy
@@ -47,7 +48,7 @@ def test_build_default_is_cached(small_dir: Path) -> None:
 
 def test_build_default_refuses_a_foreign_directory(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(DataError, match="not built by build-default"):
+    with raises_kind(DataError, "dataset_build", match="not built by build-default"):
         build_default_catalog(tmp_path, seed=7, config=SMALL, options=SMALL_SPLITS)
 
 
@@ -240,7 +241,7 @@ def test_bad_generator_and_stats_arguments_get_clear_errors(capsys: pytest.Captu
     from shopsimrl.cli import main
     from shopsimrl.errors import DataError, ShopSimError
 
-    with pytest.raises(DataError, match="--two-axis-products"):  # errors name the flags (issue 18)
+    with raises_kind(DataError, "generator_config", match="--two-axis-products"):  # errors name the flags (issue 18)
         GeneratorConfig(products=10, two_axis_products=20)
     assert issubclass(DataError, ShopSimError)
     assert main(["data", "generate", "--out", "/dev/null/x.json", "--products", "10", "--two-axis-products", "20"]) == 2

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from error_kinds import raises_kind
 from live_server import serve
 from shopsimrl.env import ShopWorld
 from shopsimrl.env.requests import MAX_RESPONSE_CHARS
@@ -131,7 +132,7 @@ def test_the_service_checks_before_it_waits_for_a_slot(world: ShopWorld) -> None
 
     async def go() -> None:
         await service.reset(task_id)
-        with pytest.raises(RequestError):
+        with raises_kind(RequestError, "dialogue_unavailable"):
             await asyncio.wait_for(service.reset(task_id, shopper_seed=3), timeout=2.0)
 
     asyncio.run(go())

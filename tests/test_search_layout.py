@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl import hashing
 from shopsimrl.catalog import archive
 from shopsimrl.env import ShopWorld
@@ -80,7 +81,7 @@ def test_a_file_replaced_while_opening_is_refused(built, tmp_path, monkeypatch):
         return real(target)
 
     monkeypatch.setattr(pool_module, "read_only_connection", replace_then_open)
-    with pytest.raises(DataError, match="replaced or removed"):
+    with raises_kind(DataError, "search_unavailable", match="replaced or removed"):
         SearchIndex.open(path)
 
 

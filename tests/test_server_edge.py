@@ -11,6 +11,8 @@ import time
 import httpx
 import pytest
 
+from error_kinds import raises_kind
+
 MAX_CHARS = 65_536
 
 
@@ -158,7 +160,7 @@ def test_in_process_steps_refuse_lone_surrogates(prepared_dir):
     world = ShopWorld.shared(prepared_dir)
     env = world.new_env()
     env.reset(min(world.catalog.goals))
-    with pytest.raises(RequestError, match="lone surrogate"):
+    with raises_kind(RequestError, "invalid_action", match="lone surrogate"):
         env.step("search[\ud800]")
     assert env.step("search[红色]")["observation"]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from error_kinds import raises_kind
 from live_server import serve
 from shopsimrl.env import ShopWorld
 from shopsimrl.errors import RequestError
@@ -158,7 +159,7 @@ def test_store_refuses_a_symlink_out_of_the_root(tmp_path):
     os.symlink(outside, root / "escape")
     store = RunsStore(root)
     assert store.list_runs()["runs"] == []
-    with pytest.raises(RequestError) as info:
+    with raises_kind(RequestError, "invalid_replay_request") as info:
         store.run("escape")
     assert type(info.value) is RequestError and status_of(info.value) == 400  # malformed, not "not found"
 
@@ -194,7 +195,7 @@ def test_symlinked_artifacts_leading_outside_the_runs_directory_are_refused(tmp_
     assert shown["manifest"] is None and shown["artifacts"]["manifest.json"]["present"] is False
     assert "outside" in shown["artifacts"]["manifest.json"]["refused"]
     assert shown["episodes"] == [] and shown["artifact_summary"] == {"ok": True}
-    with pytest.raises(RequestError):
+    with raises_kind(RequestError, "invalid_replay_request"):
         store.episode("x", "leak")
     with serve(create_app(ShopWorld.from_data_dir(prepared_dir), slots=1, runs_dir=runs)) as url:
         body = httpx.get(f"{url}/api/runs/x").text

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.contract import SEARCH_TOOL
 from shopsimrl.errors import DataError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
@@ -179,7 +180,7 @@ def test_arbitrary_text_raises_only_the_typed_error(name: str, text: str) -> Non
     ("lfm2", "<|tool_call_start|>[f(a=" + "9" * 10_000 + ")]<|tool_call_end|>"),
 ])
 def test_deep_or_huge_values_are_a_typed_error(name: str, text: str) -> None:
-    with pytest.raises(DataError):
+    with raises_kind(DataError, "response_format"):
         PARSERS[name](text, ())
 
 

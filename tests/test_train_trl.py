@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from error_kinds import raises_kind
+
 pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, datasets) is not installed")
 
 import trl
@@ -347,9 +349,9 @@ def test_parse_completion_reads_both_server_shapes_and_rejects_text_tokens() -> 
     assert list(gen.token_ids) == [7, 9] and gen.finish_reason == "length"
     sglang = {"choices": [{"finish_reason": "stop", "meta_info": {"output_token_logprobs": [[-0.3, 4, "a"]]}}]}
     assert list(parse_completion(sglang).token_ids) == [4]
-    with pytest.raises(ModelCallError, match="not an id"):
+    with raises_kind(ModelCallError, "server_generate", match="not an id"):
         parse_completion({"choices": [{"logprobs": {"tokens": ["hello"], "token_logprobs": [-0.1]}}]})
-    with pytest.raises(ModelCallError, match="log-probs"):
+    with raises_kind(ModelCallError, "server_generate", match="log-probs"):
         parse_completion({"choices": [{"text": "x"}]})
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..contract import ACTION_LIMIT, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..env.tools import tools_for_state
-from ..errors import RolloutError, ShopperCallError, ShopSimError
+from ..errors import RolloutError, ShopperCallError, ShopSimError, escaped
 from ..versions import EPISODE_LIMITS
 from .episode_env import AsyncEnv, EnvironmentFactory
 from .turn import REPAIR, TERMINATE, TurnDecision
@@ -138,8 +138,10 @@ class EpisodeHooks(Protocol):
 
 
 def error_record(stage: str, exc: BaseException) -> dict[str, Any]:
-    """The one shape of a failure in traces and trajectories."""
-    return {"stage": stage, "type": type(exc).__name__, "message": str(exc),
+    """The one shape of a failure in traces and trajectories: ``type`` is the boundary class (``escaped``), ``code``
+    the error's code (None for an exception that is not a ShopSimError)."""
+    kind, code = escaped(exc)
+    return {"stage": stage, "type": kind, "code": code, "message": str(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}
 
 

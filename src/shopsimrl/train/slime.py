@@ -336,7 +336,8 @@ def aborted_trajectory(context: RolloutContext, message: str, metadata: Mapping[
     """An unscored episode that never started (no environment session, no generate call)."""
     return Trajectory(task_id=context.task_id, status=ABORTED, segments=[], reward=0.0, reward_detail=None,
                       generated_tokens=[], messages=[], steps=[], metadata=dict(metadata),
-                      error={"stage": "start", "type": RolloutError.__name__, "message": message})
+                      error={"stage": "start", "type": RolloutError.__name__, "code": "slime_aborted",
+                             "message": message})
 
 
 __all__ = [
