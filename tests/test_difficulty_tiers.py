@@ -11,7 +11,7 @@ import pytest
 
 from error_kinds import raises_kind
 from shopsimrl.agent.difficulty import measure_policy
-from shopsimrl.agent.tiers import compute_tiers
+from shopsimrl.agent.tier_cascade import compute_tiers
 from shopsimrl.catalog.prepare import PrepareOptions
 from shopsimrl.catalog.store import Catalog
 from shopsimrl.catalog.tiers import (

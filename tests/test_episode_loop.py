@@ -33,7 +33,7 @@ from shopsimrl.errors import RolloutError, ShopSimError
 from shopsimrl.train.rollout import COMPLETED, Generation, RolloutConfig, RolloutContext, run_rollout
 from toy import PolicyGenerate, ToyChatTokenizer, tool_call_text
 
-ERROR_KEYS = {"stage", "type", "message", "traceback"}
+ERROR_KEYS = {"stage", "type", "code", "message", "traceback"}
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +146,7 @@ def test_a_page_without_a_tool_is_one_error_class_with_one_record_shape(world: S
     record = runtime_episode(Recording(world, stuck=True), BuiltinPolicyModel(Searcher()), RuntimeConfig())
     assert record["status"] == "failed" and set(record["error"]) == ERROR_KEYS
     assert record["error"]["type"] == "RolloutError" and record["error"]["stage"] == "model_step_2"
+    assert record["error"]["code"] == "no_tool_offered"
 
     tokenizer = ToyChatTokenizer()
     generate = PolicyGenerate(tokenizer, make_policy("heuristic", world))

@@ -276,9 +276,7 @@ def create_policy_app(
         try:
             kind = _fault_kind(request.headers.get(FAULT_HEADER) or body.get("shopsim_fault"), body, messages, digest,
                                config, shopper=scripted is not None)
-        except ConfigError as exc:
-            if exc.code != "fault":
-                raise
+        except ConfigError as exc:  # only code "fault" comes from there
             return _error(400, str(exc))
         if kind == "http_500":
             return _error(500, "injected failure", "server_error")

@@ -7,7 +7,6 @@ is refused unless ``force`` is given.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -310,8 +309,3 @@ def _stats(result: CleaningResult, totals: Totals, persona_splits: Mapping[str, 
         "budget_sources": totals.budget_sources,
         "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
     }
-
-
-def dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
-    """A short id of a prepared catalog, for run manifests and alignment checks."""
-    return hashlib.sha256(str(manifest.get("output_data_sha256")).encode()).hexdigest()[:16]

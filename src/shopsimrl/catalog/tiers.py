@@ -3,7 +3,7 @@
 A task's tier is the first public-information built-in policy, in the order ``first`` (the trivial
 first-result policy), ``heuristic``, ``strong``, that solves it (r_success = 1, in the task's own mode), or
 ``none`` when none does. The labels are computed once per catalog (``shopsimrl data tiers``,
-``shopsimrl.agent.tiers``), deterministic (the built-in policies ignore seeds), and keyed by the catalog's data
+``shopsimrl.agent.tier_cascade``), deterministic (the built-in policies ignore seeds), and keyed by the catalog's data
 hash and :data:`TIERS_VERSION`, so a rebuilt catalog or changed policies never reuse stale labels. This module
 only reads them: a filter for a split's task ids, so a trainer can run a curriculum.
 """

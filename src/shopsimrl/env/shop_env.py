@@ -214,7 +214,7 @@ class ShopEnv:
             ``observation_state``, ``user_persona``, modes and versions; in dialogue mode also the shopper fields.
 
         Raises:
-            RequestError, RequestError, RequestError, RequestError, RequestError,
+            RequestError (unknown_task, invalid_task_id, invalid_request, persona_unavailable, dialogue_unavailable),
             ShopperCallError (the LLM shopper's opening failed).
         """
         check_reset(task_id, persona=persona, interaction_mode=interaction_mode,

@@ -146,7 +146,7 @@ class RunDir:
         """The checked manifest: a regular file, the right schema and a plan object with its job list."""
         if not self._has_manifest():
             raise ConfigError(f"{self.root} is not a run directory (no {MANIFEST_FILE})", code="run_dir")
-        manifest = read_json_file(self.manifest_path, error=ConfigError, expect=None)
+        manifest = read_json_file(self.manifest_path, error=ConfigError, code="run_dir", expect=None)
         if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
             raise ConfigError(f"{self.manifest_path} is not a {MANIFEST_SCHEMA} manifest", code="run_dir")
         plan = manifest.get("plan")

@@ -27,7 +27,6 @@ API_KEY_ENV = "SHOPSIM_API_KEY"  # where the Python clients look for the key whe
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 OPEN_PATHS = frozenset({"/healthz"})  # liveness probes work without the key (they reveal only counts)
 _UI_PREFIXES = ("/debug-ui", "/replay-ui", "/ui/", "/docs", "/openapi.json", "/favicon.ico")
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 @dataclass(frozen=True)
@@ -345,7 +344,3 @@ async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any, en
             raise
     finally:
         watcher.cancel()
-
-
-def needs_body(method: str) -> bool:
-    return method in _BODY_METHODS or method == "DELETE"

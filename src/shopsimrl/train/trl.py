@@ -51,17 +51,8 @@ from .step_keys import model_turn_keys
 from .template_probe import check_template
 from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 
-INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
 __all__ = ["AdapterError", "ShopDialogueToolEnvironment", "ShopToolEnvironment", "make_rollout_func",
            "model_generate", "server_generate", "shop_reward", "task_prompts"]
-
-
-def require_trl() -> Any:
-    try:
-        import trl
-    except ImportError as exc:
-        raise AdapterError(INSTALL_HINT) from exc
-    return trl
 
 
 def model_generate(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, temperature: float = 1.0
