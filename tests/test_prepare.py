@@ -159,7 +159,7 @@ def test_edited_archive_is_refused(tmp_path, prepared_dir):
     shutil.copytree(prepared_dir, copy_dir)
     data = gzip.decompress((copy_dir / "products.json.gz").read_bytes()).replace("小吃车".encode(), "小推车".encode())
     (copy_dir / "products.json.gz").write_bytes(gzip.compress(data))
-    with raises_kind(DataError, "dataset_build", match="does not match its manifest"):
+    with raises_kind(DataError, "data_integrity", match="does not match its manifest"):
         Catalog.from_data_dir(copy_dir)
 
 

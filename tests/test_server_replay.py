@@ -195,7 +195,7 @@ def test_symlinked_artifacts_leading_outside_the_runs_directory_are_refused(tmp_
     assert shown["manifest"] is None and shown["artifacts"]["manifest.json"]["present"] is False
     assert "outside" in shown["artifacts"]["manifest.json"]["refused"]
     assert shown["episodes"] == [] and shown["artifact_summary"] == {"ok": True}
-    with raises_kind(RequestError, "invalid_replay_request"):
+    with raises_kind(RequestError, "replay_not_found"):
         store.episode("x", "leak")
     with serve(create_app(ShopWorld.from_data_dir(prepared_dir), slots=1, runs_dir=runs)) as url:
         body = httpx.get(f"{url}/api/runs/x").text
