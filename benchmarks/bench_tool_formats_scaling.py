@@ -3,7 +3,7 @@
 Each family repeats a unit n, 4n and 16n times between a head and a tail (unclosed strings, backslash runs, quotes
 that close nothing, openers without closers, many messages or arguments). A linear parser takes about 4× longer
 for 4× the text; the script prints the times and the ratios (16n / 4n) and exits 1 when one exceeds
-``--max-ratio`` (default 6: noise allowance over 4). A ResponseFormatError is a result here, like a parse.
+``--max-ratio`` (default 6: noise allowance over 4). A DataError is a result here, like a parse.
 
 Usage: ``python benchmarks/bench_tool_formats_scaling.py [--base N] [--max-ratio R]``
 """
@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import Callable
 
 from bench_budget_scaling import best_time, ratio_report
-from shopsimrl.errors import ResponseFormatError
+from shopsimrl.errors import DataError
 from shopsimrl.train import tool_formats as tf
 
 GEMMA, LFM2 = "<|tool_call>call:f{", "<|tool_call_start|>[f("
@@ -41,7 +41,7 @@ FAMILIES: tuple[tuple[str, Callable[..., object], str, str, str], ...] = (
 
 def _timed(parse: Callable[..., object], text: str) -> float:
     def call() -> None:
-        with contextlib.suppress(ResponseFormatError):
+        with contextlib.suppress(DataError):
             parse(text, ())
 
     return best_time(call)

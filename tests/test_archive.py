@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.catalog.archive import (
     dump_archive_json,
     gzip_deterministic,
@@ -15,7 +16,7 @@ from shopsimrl.catalog.archive import (
     parse_archive_json,
     validate_records,
 )
-from shopsimrl.errors import ArchiveError
+from shopsimrl.errors import DataError
 
 
 def test_fixture_loads_from_json_and_gzip(tmp_path, fixture_records):
@@ -32,7 +33,7 @@ def test_fixture_loads_from_json_and_gzip(tmp_path, fixture_records):
 
 
 def _problem(records, match):
-    with pytest.raises(ArchiveError, match=match):
+    with raises_kind(DataError, "archive", match=match):
         validate_records(records)
 
 
@@ -69,16 +70,16 @@ def test_simple_instruction_requires_persona_and_reverse(fixture_records):
 
 
 def test_bad_json_and_wrong_top_level():
-    with pytest.raises(ArchiveError, match="not valid JSON: line 1"):
+    with raises_kind(DataError, "archive", match="not valid JSON: line 1"):
         parse_archive_json(b"[{")
-    with pytest.raises(ArchiveError, match="top-level JSON array"):
+    with raises_kind(DataError, "archive", match="top-level JSON array"):
         parse_archive_json(b'{"asin": "1"}')
 
 
 def test_corrupt_gzip_is_a_typed_error(tmp_path):
     broken = tmp_path / "broken.json.gz"
     broken.write_bytes(b"\x1f\x8b\x08\x00garbage")
-    with pytest.raises(ArchiveError, match="corrupt gzip"):
+    with raises_kind(DataError, "archive", match="corrupt gzip"):
         load_archive(broken)
 
 
@@ -86,7 +87,7 @@ def test_all_problems_are_reported_at_once(fixture_records):
     records = copy.deepcopy(fixture_records)
     for record in records[:3]:
         record["images"] = []
-    with pytest.raises(ArchiveError) as info:
+    with raises_kind(DataError, "archive") as info:
         validate_records(records)
     assert "3 validation problem(s)" in str(info.value)
 
@@ -110,7 +111,7 @@ def test_canonical_dump_is_deterministic(fixture_records):
 def test_deeply_nested_archive_is_a_typed_error_not_a_recursion_error(fixture_records):
     body = json.dumps(fixture_records, ensure_ascii=False)
     hostile = (body[:-1] + "," + "[" * 100_000 + "]" * 100_000 + "]").encode()
-    with pytest.raises(ArchiveError, match="nested too deeply"):
+    with raises_kind(DataError, "archive", match="nested too deeply"):
         parse_archive_json(hostile)
 
 
@@ -162,6 +163,6 @@ def test_negative_and_non_finite_option_prices_are_refused(fixture_records):
 def test_a_single_problem_is_one_line(fixture_records):
     records = copy.deepcopy(fixture_records)
     records[5]["pricing"] = [-1.0]
-    with pytest.raises(ArchiveError) as info:
+    with raises_kind(DataError, "archive") as info:
         validate_records(records, source="a.json")
     assert "\n" not in str(info.value) and str(info.value).startswith("a.json: validation problem: record 5")

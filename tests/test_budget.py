@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.budget import (
     BUDGET_PARSER_VERSION,
     BudgetParse,
@@ -18,7 +19,7 @@ from shopsimrl.budget import (
     resolve_price_upper,
 )
 from shopsimrl.budget.numerals import numeral_value
-from shopsimrl.errors import ArchiveError
+from shopsimrl.errors import DataError
 
 ANNOTATION_FILES = (
     Path(__file__).resolve().parent / "data" / "budget_annotations.json",
@@ -299,7 +300,7 @@ def test_empty_precomputed_falls_back_and_zero_is_a_value():
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, "abc", True, [100]])
 def test_invalid_precomputed_is_refused(bad):
-    with pytest.raises(ArchiveError, match="invalid precomputed price_upper for ASIN B01"):
+    with raises_kind(DataError, "archive", match="invalid precomputed price_upper for ASIN B01"):
         resolve_price_upper(bad, "预算不超过300元", "预算不超过300元", asin="B01")
     with pytest.raises(ValueError, match="invalid precomputed price_upper"):
         resolve_price_upper(bad, None, None)
@@ -369,19 +370,19 @@ def test_load_annotations_small_file(tmp_path):
 def test_bad_annotations_name_the_record(tmp_path, records, message):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(records, ensure_ascii=False), "utf-8")
-    with pytest.raises(ArchiveError, match=message):
+    with raises_kind(DataError, "archive", match=message):
         load_budget_annotations(path)
 
 
 def test_unreadable_annotations(tmp_path):
     path = tmp_path / "broken.json"
     path.write_text("[{", "utf-8")
-    with pytest.raises(ArchiveError, match="cannot read budget annotations"):
+    with raises_kind(DataError, "archive", match="cannot read budget annotations"):
         load_budget_annotations(path)
-    with pytest.raises(ArchiveError, match="cannot read budget annotations"):
+    with raises_kind(DataError, "archive", match="cannot read budget annotations"):
         load_budget_annotations(tmp_path / "missing.json")
     path.write_text("[" * 100_000 + "]" * 100_000, "utf-8")
-    with pytest.raises(ArchiveError, match=r"cannot read budget annotations .*nested too deeply"):
+    with raises_kind(DataError, "archive", match=r"cannot read budget annotations .*nested too deeply"):
         load_budget_annotations(path)
 
 

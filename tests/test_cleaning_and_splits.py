@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
+from error_kinds import raises_kind
 from shopsimrl.catalog.archive import validate_records
 from shopsimrl.catalog.cleaning import clean_products, task_uid_for
 from shopsimrl.catalog.options import price_affecting_axes
 from shopsimrl.catalog.splits import PersonaTask, build_persona_splits, link_groups
-from shopsimrl.errors import SplitError
+from shopsimrl.errors import DataError
 
 
 def _product(asin, *, simple=None, options=None, persona=None, instruction=None):
@@ -141,9 +140,9 @@ def test_manifest_hashes_are_of_compact_id_lists():
 
 
 def test_too_small_catalog_is_a_clear_error():
-    with pytest.raises(SplitError, match="too few for --test-size 400"):
+    with raises_kind(DataError, "invalid_split", match="too few for --test-size 400"):
         build_persona_splits(_split_tasks(10), test_size=400, val_size=400)
-    with pytest.raises(SplitError, match="cannot select exactly 3 test"):
+    with raises_kind(DataError, "invalid_split", match="cannot select exactly 3 test"):
         # one group of 5 tasks (all share a user) cannot give exactly 3
         build_persona_splits(
             [PersonaTask(i, f"a{i}", f"s{i}", f"f{i}", {"用户ID": "same"}) for i in range(5)],

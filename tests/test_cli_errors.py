@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.cli import main
 
 FIXTURE = Path(__file__).parent / "data" / "fixture_catalog.json"
@@ -82,7 +83,7 @@ def test_hostile_archives_give_one_line(capsys, tmp_path, edit, expected):
 
 
 def test_read_json_file_names_the_file_for_every_failure(tmp_path):
-    from shopsimrl.errors import DataFileError
+    from shopsimrl.errors import DataError
     from shopsimrl.jsonfile import read_json_file
 
     path = tmp_path / "f.json"
@@ -97,7 +98,7 @@ def test_read_json_file_names_the_file_for_every_failure(tmp_path):
         path.unlink(missing_ok=True)
         if content is not None:
             path.write_bytes(content)
-        with pytest.raises(DataFileError) as info:
+        with raises_kind(DataError, "data_file") as info:
             read_json_file(path)
         assert message in str(info.value) and "\n" not in str(info.value)
     path.write_bytes(b'{"ok": 1}')

@@ -7,9 +7,11 @@ import socket
 
 import pytest
 
-from shopsimrl.agent.skills import SkillBank, SkillBankError
+from error_kinds import raises_kind
+from shopsimrl.agent.skills import SkillBank
 from shopsimrl.catalog import Catalog
 from shopsimrl.cli import main
+from shopsimrl.errors import DataError
 
 
 @pytest.fixture
@@ -151,7 +153,7 @@ def test_port_zero_serves_on_a_free_port_that_the_banner_names(prepared_dir, com
 def test_a_skill_bank_without_its_schema_version_is_refused(tmp_path, payload, message):
     bank = tmp_path / "bank.json"
     bank.write_text(json.dumps(payload), "utf-8")
-    with pytest.raises(SkillBankError, match=message):
+    with raises_kind(DataError, "skill_bank", match=message):
         SkillBank.load(bank)
 
 
@@ -165,7 +167,7 @@ def test_a_dead_model_endpoint_reports_its_first_cause(prepared_dir, tmp_path, c
     assert code == 1
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if line.startswith("first failure:"))
-    assert "ModelRequestError" in line and f"http://127.0.0.1:{port}/v1" in line and "Connect" in line
+    assert "ModelCallError" in line and f"http://127.0.0.1:{port}/v1" in line and "Connect" in line
 
 
 def test_a_dead_env_url_stops_at_the_first_connection_with_one_line(prepared_dir, tmp_path, capsys):
@@ -221,7 +223,7 @@ def test_the_documented_annotation_record_is_valid_and_every_format_error_shows_
     from pathlib import Path
 
     from shopsimrl.budget.annotations import EXAMPLE_RECORD, load_budget_annotations
-    from shopsimrl.errors import ArchiveError
+    from shopsimrl.errors import DataError
 
     contract = (Path(__file__).resolve().parents[1] / "docs" / "contract.md").read_text("utf-8")
     documented = re.search(r"one valid record:\n\n```json\n(.+)\n```", contract).group(1)
@@ -232,6 +234,6 @@ def test_the_documented_annotation_record_is_valid_and_every_format_error_shows_
     for bad in ([{"task_id": 0}], {"task_id": 0}, [{"task_id": 0, "kind": "hard_upper", "amount": 5}]):
         path = tmp_path / "bad.json"
         path.write_text(json.dumps(bad), "utf-8")
-        with pytest.raises(ArchiveError) as error:
+        with raises_kind(DataError, "archive") as error:
             load_budget_annotations(path)
         assert EXAMPLE_RECORD in str(error.value)

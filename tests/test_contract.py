@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import shopsimrl.contract as contract
+from error_kinds import raises_kind
 from shopsimrl.contract import (
     ASK_USER_TOOL,
     PAGE_TOOL_NAMES,
@@ -28,7 +29,7 @@ from shopsimrl.contract import (
     visible_instruction,
 )
 from shopsimrl.env.tools import action_of_call, argument_key, tool_names
-from shopsimrl.errors import InvalidTaskIdError, ShopSimError
+from shopsimrl.errors import RequestError, ShopSimError
 
 TOOL_NAMES = tool_names()  # the registry's, in its order
 
@@ -209,7 +210,7 @@ def test_option_labels_use_the_separator():
 
 @pytest.mark.parametrize("task_id", [True, False, "3", 3.0, None, [1]])
 def test_a_task_id_must_be_an_int(task_id):
-    with pytest.raises(InvalidTaskIdError, match="task idx must be an integer") as caught:
+    with raises_kind(RequestError, "invalid_task_id", match="task idx must be an integer") as caught:
         check_task_id(task_id)
     assert isinstance(caught.value, ShopSimError) and isinstance(caught.value, ValueError)
 

@@ -1,5 +1,5 @@
 """A data directory edited together with its manifest: every file opening reads must be listed, arrays must fit
-together, and a corrupt record found while serving is a typed ``DataIntegrityError`` on every API (never a 500)."""
+together, and a corrupt record found while serving is a typed ``DataError`` (``data_integrity``) on every API (never a 500)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import httpx
 import numpy as np
 import pytest
 
+from error_kinds import raises_kind
 from live_server import serve
 from shopsimrl.catalog.store import Catalog, opened_files
 from shopsimrl.env import ShopWorld
-from shopsimrl.errors import DataIntegrityError, SearchIndexError
+from shopsimrl.errors import DataError
 from shopsimrl.server import create_app
 
 
@@ -53,7 +54,7 @@ def test_a_file_dropped_from_the_manifest_is_refused(data, name):
     with (data / name).open("r+b") as handle:  # and the file is corrupt
         handle.seek(8)
         handle.write(b"\xff\xff\xff\xff")
-    with pytest.raises(DataIntegrityError, match="does not list"):
+    with raises_kind(DataError, "data_integrity", match="does not list"):
         Catalog.from_data_dir(data)
 
 
@@ -62,7 +63,7 @@ def test_truncated_postings_rehashed_into_the_manifest_are_refused(data):
     docs = np.load(path)
     np.save(path, docs[: docs.size - 3])
     _rehash(data, "search/postings_pair_docs.npy")
-    with pytest.raises(SearchIndexError, match="inconsistent"):
+    with raises_kind(DataError, "search_unavailable", match="inconsistent"):
         ShopWorld.from_data_dir(data)
 
 
@@ -80,7 +81,7 @@ def _corrupt_goal(root) -> int:
 def test_a_corrupt_goal_is_a_typed_error_in_process_and_on_both_apis(data):
     task_id = _corrupt_goal(data)
     world = ShopWorld.from_data_dir(data)
-    with pytest.raises(DataIntegrityError, match=r"goals\.jsonl: record 1"):
+    with raises_kind(DataError, "data_integrity", match=r"goals\.jsonl: record 1"):
         world.new_env().reset(task_id)
     with serve(create_app(world, slots=2)) as url, httpx.Client(base_url=url, timeout=30) as client:
         answers = [client.post("/api/shop_agent", json={"action": "reset", "idx": task_id}),

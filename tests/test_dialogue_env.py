@@ -9,13 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.dialogue import NoiseConfig, ShopperConfig
 from shopsimrl.dialogue.lexicon import ATTRIBUTE_WORDS, BUDGET_WORDS, OPEN_WORDS, PURCHASE_WORDS
 from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv, ShopWorld
 from shopsimrl.env._observation import dialogue_lines
 from shopsimrl.env.tools import tools_for_state
-from shopsimrl.errors import DialogueError
+from shopsimrl.errors import RequestError
 from shopsimrl.versions import (
     DIALOGUE_OBSERVATION_VERSION,
     DIALOGUE_TOOL_VERSION,
@@ -76,12 +77,12 @@ def test_dialogue_reset_withholds_the_instruction_and_shows_the_persona(world: S
 
 @pytest.mark.parametrize("shopper", ["llm", "gpt", ""])
 def test_unavailable_or_unknown_shoppers_are_typed_errors(world: ShopWorld, shopper: str) -> None:
-    with pytest.raises(DialogueError):
+    with raises_kind(RequestError, "dialogue_unavailable"):
         ShopEnv(world, shoppers=shopper_registry()).reset(3, shopper=shopper)
 
 
 def test_a_shopper_config_of_the_wrong_type_is_a_typed_error(world: ShopWorld) -> None:
-    with pytest.raises(DialogueError):
+    with raises_kind(RequestError, "dialogue_unavailable"):
         ShopEnv(world, shoppers=shopper_registry()).reset(3, shopper="rule", shopper_config={"max_questions": 3})  # type: ignore[arg-type]
 
 

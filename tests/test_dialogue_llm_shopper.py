@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from live_server import serve
 from shopsimrl.agent.model_client import ModelSettings
 from shopsimrl.agent.policy_server import create_policy_app
@@ -27,7 +28,7 @@ from shopsimrl.dialogue.llm_shopper import MAX_REPLY_CHARS, clean_reply
 from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.dialogue.reply_cache import CACHE_DIRNAME, ReplyCache, cache_key
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.errors import DialogueError, ShopperCallError
+from shopsimrl.errors import RequestError, ShopperCallError
 from shopsimrl.eval import EvalSettings, evaluate
 from shopsimrl.eval.compare import check_alignment
 from shopsimrl.eval.rundir import latest_records
@@ -174,9 +175,9 @@ def test_a_failed_call_leaves_the_episode_as_it_was(world, shopper_server):
 
 def test_llm_shopper_without_an_endpoint_is_a_typed_error(world, prepared_dir, tmp_path):
     task_id = world.catalog.split("all")[0]
-    with pytest.raises(DialogueError, match="needs an LLM shopper endpoint"):
+    with raises_kind(RequestError, "dialogue_unavailable", match="needs an LLM shopper endpoint"):
         ShopEnv(world, shoppers=shopper_registry()).reset(task_id, shopper="llm")
-    with pytest.raises(DialogueError, match="unknown shopper"):
+    with raises_kind(RequestError, "dialogue_unavailable", match="unknown shopper"):
         ShopEnv(world, shoppers=shopper_registry()).reset(task_id, shopper="gpt")
     with pytest.raises(Exception, match="--shopper-base-url"):
         EvalSettings(data=str(prepared_dir), out=str(tmp_path / "x"), policy="dialogue-oracle", shopper="llm")
@@ -282,7 +283,7 @@ def test_cache_keys_follow_everything_that_shapes_a_reply(tmp_path):
     path.write_text("{not json", "utf-8")
     assert cache.get(key) is None  # a damaged entry is a miss, never a crash
     shutil.rmtree(tmp_path / key[:2])
-    with pytest.raises(DialogueError, match="may not set"):
+    with raises_kind(RequestError, "dialogue_unavailable", match="may not set"):
         LLMShopperSettings(base_url="http://a/v1", model="m", extra_body={"temperature": 1})
 
 
@@ -345,7 +346,7 @@ def test_shopper_seed_is_the_llm_request_seed_and_needs_a_shopper(world, shopper
     assert app.state.last_request["seed"] == 11
     env.reset(task_id, shopper="llm")
     assert app.state.last_request["seed"] == 0  # ShopperConfig.sample_seed
-    with pytest.raises(DialogueError, match="needs shopper"):
+    with raises_kind(RequestError, "dialogue_unavailable", match="needs shopper"):
         env.reset(task_id, shopper_seed=3)
 
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.dialogue import NoiseConfig, RuleShopper, ShopperConfig
 from shopsimrl.dialogue.lexicon import match_question
 from shopsimrl.dialogue.noise import approximate, episode_rng
@@ -24,7 +25,7 @@ from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.dialogue.replies import ALL_SAID, NEUTRAL_REPLY
 from shopsimrl.dialogue.slots import build_slots
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.errors import DialogueError, ShopSimError
+from shopsimrl.errors import RequestError, ShopSimError
 from shopsimrl.versions import MAX_QUESTION_CHARS
 
 GOLDEN = Path(__file__).parent / "golden" / "dialogue_conversations.json"
@@ -194,13 +195,13 @@ def test_lexicon_prefers_named_slots_and_refuses_foreign_axes(world: ShopWorld) 
     [{"max_questions": -1}, {"max_questions": True}, {"max_questions": 10_000}, {"sample_seed": "1"}, {"noise": 0.5}],
 )
 def test_bad_shopper_settings_are_typed_errors(kwargs: dict) -> None:
-    with pytest.raises(DialogueError):
+    with raises_kind(RequestError, "dialogue_unavailable"):
         ShopperConfig(**kwargs)
 
 
 @pytest.mark.parametrize("rates", [{"omit": 1.5}, {"paraphrase": -0.1}, {"approximate_budget": float("nan")}])
 def test_bad_noise_rates_are_typed_errors(rates: dict) -> None:
-    with pytest.raises(DialogueError) as info:
+    with raises_kind(RequestError, "dialogue_unavailable") as info:
         NoiseConfig(**rates)
     assert isinstance(info.value, ShopSimError)
 

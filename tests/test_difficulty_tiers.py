@@ -9,20 +9,21 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.agent.difficulty import measure_policy
-from shopsimrl.agent.tiers import compute_tiers
+from shopsimrl.agent.tier_cascade import compute_tiers
 from shopsimrl.catalog.prepare import PrepareOptions
 from shopsimrl.catalog.store import Catalog
 from shopsimrl.catalog.tiers import (
     TIER_POLICIES,
     TIERS,
     TIERS_FILE,
-    DifficultyError,
     parse_difficulty,
     read_tiers,
     split_task_ids,
 )
 from shopsimrl.cli import main
+from shopsimrl.errors import DataError
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
 from shopsimrl.train.slime import task_lines
@@ -44,7 +45,7 @@ def test_parse_difficulty():
     assert parse_difficulty(None) is None
     assert parse_difficulty("none, first") == ("first", "none")
     for bad in ("", "easy", "first,hard"):
-        with pytest.raises(DifficultyError):
+        with raises_kind(DataError, "difficulty"):
             parse_difficulty(bad)
 
 
@@ -73,7 +74,7 @@ def test_tiers_are_deterministic_and_keyed_by_the_catalog(tiered, tmp_path, caps
     for name in ("manifest.json",):
         (tmp_path / "copy" / name).write_bytes((tiered / name).read_bytes())
     (tmp_path / "copy" / TIERS_FILE).write_text(json.dumps(stale))
-    with pytest.raises(DifficultyError, match="shopsimrl data tiers"):
+    with raises_kind(DataError, "difficulty", match="shopsimrl data tiers"):
         read_tiers(tmp_path / "copy")
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.contract import extract_action, parse_action
 from shopsimrl.env._observation import (
     home_state,
@@ -20,7 +21,7 @@ from shopsimrl.env._reward import option_reward, score_purchase, type_reward
 from shopsimrl.env._variant_price import price_display, resolve_variant_price
 from shopsimrl.env.fuzzy import token_set_ratio
 from shopsimrl.env.tools import tools_for_state
-from shopsimrl.errors import ObservationError
+from shopsimrl.errors import DataError
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -72,7 +73,7 @@ def test_search_label_is_filtered_and_state_has_no_goal():
                      products=[{"asin": "000000000001", "rank": 1}], actions=["000000000002"])},
 ])
 def test_renderer_rejects_bad_states(bad):
-    with pytest.raises(ObservationError):
+    with raises_kind(DataError, "observation"):
         render_observation(bad)
 
 
@@ -181,5 +182,5 @@ def test_tools_schema():
     click = tools_for_state({"search_available": False, "actions": ["back to search", "buy now"]})
     assert [t["function"]["name"] for t in click] == ["click"]
     assert click[0]["function"]["parameters"]["properties"]["value"]["enum"] == ["back to search", "buy now"]
-    with pytest.raises(ObservationError):
+    with raises_kind(DataError, "observation"):
         tools_for_state({"search_available": False, "actions": [""]})

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.env import ShopWorld
-from shopsimrl.errors import EpisodeTerminatedError, UnknownTaskError
+from shopsimrl.errors import EpisodeStateError, RequestError
 
 CART = 0  # task of the snack cart (gold 824100258497)
 QUERY = "可移动小吃车 煤气灶 三个锅 煎锅 关东煮 油炸 1000-1200元"
@@ -156,9 +157,9 @@ def test_action_limit_ends_on_the_terminal_page_with_zero_detail(env):
     assert result["done"] and result["termination_reason"] == "action_limit"
     assert result["reward"] == 0.0 and result["purchase"] == {} and result["reward_detail"]["r_success"] == 0
     assert result["observation_state"]["page_type"] == "terminal"
-    with pytest.raises(EpisodeTerminatedError, match="already terminated"):
+    with raises_kind(EpisodeStateError, "episode_terminated", match="already terminated"):
         env.step("click[nothing]")
-    with pytest.raises(EpisodeTerminatedError):
+    with raises_kind(EpisodeStateError, "episode_terminated"):
         env.terminate("action_limit")
 
 
@@ -187,7 +188,7 @@ def test_terminate_generation_length(env):
 
 def test_unknown_or_inactive_task_is_typed(env):
     for task in (6, 16, 999):
-        with pytest.raises(UnknownTaskError, match=f"unknown or inactive task_id {task}"):
+        with raises_kind(RequestError, "unknown_task", match=f"unknown or inactive task_id {task}"):
             env.reset(task)
 
 

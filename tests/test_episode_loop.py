@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.agent import (
     AgentRuntime,
     EpisodeJob,
@@ -29,11 +30,11 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.policy import PolicyAction
 from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
-from shopsimrl.errors import NoToolOfferedError, ShopSimError
+from shopsimrl.errors import RolloutError, ShopSimError
 from shopsimrl.train.rollout import COMPLETED, Generation, RolloutConfig, RolloutContext, run_rollout
 from toy import PolicyGenerate, ToyChatTokenizer, tool_call_text
 
-ERROR_KEYS = {"stage", "type", "message", "traceback"}
+ERROR_KEYS = {"stage", "type", "code", "message", "traceback"}
 
 
 @pytest.fixture(scope="module")
@@ -145,15 +146,16 @@ def test_repair_turns_count_so_the_loop_ends_what_the_environment_never_saw(worl
 def test_a_page_without_a_tool_is_one_error_class_with_one_record_shape(world: ShopWorld) -> None:
     record = runtime_episode(Recording(world, stuck=True), BuiltinPolicyModel(Searcher()), RuntimeConfig())
     assert record["status"] == "failed" and set(record["error"]) == ERROR_KEYS
-    assert record["error"]["type"] == "NoToolOfferedError" and record["error"]["stage"] == "model_step_2"
+    assert record["error"]["type"] == "RolloutError" and record["error"]["stage"] == "model_step_2"
+    assert record["error"]["code"] == "no_tool_offered"
 
     tokenizer = ToyChatTokenizer()
     generate = PolicyGenerate(tokenizer, make_policy("heuristic", world))
     trajectory = asyncio.run(run_rollout(RolloutContext(0), tokenizer, generate, Recording(world, stuck=True)))
     assert trajectory.error is not None and set(trajectory.error) == ERROR_KEYS
-    assert (trajectory.error["type"], trajectory.error["stage"]) == ("NoToolOfferedError", "model_step_2")
+    assert (trajectory.error["type"], trajectory.error["stage"]) == ("RolloutError", "model_step_2")
 
-    with pytest.raises(NoToolOfferedError):
+    with raises_kind(RolloutError, "no_tool_offered"):
         play_episode(Recording(world, stuck=True).session(), Searcher(), 0)
 
 

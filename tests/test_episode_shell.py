@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.agent.episode import EpisodeRequest, turn_limit
 from shopsimrl.agent.episode_shell import EPISODE_OVER, EpisodeShell, public_reward
 from shopsimrl.agent.play import play
@@ -25,7 +26,7 @@ from shopsimrl.contract import MULTI_TURN, SINGLE_TURN
 from shopsimrl.dialogue import SHOPPER_NAMES
 from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
-from shopsimrl.errors import AdapterError, EpisodeTerminatedError
+from shopsimrl.errors import AdapterError, EpisodeStateError
 from shopsimrl.train import row_codec
 from shopsimrl.train.row_codec import TaskRow
 from shopsimrl.train.trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment, environment_rows
@@ -114,7 +115,7 @@ def test_a_step_after_the_end_is_the_engines_error_and_a_call_is_the_one_message
     shell = EpisodeShell(env, env.reset(world.catalog.split("all")[0]), max_steps=1)
     shell.step(NOT_AN_ACTION)
     assert shell.done and shell.final is not None and shell.final["termination_reason"] == "action_limit"
-    with pytest.raises(EpisodeTerminatedError):
+    with raises_kind(EpisodeStateError, "episode_terminated"):
         shell.step(NOT_AN_ACTION)
     assert shell.call(NOT_AN_ACTION) == EPISODE_OVER == EpisodeShell.ended().call(NOT_AN_ACTION)
     assert shell.steps == 1 and shell.finish() is shell.final

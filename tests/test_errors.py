@@ -31,20 +31,18 @@ from live_server import serve
 from shopsimrl import errors
 from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.errors import (
-    DialogueError,
-    EpisodeTerminatedError,
-    InvalidActionError,
-    InvalidRequestError,
-    InvalidTaskIdError,
-    LeaseError,
-    NoActiveEpisodeError,
-    PersonaUnavailableError,
-    ShopSimError,
-    UnknownTaskError,
+from shopsimrl.errors import EpisodeStateError, LeaseError, RequestError, ServiceError, ShopSimError
+from shopsimrl.server import AsyncShopClient, ShopClient, create_app
+from shopsimrl.server.http_errors import (
+    CLASS_STATUS,
+    PUBLIC_CODES,
+    STATUS_OF_CODE,
+    encode,
+    public_rows,
+    rebuild,
+    row_of,
+    status_of,
 )
-from shopsimrl.server import AsyncShopClient, ServiceError, ShopClient, create_app
-from shopsimrl.server.http_errors import ERROR_CLASS_OF_CODE, ERROR_TABLE, encode, rebuild, row_of, status_of
 from shopsimrl.server.service import EnvService
 
 SRC = Path(shopsimrl.__file__).parent
@@ -89,9 +87,9 @@ def test_every_exception_class_in_the_package_is_a_shopsim_error():
     assert _outside_the_tree(classes) == []
     # the walk really found the package's errors, wherever they are defined
     names = {name.rsplit(".", 1)[1] for name in classes}
-    assert {"LeaseError", "PoolTimeout", "SessionNotFound", "InvalidRequestError", "Refusal", "ServiceError",
+    assert {"LeaseError", "AdmissionError", "RequestError", "ServiceError",
             "PostingsUnavailable", "_Abort", "_Reject", "RolloutError"} <= names, names
-    assert len(classes) >= 50 and len(modules) > 100 and len(skipped) < 15, (len(classes), len(modules), skipped)
+    assert len(classes) >= 15 and len(modules) > 100 and len(skipped) < 15, (len(classes), len(modules), skipped)
 
 
 def test_the_tree_check_can_fail():
@@ -117,54 +115,67 @@ def test_modules_skipped_for_a_missing_extra_define_errors_in_the_tree_too():
 
 
 # ---------------------------------------------------------------------------------------------- one table
-# Every error class raised by the env or the server -> (status, code). Written out: this is the wire contract.
+# Every (class, code) raised by the env or the server -> (status, answer code). Written out: the wire contract.
 EXPECTED = {
-    errors.UnknownTaskError: (404, "unknown_task"),
-    errors.PersonaUnavailableError: (400, "persona_unavailable"),
-    errors.DialogueError: (400, "dialogue_unavailable"),
-    errors.EpisodeTerminatedError: (409, "episode_terminated"),
-    errors.NoActiveEpisodeError: (409, "no_active_episode"),
-    errors.InvalidRequestError: (400, "invalid_request"),
-    errors.InvalidActionError: (400, "invalid_action"),
-    errors.ResponseTooLong: (413, "response_too_long"),
-    errors.LeaseError: (409, "stale_lease"),
-    errors.SessionNotFound: (404, "session_not_found"),
-    errors.PoolTimeout: (503, "no_free_slot"),
-    errors.WorkerUnavailableError: (502, "worker_unavailable"),
-    errors.DataIntegrityError: (503, "data_integrity"),
-    errors.SearchIndexError: (503, "search_unavailable"),
-    errors.ReplayError: (400, "invalid_replay_request"),
-    errors.ReplayNotFoundError: (404, "replay_not_found"),
-    errors.ObservationError: (400, "bad_request"),
-    errors.InvalidGoalError: (400, "bad_request"),
-    errors.InvalidSelectionError: (400, "bad_request"),
-    errors.SplitError: (400, "invalid_split"),
-    errors.ShopSimError: (400, "bad_request"),
+    (errors.RequestError, "unknown_task"): (404, "unknown_task"),
+    (errors.RequestError, "persona_unavailable"): (400, "persona_unavailable"),
+    (errors.RequestError, "dialogue_unavailable"): (400, "dialogue_unavailable"),
+    (errors.EpisodeStateError, "episode_terminated"): (409, "episode_terminated"),
+    (errors.EpisodeStateError, "no_active_episode"): (409, "no_active_episode"),
+    (errors.RequestError, "invalid_request"): (400, "invalid_request"),
+    (errors.RequestError, "invalid_task_id"): (400, "invalid_task_id"),
+    (errors.RequestError, "invalid_action"): (400, "invalid_action"),
+    (errors.RequestError, "response_too_long"): (413, "response_too_long"),
+    (errors.ShopperCallError, "shopper_call_failed"): (502, "shopper_call_failed"),
+    (errors.LeaseError, "stale_lease"): (409, "stale_lease"),
+    (errors.LeaseError, "session_not_found"): (404, "session_not_found"),
+    (errors.AdmissionError, "no_free_slot"): (503, "no_free_slot"),
+    (errors.ServiceError, "worker_unavailable"): (502, "worker_unavailable"),
+    (errors.DataError, "data_integrity"): (503, "data_integrity"),
+    (errors.DataError, "search_unavailable"): (503, "search_unavailable"),
+    (errors.RequestError, "invalid_replay_request"): (400, "invalid_replay_request"),
+    (errors.RequestError, "replay_not_found"): (404, "replay_not_found"),
+    (errors.DataError, "observation"): (400, "bad_request"),
+    (errors.DataError, "invalid_goal"): (400, "bad_request"),
+    (errors.DataError, "invalid_selection"): (400, "bad_request"),
+    (errors.DataError, "data_directory"): (400, "bad_request"),
+    (errors.DataError, "invalid_split"): (400, "invalid_split"),
+    (errors.ShopSimError, "error"): (400, "bad_request"),
+    (errors.PolicyError, "policy"): (400, "bad_request"),
+    (errors.ServiceError, "service"): (400, "bad_request"),
+    # the guard's admission refusals
+    (errors.AdmissionError, "body_too_large"): (413, "body_too_large"),
+    (errors.AdmissionError, "host_not_served"): (421, "host_not_served"),
+    (errors.AdmissionError, "cross_origin_refused"): (403, "cross_origin_refused"),
+    (errors.AdmissionError, "unauthorized"): (401, "unauthorized"),
+    (errors.AdmissionError, "unsupported_media_type"): (415, "unsupported_media_type"),
+    (errors.AdmissionError, "invalid_text"): (400, "invalid_text"),
+    (errors.AdmissionError, "nested_too_deep"): (400, "nested_too_deep"),
 }
 
 
-def _guard_classes() -> dict[type[ShopSimError], tuple[int, str]]:
-    from shopsimrl.server import guard
+def _instance(kind: type[ShopSimError], code: str) -> ShopSimError:
+    if kind is errors.ShopperCallError:
+        return errors.ShopperCallError(3, "x")
+    if kind is errors.ServiceError:
+        return errors.ServiceError(0, "x", code=code)
+    return kind("x", code=code)
 
-    return {guard.BodyTooLarge: (413, "body_too_large"), guard.HostNotServed: (421, "host_not_served"),
-            guard.CrossOriginRefused: (403, "cross_origin_refused"),
-            guard.Unauthorized: (401, "unauthorized"), guard.UnsupportedMediaType: (415, "unsupported_media_type"),
-            guard.InvalidText: (400, "invalid_text"), guard.NestedTooDeep: (400, "nested_too_deep")}
 
-
-@pytest.mark.parametrize(("error", "expected"), [*EXPECTED.items(), *_guard_classes().items()],
-                         ids=lambda value: getattr(value, "__name__", str(value)))
-def test_each_error_class_has_one_status_and_code(error, expected):
-    row = row_of(error)
+@pytest.mark.parametrize(("kind", "expected"), list(EXPECTED.items()), ids=lambda value: "-".join(
+    getattr(v, "__name__", str(v)) for v in value) if isinstance(value, tuple) else str(value))
+def test_each_error_code_has_one_status_and_answer_code(kind, expected):
+    row = row_of(_instance(*kind))
     assert (row.status, row.code) == expected
-    # exactly one: the table rows among the class's bases form one chain (no two unrelated listed bases,
-    # which would make the answer depend on the order of the bases)
-    listed = [r.error for r in ERROR_TABLE if issubclass(error, r.error)]
-    for a in listed:
-        for b in listed:
-            assert issubclass(a, b) or issubclass(b, a), f"{error.__name__}: {a.__name__} and {b.__name__}"
-    assert status_of(error("x") if error not in (UnknownTaskError, PersonaUnavailableError) else error(7)) \
-        == expected[0]
+    assert status_of(_instance(*kind)) == expected[0]
+
+
+def test_the_table_is_a_few_class_rows_and_the_codes_that_differ():
+    assert len(CLASS_STATUS) == 5 and len(STATUS_OF_CODE) == 14
+    public = {code for code, kind in errors.KIND_OF_CODE.items() if kind in CLASS_STATUS} | set(STATUS_OF_CODE)
+    assert public | {"bad_request"} == {row.code for row in public_rows()}
+    assert public == {answer for (_, code), (_, answer) in EXPECTED.items() if answer != "bad_request"}
+    assert all(code in errors.KIND_OF_CODE for code in STATUS_OF_CODE)
 
 
 def _raised_names(root: Path) -> set[str]:
@@ -176,36 +187,33 @@ def _raised_names(root: Path) -> set[str]:
     return names
 
 
-def test_everything_the_env_and_the_server_raise_is_in_the_table():
-    """Found by reading every ``raise X(...)`` of env/ and server/: only typed errors, each with its row."""
-    from shopsimrl.server import guard
-
-    known = {**{cls.__name__: cls for cls in EXPECTED}, **{cls.__name__: cls for cls in _guard_classes()}}
+def test_everything_the_env_and_the_server_raise_is_typed():
+    """Found by reading every ``raise X(...)`` of env/ and server/: only typed errors (their codes are checked
+    against their classes by test_error_module.py)."""
     raised = _raised_names(SRC / "env") | _raised_names(SRC / "server")
+    known = {kind.__name__ for kind, _ in EXPECTED} | {"unknown_task", "persona_unavailable"}
     internal = {"_Abort", "EnvCheckError", "AssertionError", "TypeError", "SystemExit"}
-    # AssertionError: the clients' unreachable line; TypeError: row_of on a non-error; SystemExit: a signal;
+    # AssertionError: the clients' unreachable line; TypeError: a programming error; SystemExit: a signal;
     # _Abort and EnvCheckError: the conformance checker's own verdicts, never sent over HTTP
-    untyped = raised - set(known) - internal - {"ServiceError", "_unreachable"}  # the clients' transport failure
+    untyped = raised - known - internal - {"_unreachable"}  # the clients' transport failure
     assert untyped == set(), untyped
-    assert {"PersonaUnavailableError", "EpisodeTerminatedError", "LeaseError", "InvalidRequestError"} <= raised
-    assert guard.BodyTooLarge.__name__ in raised
+    assert {"persona_unavailable", "EpisodeStateError", "LeaseError", "RequestError", "AdmissionError"} <= raised
 
 
 def test_codes_name_one_class_each_and_the_clients_rebuild_them():
-    codes = [row.code for row in ERROR_TABLE]
-    assert len(codes) == len(set(codes)) and len({row.error for row in ERROR_TABLE}) == len(ERROR_TABLE)
-    for row in ERROR_TABLE:
-        assert ERROR_CLASS_OF_CODE[row.code] is row.error
+    for row in public_rows():
         rebuilt = rebuild(row.code, "the service's own words")
         assert type(rebuilt) is row.error and str(rebuilt) == "the service's own words"
+        assert rebuilt.code == (row.code if row.code != "bad_request" else "error")
     assert rebuild("no_such_code", "x") is None
+    assert rebuild("observation", "x") is None  # a code the service never sends
 
 
 def test_the_contract_documents_the_table_row_for_row():
     doc = (SRC.parent.parent / "docs" / "contract.md").read_text("utf-8")
     section = doc[doc.index('<a id="http-errors"></a>'):doc.index('<a id="health-and-ui"></a>')]
     rows = re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \| `(\w+)` \|$", section, re.MULTILINE)
-    assert rows == [(row.code, str(row.status), row.error.__name__) for row in ERROR_TABLE]
+    assert rows == [(row.code, str(row.status), row.error.__name__) for row in public_rows()]
 
 
 # ---------------------------------------------------------------------------------------------- one behaviour
@@ -222,23 +230,25 @@ def base_url(world):
 
 Call = tuple[str, tuple[Any, ...], dict[str, Any]]
 
-# name -> (calls that must succeed, the bad call, the class all three paths raise)
-CASES: dict[str, tuple[list[Call], Call, type[ShopSimError]]] = {
-    "unknown task": ([], ("reset", (UNKNOWN_TASK,), {}), UnknownTaskError),
-    "task id not an integer": ([], ("reset", ("7",), {}), InvalidTaskIdError),
-    "persona on a standard task": ([], ("reset", (STANDARD_TASK,), {"persona": True}), PersonaUnavailableError),
-    "unknown interaction mode": ([], ("reset", (PERSONA_TASK, None, "three_turn"), {}), InvalidRequestError),
-    "unknown shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "robot"}), DialogueError),
-    "llm shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "llm"}), DialogueError),
-    "step before reset": ([], ("step", ("search[x]",), {}), NoActiveEpisodeError),
+# name -> (calls that must succeed, the bad call, the class and code all three paths raise)
+CASES: dict[str, tuple[list[Call], Call, tuple[type[ShopSimError], str]]] = {
+    "unknown task": ([], ("reset", (UNKNOWN_TASK,), {}), (RequestError, "unknown_task")),
+    "task id not an integer": ([], ("reset", ("7",), {}), (RequestError, "invalid_task_id")),
+    "persona on a standard task": ([], ("reset", (STANDARD_TASK,), {"persona": True}),
+                                   (RequestError, "persona_unavailable")),
+    "unknown interaction mode": ([], ("reset", (PERSONA_TASK, None, "three_turn"), {}),
+                                 (RequestError, "invalid_request")),
+    "unknown shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "robot"}), (RequestError, "dialogue_unavailable")),
+    "llm shopper": ([], ("reset", (PERSONA_TASK,), {"shopper": "llm"}), (RequestError, "dialogue_unavailable")),
+    "step before reset": ([], ("step", ("search[x]",), {}), (EpisodeStateError, "no_active_episode")),
     "step after the end": ([("reset", (STANDARD_TASK,), {}), ("terminate", (), {})],
-                           ("step", ("click[buy now]",), {}), EpisodeTerminatedError),
+                           ("step", ("click[buy now]",), {}), (EpisodeStateError, "episode_terminated")),
     "terminate after the end": ([("reset", (STANDARD_TASK,), {}), ("terminate", ("generation_length",), {})],
-                                ("terminate", (), {}), EpisodeTerminatedError),
+                                ("terminate", (), {}), (EpisodeStateError, "episode_terminated")),
     "unknown termination reason": ([("reset", (STANDARD_TASK,), {})], ("terminate", ("bored",), {}),
-                                   InvalidRequestError),
-    "action not a string": ([("reset", (STANDARD_TASK,), {})], ("step", (123,), {}), InvalidActionError),
-    "action missing": ([("reset", (STANDARD_TASK,), {})], ("step", (None,), {}), InvalidActionError),
+                                   (RequestError, "invalid_request")),
+    "action not a string": ([("reset", (STANDARD_TASK,), {})], ("step", (123,), {}), (RequestError, "invalid_action")),
+    "action missing": ([("reset", (STANDARD_TASK,), {})], ("step", (None,), {}), (RequestError, "invalid_action")),
 }
 
 
@@ -277,9 +287,9 @@ def test_the_same_bad_input_raises_the_same_error_on_every_path(case, world, bas
 
     asynchronous = asyncio.run(run_async())
     for error in (in_process, sync, asynchronous):
-        assert type(error) is expected, (case, type(error), error)
+        assert (type(error), error.code) == expected, (case, type(error), error)
     assert str(sync) == str(asynchronous) == str(in_process), case
-    if isinstance(in_process, (UnknownTaskError, PersonaUnavailableError)):
+    if isinstance(in_process, RequestError):
         assert sync.task_id == asynchronous.task_id == in_process.task_id  # type: ignore[attr-defined]
 
 
@@ -309,7 +319,7 @@ def test_an_unknown_or_reclaimed_lease_is_a_lease_error_in_process_and_through_b
 
     asynchronous = asyncio.run(run_async())
     for error in (unknown.value, reclaimed.value, asynchronous):
-        assert type(error) is LeaseError
+        assert type(error) is LeaseError and error.code == "stale_lease"
     assert str(unknown.value) == str(asynchronous) == f"stale or invalid lease for environment {slot}"
     assert str(in_process.value) == "stale or invalid lease for environment 0"
     assert str(reclaimed.value).startswith("stale or invalid lease for environment ")
@@ -319,7 +329,7 @@ def test_the_clients_keep_service_error_for_the_transport(base_url):
     """No answer, or an answer that is not the service's JSON, is a ServiceError, not a library error."""
     with ShopClient("http://127.0.0.1:9") as nowhere, pytest.raises(ServiceError, match="cannot reach") as caught:
         nowhere.reset(0)
-    assert caught.value.status == 0 and not isinstance(caught.value, InvalidRequestError)
+    assert caught.value.status == 0 and not isinstance(caught.value, RequestError)
     with ShopClient(base_url) as client:
         answer = client._http.get("/v1/no-such-route")  # FastAPI's own 404: a code no library class has
         assert answer.json() == {"error": "Not Found", "code": "not_found"}
@@ -399,6 +409,6 @@ def test_any_json_in_any_reference_field_gets_a_typed_answer(reference_dispatch,
             body[name] = data.draw(JSON_VALUES, label=name)
         status, payload = await reference_dispatch(json.dumps(body).encode())
         if status != 200:
-            assert (payload["code"] in ERROR_CLASS_OF_CODE and status < 500) or payload["code"] == "no_free_slot", payload
+            assert (payload["code"] in PUBLIC_CODES and status < 500) or payload["code"] == "no_free_slot", payload
 
     asyncio.run(run())

@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from error_kinds import raises_kind
 from live_server import serve, unavailable_service
 from shopsimrl.agent.policy_server import create_policy_app
 from shopsimrl.env import ShopWorld
-from shopsimrl.errors import ServiceError
+from shopsimrl.errors import ConfigError, ServiceError
 from shopsimrl.eval import EvalSettings, evaluate
-from shopsimrl.eval.compare import ComparisonError, compare_runs, metric_seed, paired_bootstrap
+from shopsimrl.eval.compare import compare_runs, metric_seed, paired_bootstrap
 from shopsimrl.eval.plan import build_jobs, episode_seed
-from shopsimrl.eval.rundir import RunDirError, latest_records
+from shopsimrl.eval.rundir import latest_records
 from shopsimrl.eval.summary import summarize
 from shopsimrl.server import create_app
 
@@ -95,11 +96,11 @@ def test_summary_counts_generation_length_as_a_scored_policy_failure():
 
 
 def test_summary_of_failures_and_missing_episodes():
-    failed = trace(2, status="failed", error={"type": "ModelRequestError", "stage": "model_step_1"})
+    failed = trace(2, status="failed", error={"type": "ModelCallError", "code": "model_request", "stage": "model_step_1"})
     s = summarize({r["episode_id"]: r for r in [trace(1, reward=0.25), failed]}, requested=4)
     assert s["counts"] == {"requested": 4, "trace_files": 2, "completed": 1, "failed": 1, "scored": 1, "coverage": 0.25}
     assert s["primary"]["reward_mean"] == 0.25 and s["primary"]["reward_sem"] is None
-    assert s["errors"] == {"ModelRequestError": 1}
+    assert s["errors"] == {"ModelCallError(model_request)": 1}
     empty = summarize([], requested=3)
     assert empty["primary"]["reward_mean"] is None and empty["counts"]["coverage"] == 0.0
 
@@ -137,7 +138,7 @@ def test_paired_bootstrap_arithmetic():
     constant = paired_bootstrap([0, 0, 0], [1, 1, 1], metric="x")
     assert (constant["ci_low"], constant["diff"], constant["ci_high"]) == (1.0, 1.0, 1.0)
     assert paired_bootstrap(a, b, metric="r_strict", resamples=2000) == out  # seeded: reproducible
-    with pytest.raises(ComparisonError):
+    with raises_kind(ConfigError, "comparison"):
         paired_bootstrap([1.0], [], metric="x")
 
 
@@ -164,11 +165,11 @@ def test_compare_transitions_and_alignment(tmp_path):
     assert result["metrics"]["r_strict"]["diff"] == pytest.approx((1.0 - 0.0 + 0.5 - 1.0) / 4)
     assert result["paired_episodes"] == 4 and result["alignment"]["differs_in"] == ["model"]
     _write_run(tmp_path / "short", b[:3], model="c", jobs=[r["job"] for r in b])
-    with pytest.raises(ComparisonError, match="not completed in both"):
+    with raises_kind(ConfigError, "comparison", match="not completed in both"):
         compare_runs(str(tmp_path / "a"), str(tmp_path / "short"))
     assert compare_runs(str(tmp_path / "a"), str(tmp_path / "short"), allow_partial=True)["paired_episodes"] == 3
     _write_run(tmp_path / "other", b[:2], model="d")
-    with pytest.raises(ComparisonError, match="job lists differ"):
+    with raises_kind(ConfigError, "comparison", match="job lists differ"):
         compare_runs(str(tmp_path / "a"), str(tmp_path / "other"))
 
 
@@ -209,7 +210,7 @@ def test_a_directory_refuses_another_plan_and_skips_completed(world, prepared_di
     again = evaluate(EvalSettings(policy="heuristic", **settings), world=world)
     assert first.ran == 2 and again.ran == 0 and again.skipped == 2 and again.resumed
     assert len((out / "traces.jsonl").read_text().splitlines()) == 2
-    with pytest.raises(RunDirError, match="another plan"):
+    with raises_kind(ConfigError, "run_dir", match="another plan"):
         evaluate(EvalSettings(policy="random", **settings), world=world)
 
 
@@ -336,7 +337,7 @@ def test_a_damaged_manifest_is_refused_before_anything_is_touched(world, prepare
         manifest["plan"] = "x"
     (out / "manifest.json").write_text(json.dumps(manifest))
     before = _snapshot(out)
-    with pytest.raises(RunDirError, match="has no plan"):
+    with raises_kind(ConfigError, "run_dir", match="has no plan"):
         evaluate(settings, world=world)
     assert _snapshot(out) == before  # summary.json and traces.jsonl untouched
 
@@ -345,7 +346,7 @@ def test_a_manifest_that_is_a_directory_is_a_typed_error(world, prepared_dir, tm
     out = tmp_path / "run"
     (out / "manifest.json").mkdir(parents=True)
     settings = EvalSettings(data=str(prepared_dir), out=str(out), split="test", policy="heuristic")
-    with pytest.raises(RunDirError, match=r"manifest\.json is a directory"):
+    with raises_kind(ConfigError, "run_dir", match=r"manifest\.json is a directory"):
         evaluate(settings, world=world)
 
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.catalog.prepare import PrepareOptions
 from shopsimrl.cli import main
+from shopsimrl.errors import ConfigError
 from shopsimrl.eval.scenarios import (
     SCENARIOS,
-    ScenarioError,
     parse_scenarios,
     scenario_settings,
     scenarios_markdown,
@@ -34,7 +35,7 @@ def test_parse_scenarios_keeps_shopsimulators_order():
     assert parse_scenarios("all") == list(SCENARIOS)
     assert [s.name for s in parse_scenarios("multi-persona,single-standard")] == ["single-standard", "multi-persona"]
     for bad in ("", "single", "all,multi-persona", "single-standard,nope"):
-        with pytest.raises(ScenarioError):
+        with raises_kind(ConfigError, "scenario"):
             parse_scenarios(bad)
 
 

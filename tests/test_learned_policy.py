@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.agent.episode import EpisodeRequest
 from shopsimrl.agent.play import play, play_episode
 from shopsimrl.agent.policies import make_policy
@@ -24,7 +25,7 @@ from shopsimrl.agent.policies.learned import (
 from shopsimrl.agent.policies.learned_features import FEATURES, KINDS, decide
 from shopsimrl.agent.policy import PolicyAction, PolicyContext
 from shopsimrl.env.shop_env import ShopEnv, ShopWorld
-from shopsimrl.errors import PolicyError, RecipeError
+from shopsimrl.errors import ConfigError, PolicyError
 from shopsimrl.generate.default import build_default_catalog
 from shopsimrl.train.policy_gradient import (
     FEATURE_GROUPS,
@@ -137,9 +138,9 @@ def test_the_trainer_resets_train_tasks_only(default_world: ShopWorld) -> None:
     env = TrainTaskEnv(default_world)
     train(default_world, PolicyTrainConfig(episodes=64, eval_every=0), env=env)
     assert env.resets and set(env.resets) <= set(default_world.catalog.split("train"))
-    with pytest.raises(RecipeError, match="not a train task"):
+    with raises_kind(ConfigError, "recipe", match="not a train task"):
         env.reset(default_world.catalog.split("val")[0])
-    with pytest.raises(RecipeError, match="private goal"):
+    with raises_kind(ConfigError, "recipe", match="private goal"):
         env.reset(default_world.catalog.split("train")[0], include_private_goal=True)
 
 
@@ -172,7 +173,7 @@ def test_ablated_features_keep_zero_weight(default_world: ShopWorld) -> None:
         model = train(default_world, PolicyTrainConfig(episodes=32, groups_per_update=2, eval_every=0,
                                                        ablate=(group,))).model
         assert all((model.weights[name][mask[name] == 0] == 0).all() for name in mask)
-    with pytest.raises(RecipeError, match="unknown feature group"):
+    with raises_kind(ConfigError, "recipe", match="unknown feature group"):
         PolicyTrainConfig(ablate=("colour",)).check()
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from fork_support import in_forked_child
 from shopsimrl.catalog._line_store import LineStore, LineWriter, encode_record  # internals on purpose
-from shopsimrl.errors import DataIntegrityError
+from shopsimrl.errors import DataError
 
 
 def records(n: int) -> list[dict]:
@@ -72,7 +73,7 @@ def test_a_file_cut_after_opening_is_reported_not_half_read(tmp_path: Path) -> N
     with open(path, "r+b") as handle:
         handle.truncate(int(store.offsets[10]) + 5)
     assert store.get(9) == items[9]
-    with pytest.raises(DataIntegrityError, match=r"r\.jsonl: record 10 is cut short"):
+    with raises_kind(DataError, "data_integrity", match=r"r\.jsonl: record 10 is cut short"):
         store.raw(10)
     store.close()
 
@@ -82,5 +83,5 @@ def test_offsets_that_do_not_end_at_the_file_size_are_refused(tmp_path: Path) ->
     offsets = store.offsets.copy()
     store.close()
     offsets[-1] += 1
-    with pytest.raises(DataIntegrityError, match="offsets end at"):
+    with raises_kind(DataError, "data_integrity", match="offsets end at"):
         LineStore(tmp_path / "r.jsonl", offsets)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
 from shopsimrl.agent.policies.oracle import OraclePolicy
 from shopsimrl.agent.policies.random_policy import RandomPolicy
@@ -25,7 +26,7 @@ from shopsimrl.catalog import Catalog, PrepareOptions
 from shopsimrl.catalog.integrity import STAMP_FILE
 from shopsimrl.cli import main
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.errors import DataDirectoryError, DataFileError, DataIntegrityError
+from shopsimrl.errors import DataError
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
 from shopsimrl.search import SearchIndex
@@ -184,7 +185,7 @@ def copy_dir(tmp_path: Path, prepared_dir: Path) -> Path:
 
 
 def _refused(path: Path, name: str) -> None:
-    with pytest.raises(DataIntegrityError) as info:
+    with raises_kind(DataError, "data_integrity") as info:
         Catalog.from_data_dir(path)
     message = str(info.value)
     assert "\n" not in message and name in message, message
@@ -252,13 +253,13 @@ def test_an_old_data_directory_is_refused_with_a_rerun_message(copy_dir: Path) -
     del manifest["open_format"]
     manifest["prepare_version"] = "shopsimrl-prepare-v1"
     (copy_dir / "manifest.json").write_text(json.dumps(manifest), "utf-8")
-    with pytest.raises(DataDirectoryError, match=r"older version.*re-run `shopsimrl data prepare"):
+    with raises_kind(DataError, "data_directory", match=r"older version.*re-run `shopsimrl data prepare"):
         Catalog.from_data_dir(copy_dir)
 
 
 def test_a_manifest_that_is_not_json_is_refused(copy_dir: Path) -> None:
     (copy_dir / "manifest.json").write_text("{not json", "utf-8")
-    with pytest.raises(DataFileError, match=r"manifest\.json is not valid JSON"):
+    with raises_kind(DataError, "data_file", match=r"manifest\.json is not valid JSON"):
         Catalog.from_data_dir(copy_dir)
 
 

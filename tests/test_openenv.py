@@ -13,6 +13,8 @@ import json
 
 import pytest
 
+from error_kinds import raises_kind
+
 openenv = pytest.importorskip("openenv", reason="runs in .venv-openenv (see tests/test_openenv_venv.py)")
 
 import httpx  # noqa: E402
@@ -25,7 +27,7 @@ from shopsimrl.agent.policies import make_policy  # noqa: E402
 from shopsimrl.agent.prompt import first_user_message, system_message  # noqa: E402
 from shopsimrl.dialogue.registry import shopper_registry  # noqa: E402
 from shopsimrl.env import ShopEnv, ShopWorld  # noqa: E402
-from shopsimrl.errors import InvalidRequestError, NoActiveEpisodeError, UnknownTaskError  # noqa: E402
+from shopsimrl.errors import EpisodeStateError, RequestError  # noqa: E402
 from shopsimrl.openenv import (  # noqa: E402
     ShopSimAction,
     ShopSimClient,
@@ -33,7 +35,6 @@ from shopsimrl.openenv import (  # noqa: E402
     ShopSimSessionFactory,
     create_openenv_app,
 )
-from shopsimrl.openenv.environment import OpenEnvUsageError  # noqa: E402
 from shopsimrl.versions import ENVIRONMENT_VERSION, EPISODE_LIMITS  # noqa: E402
 
 SLOTS = 3
@@ -217,16 +218,16 @@ def test_reset_by_split_and_index_and_errors(world, url):
 
     assert asyncio.run(go()).task_id == ids[1]
     env = ShopSimEnvironment(world)
-    with pytest.raises(OpenEnvUsageError):
+    with raises_kind(RequestError, "invalid_request"):
         env.reset(split="val", index=len(ids))
-    with pytest.raises(NoActiveEpisodeError, match=r"^no active episode: call reset\(task_id\) first$"):
+    with raises_kind(EpisodeStateError, "no_active_episode", match=r"^no active episode: call reset\(task_id\) first$"):
         env.step(ShopSimAction(tool="search", arguments={"query": "x"}))  # ShopEnv's error and message
-    with pytest.raises(UnknownTaskError) as caught:  # ShopEnv's errors pass through the adapter unchanged
+    with raises_kind(RequestError, "unknown_task") as caught:  # ShopEnv's errors pass through the adapter unchanged
         env.reset(task_id=10**9)
-    with pytest.raises(UnknownTaskError) as direct:
+    with raises_kind(RequestError, "unknown_task") as direct:
         ShopEnv(world, shoppers=shopper_registry()).reset(10**9)
     assert str(caught.value) == str(direct.value)
-    with pytest.raises(InvalidRequestError, match="unsupported interaction_mode"):
+    with raises_kind(RequestError, "invalid_request", match="unsupported interaction_mode"):
         env.reset(task_id=ids[0], interaction_mode="three_turn")
     with pytest.raises(ValueError):  # pydantic: only the three tools exist
         ShopSimAction(tool="checkout", arguments={})
@@ -282,7 +283,7 @@ def test_harness_resource_session_runs_an_episode_and_verify_forwards_r_strict(w
     assert not set(_walk_keys(verdict.metrics)) & PRIVATE_KEYS
     assert session.call_tool("search", {"query": "x"}).error
     session.close()
-    with pytest.raises(OpenEnvUsageError):
+    with raises_kind(RequestError, "invalid_request"):
         factory.create("not a task")
 
 
@@ -293,7 +294,7 @@ def test_openenv_env_and_harness_hold_the_episode_shells_rules(world):
     from shopsimrl.agent.episode import EpisodeRequest
     from shopsimrl.agent.episode_shell import EPISODE_OVER, public_reward
     from shopsimrl.agent.play import play
-    from shopsimrl.errors import EpisodeTerminatedError
+    from shopsimrl.errors import EpisodeStateError
 
     engine = world.new_env(shoppers=shopper_registry())
     for name in ("heuristic", "random"):
@@ -316,7 +317,7 @@ def test_openenv_env_and_harness_hold_the_episode_shells_rules(world):
             assert verdict.metrics == public_reward(final["reward_detail"]) == env.shell.public
             after = session.call_tool("search", {"query": "x"})
             assert after.error == EPISODE_OVER and after.done
-            with pytest.raises(EpisodeTerminatedError):
+            with raises_kind(EpisodeStateError, "episode_terminated"):
                 env.step(ShopSimAction(tool="search", arguments={"query": "x"}))
             session.close()
             env.close()
@@ -473,7 +474,7 @@ TASK_ROUTES = {  # every task route of OpenEnv's app with its body, and the fiel
 @pytest.mark.parametrize("route", sorted(TASK_ROUTES))
 @pytest.mark.parametrize("mistake", ["unknown split", "negative index", "wrong type", "not json"])
 def test_every_task_route_answers_a_mistake_with_a_typed_4xx(url, route, mistake):
-    """Issue 28 item 2: an unknown split used to be a 500 with a traceback (SplitError was not mapped)."""
+    """Issue 28 item 2: an unknown split used to be a 500 with a traceback (DataError was not mapped)."""
     body = dict(TASK_ROUTES[route])
     if mistake == "unknown split":
         body["split"] = "tst"

@@ -7,10 +7,11 @@ import asyncio
 import httpx
 import pytest
 
+from error_kinds import raises_kind
 from live_server import serve
 from shopsimrl.env import ShopWorld
 from shopsimrl.env.gym import ShopGymEnv
-from shopsimrl.errors import PersonaUnavailableError, ShopSimError
+from shopsimrl.errors import RequestError, ShopSimError, persona_unavailable
 from shopsimrl.server import AsyncShopClient, ShopClient, create_app
 
 STANDARD = 1  # fixture task 1 (824100258498) has no persona
@@ -35,9 +36,9 @@ def test_fixture_tasks_have_the_modes_the_tests_assume(world):
 
 def test_in_process_persona_reset_of_a_standard_task_is_a_typed_error(world):
     env = world.new_env()
-    with pytest.raises(PersonaUnavailableError, match=f"task {STANDARD} is a standard task without a persona"):
+    with raises_kind(RequestError, "persona_unavailable", match=f"task {STANDARD} is a standard task without a persona"):
         env.reset(STANDARD, persona=True)
-    assert isinstance(PersonaUnavailableError(1), ShopSimError)
+    assert isinstance(persona_unavailable(1), ShopSimError)
     own = env.reset(STANDARD)  # no mode given: the task's own mode
     assert own["task_mode"] == "standard" and own["user_persona"] == {}
     assert env.reset(PERSONA)["task_mode"] == "persona"
@@ -46,7 +47,7 @@ def test_in_process_persona_reset_of_a_standard_task_is_a_typed_error(world):
 
 def test_gym_persona_reset_of_a_standard_task_is_a_typed_error(world):
     gym_env = ShopGymEnv(world, split="standard")
-    with pytest.raises(PersonaUnavailableError):
+    with raises_kind(RequestError, "persona_unavailable"):
         gym_env.reset(options={"task_id": STANDARD, "persona": True})
     _, info = gym_env.reset(options={"task_id": STANDARD})
     assert info["user_persona"] == {}
@@ -69,14 +70,14 @@ def test_v1_api_answers_400(base_url):
 
 def test_clients_raise_the_typed_error_and_default_to_the_tasks_own_mode(base_url, world):
     with ShopClient(base_url) as client:
-        with pytest.raises(PersonaUnavailableError):
+        with raises_kind(RequestError, "persona_unavailable"):
             client.reset(STANDARD, persona=True)
         assert client.reset(STANDARD) == world.new_env().reset(STANDARD)
         assert client.reset(PERSONA)["task_mode"] == "persona"
 
     async def run() -> dict:
         async with AsyncShopClient(base_url) as client:
-            with pytest.raises(PersonaUnavailableError):
+            with raises_kind(RequestError, "persona_unavailable"):
                 await client.reset(STANDARD, persona=True)
             return await client.reset(STANDARD)
 

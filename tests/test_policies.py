@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.agent import PolicyContext, context_from_messages, parse_page, play_episode
 from shopsimrl.agent.difficulty import data_statistics
 from shopsimrl.agent.policies import OraclePolicy, make_policy
 from shopsimrl.agent.policies.heuristic import HeuristicPolicy
-from shopsimrl.agent.policy import PolicyError
 from shopsimrl.catalog import PrepareOptions
 from shopsimrl.env import ShopEnv, ShopWorld
-from shopsimrl.errors import DatasetBuildError
+from shopsimrl.errors import DataError, PolicyError
 from shopsimrl.generate import GeneratorConfig
 from shopsimrl.generate.default import build_default_catalog
 
@@ -48,7 +48,7 @@ def test_build_default_is_cached(small_dir: Path) -> None:
 
 def test_build_default_refuses_a_foreign_directory(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(DatasetBuildError, match="not built by build-default"):
+    with raises_kind(DataError, "dataset_build", match="not built by build-default"):
         build_default_catalog(tmp_path, seed=7, config=SMALL, options=SMALL_SPLITS)
 
 
@@ -239,11 +239,11 @@ def test_build_default_regenerates_when_the_vocabulary_changes(small_dir: Path, 
 
 def test_bad_generator_and_stats_arguments_get_clear_errors(capsys: pytest.CaptureFixture[str]) -> None:
     from shopsimrl.cli import main
-    from shopsimrl.errors import GeneratorConfigError, ShopSimError
+    from shopsimrl.errors import DataError, ShopSimError
 
-    with pytest.raises(GeneratorConfigError, match="--two-axis-products"):  # errors name the flags (issue 18)
+    with raises_kind(DataError, "generator_config", match="--two-axis-products"):  # errors name the flags (issue 18)
         GeneratorConfig(products=10, two_axis_products=20)
-    assert issubclass(GeneratorConfigError, ShopSimError)
+    assert issubclass(DataError, ShopSimError)
     assert main(["data", "generate", "--out", "/dev/null/x.json", "--products", "10", "--two-axis-products", "20"]) == 2
     assert "--two-axis-products" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:

@@ -132,7 +132,7 @@ def test_transient_http_errors_are_retried(world, heuristic_url):
     assert record["status"] == "completed" and record["final"]["termination_reason"] == "purchase"
     failed = episode(world, heuristic_url, extra_body={"shopsim_fault": "http_500_once"}, max_retries=0)
     assert failed["status"] == "failed" and failed["error"]["stage"] == "model_step_1"
-    assert failed["error"]["type"] == "ModelRequestError" and "500" in failed["error"]["message"]
+    assert failed["error"]["type"] == "ModelCallError" and "500" in failed["error"]["message"]
 
 
 def test_unknown_model_and_fault_are_clear_errors(world, heuristic_url):

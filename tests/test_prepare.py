@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.catalog import Catalog, PrepareOptions, prepare_dataset
 from shopsimrl.cli import main
-from shopsimrl.errors import DatasetBuildError, SplitError
+from shopsimrl.errors import DataError
 
 FIXTURE_ARCHIVE = Path(__file__).parent / "data" / "fixture_catalog.json"
 
@@ -55,7 +56,7 @@ def test_task_ids_keep_gaps_and_budgets_are_audited(prepared_dir):
     splits = catalog.split("test") + catalog.split("val") + catalog.split("train")
     assert sorted(splits) == sorted(t for t in catalog.goals if catalog.goals[t]["user_persona"])
     assert len(catalog.split("standard")) == 6
-    with pytest.raises(SplitError, match="unknown task split 'nope'"):
+    with raises_kind(DataError, "invalid_split", match="unknown task split 'nope'"):
         catalog.split("nope")
 
 
@@ -66,7 +67,7 @@ def test_prepare_is_deterministic_idempotent_and_refuses_overwrite(tmp_path, pre
         assert (out / name).read_bytes() == (prepared_dir / name).read_bytes(), name
     again = prepare_dataset(FIXTURE_ARCHIVE, out, options=PrepareOptions(test_size=2, val_size=2))
     assert again["up_to_date"] is True and again["output_data_sha256"] == first["output_data_sha256"]
-    with pytest.raises(DatasetBuildError, match="--force"):
+    with raises_kind(DataError, "dataset_build", match="--force"):
         prepare_dataset(FIXTURE_ARCHIVE, out, options=PrepareOptions(test_size=1, val_size=1))
     rebuilt = prepare_dataset(FIXTURE_ARCHIVE, out, options=PrepareOptions(test_size=1, val_size=1), force=True)
     assert rebuilt["stats"]["split_sizes"] == {"test": 1, "val": 1, "train": 7}
@@ -158,7 +159,7 @@ def test_edited_archive_is_refused(tmp_path, prepared_dir):
     shutil.copytree(prepared_dir, copy_dir)
     data = gzip.decompress((copy_dir / "products.json.gz").read_bytes()).replace("小吃车".encode(), "小推车".encode())
     (copy_dir / "products.json.gz").write_bytes(gzip.compress(data))
-    with pytest.raises(DatasetBuildError, match="does not match its manifest"):
+    with raises_kind(DataError, "data_integrity", match="does not match its manifest"):
         Catalog.from_data_dir(copy_dir)
 
 

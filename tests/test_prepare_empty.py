@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+from error_kinds import raises_kind
 from shopsimrl.catalog import PrepareOptions, prepare_dataset
 from shopsimrl.catalog.store import Catalog
 from shopsimrl.cli import main
-from shopsimrl.errors import DatasetBuildError
+from shopsimrl.errors import DataError
 
 FIXTURE_ARCHIVE = Path(__file__).parent / "data" / "fixture_catalog.json"
 
@@ -18,7 +17,7 @@ def test_an_archive_without_products_is_refused(tmp_path, capsys):
     archive = tmp_path / "empty.json"
     archive.write_text("[]")
     out = tmp_path / "out"
-    with pytest.raises(DatasetBuildError) as caught:
+    with raises_kind(DataError, "dataset_build") as caught:
         prepare_dataset(archive, out)
     assert ".prepare-building" not in str(caught.value)
     assert not out.exists() or not any(out.iterdir())

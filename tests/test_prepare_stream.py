@@ -1,7 +1,7 @@
 """Streaming prepare (issue 14 item 2): the archive read and written a chunk at a time, with the same outputs.
 
 Properties: any JSON array, however it is laid out and wherever the read blocks cut it, streams to exactly the
-elements ``json.loads`` gives; anything that is not a JSON array is refused with an ``ArchiveError``; the
+elements ``json.loads`` gives; anything that is not a JSON array is refused with an ``DataError`` (``archive``); the
 streamed writer's bytes equal ``gzip_deterministic(dump_archive_json(records))``. End to end: preparing with
 a chunk of 3 records gives byte-identical files to one chunk, and a duplicate ASIN across chunks is refused.
 """
@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.catalog import PrepareOptions, archive_stream, prepare, prepare_dataset
 from shopsimrl.catalog.archive import dump_archive_json, gzip_deterministic
 from shopsimrl.catalog.archive_stream import ArchiveWriter, iter_archive_records
-from shopsimrl.errors import ArchiveError
+from shopsimrl.errors import DataError
 
 FIXTURE_ARCHIVE = Path(__file__).parent / "data" / "fixture_catalog.json"
 OPTIONS = PrepareOptions(test_size=2, val_size=2)
@@ -58,7 +59,7 @@ def test_anything_else_is_refused_or_streams_like_json_loads(tmp_path_factory, m
     if isinstance(expected, list):
         assert list(iter_archive_records(path)) == expected
     else:
-        with pytest.raises(ArchiveError):
+        with raises_kind(DataError, "archive"):
             list(iter_archive_records(path))
 
 
@@ -71,10 +72,10 @@ def test_refusals_name_the_problem(tmp_path: Path) -> None:
     }
     for name, (text, message) in cases.items():
         (tmp_path / name).write_text(text, "utf-8")
-        with pytest.raises(ArchiveError, match=message):
+        with raises_kind(DataError, "archive", match=message):
             list(iter_archive_records(tmp_path / name))
     (tmp_path / "latin1.json").write_bytes(b'["\xe9"]')
-    with pytest.raises(ArchiveError, match="not UTF-8"):
+    with raises_kind(DataError, "archive", match="not UTF-8"):
         list(iter_archive_records(tmp_path / "latin1.json"))
 
 
@@ -115,7 +116,7 @@ def test_a_duplicate_asin_in_a_later_chunk_is_refused_and_nothing_is_written(
     archive.write_text(json.dumps(records, ensure_ascii=False), "utf-8")
     monkeypatch.setattr(prepare, "PREPARE_CHUNK", 4)
     out = tmp_path / "out"
-    with pytest.raises(ArchiveError, match=r"record 17 .*duplicate ASIN \(first seen at record 0\)"):
+    with raises_kind(DataError, "archive", match=r"record 17 .*duplicate ASIN \(first seen at record 0\)"):
         prepare_dataset(archive, out, options=OPTIONS)
     assert not out.exists() or not any(out.iterdir())
 
@@ -127,6 +128,6 @@ def test_a_failed_force_rebuild_keeps_the_previous_outputs(tmp_path: Path) -> No
     broken = tmp_path / "broken.json"
     shutil.copy(FIXTURE_ARCHIVE, broken)
     broken.write_text(broken.read_text("utf-8")[:-40], "utf-8")
-    with pytest.raises(ArchiveError):
+    with raises_kind(DataError, "archive"):
         prepare_dataset(broken, out, options=OPTIONS, force=True)
     assert _files(out) == before

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.env._actions import feedback
 from shopsimrl.env._observation import (
     check_observation_state,
@@ -21,7 +22,7 @@ from shopsimrl.env._observation import (
     results_state,
     terminal_state,
 )
-from shopsimrl.errors import ObservationError
+from shopsimrl.errors import DataError
 
 GOLDEN = Path(__file__).parent / "golden"
 COMMON_KEYS = ["observation_version", "page_type", "search_available", "actions"]
@@ -251,11 +252,11 @@ def test_search_and_click_both_offered() -> None:
 
 def test_renderer_rejects_hidden_answer_fields() -> None:  # acceptance case 33
     for key in ("goal", "reward", "reward_detail", "target_asin", "answer"):
-        with pytest.raises(ObservationError):
+        with raises_kind(DataError, "observation"):
             render_observation({**home_state(), key: 1})
     leaking = results_example()
     leaking["products"] = [{**leaking["products"][0], "target_asin": "000000000001"}]
-    with pytest.raises(ObservationError):
+    with raises_kind(DataError, "observation"):
         render_observation(leaking)
 
 
@@ -283,7 +284,7 @@ def test_renderer_rejects_hidden_answer_fields() -> None:  # acceptance case 33
     ],
 )
 def test_results_checks(mutate: Any, message: str) -> None:
-    with pytest.raises(ObservationError, match=message):
+    with raises_kind(DataError, "observation", match=message):
         render_observation(mutate(results_example()))
 
 
@@ -299,7 +300,7 @@ def test_results_checks(mutate: Any, message: str) -> None:
     ],
 )
 def test_product_checks(mutate: Any, message: str) -> None:
-    with pytest.raises(ObservationError, match=message):
+    with raises_kind(DataError, "observation", match=message):
         render_observation(mutate(product_example()))
 
 

@@ -16,11 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
+from error_kinds import raises_kind
 from live_server import serve
 from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
 from shopsimrl.env.requests import MAX_RESPONSE_CHARS
-from shopsimrl.errors import ResponseTooLong, ShopSimError
+from shopsimrl.errors import RequestError, ShopSimError
 from shopsimrl.server.app import create_app
 from shopsimrl.server.client import ShopClient
 from shopsimrl.server.http_errors import rebuild
@@ -102,11 +103,11 @@ def test_the_response_cap_and_the_termination_reason_are_the_environments(world:
         for path in (env, client):
             assert path.step(longest)["action_feedback"]["valid"] is True  # exactly the cap: accepted
             kind, message = _raised(lambda p=path: p.step(too_long))  # type: ignore[misc]
-            assert kind is ResponseTooLong and f"{MAX_RESPONSE_CHARS + 1} characters" in message
+            assert kind is RequestError and f"{MAX_RESPONSE_CHARS + 1} characters" in message
         expected = _raised(lambda: env.terminate("bored"))
         assert _raised(lambda: client.terminate("bored")) == expected
     session = httpx.post(f"{url}/v1/sessions", json={"task_id": task_id}, timeout=30).json()["session_id"]
-    assert _v1(url, f"/sessions/{session}/step", {"action": too_long})[0] is ResponseTooLong  # type: ignore[index]
+    assert _v1(url, f"/sessions/{session}/step", {"action": too_long})[0] is RequestError  # type: ignore[index]
     httpx.delete(f"{url}/v1/sessions/{session}", timeout=30)
 
 
@@ -124,7 +125,7 @@ def test_the_service_checks_before_it_waits_for_a_slot(world: ShopWorld) -> None
     """With every slot leased, a bad reset fails at once (it never queues behind the leases)."""
     import asyncio
 
-    from shopsimrl.errors import DialogueError
+    from shopsimrl.errors import RequestError
     from shopsimrl.server.service import EnvService
 
     service = EnvService(world, slots=1, reset_wait_timeout=30.0)
@@ -132,7 +133,7 @@ def test_the_service_checks_before_it_waits_for_a_slot(world: ShopWorld) -> None
 
     async def go() -> None:
         await service.reset(task_id)
-        with pytest.raises(DialogueError):
+        with raises_kind(RequestError, "dialogue_unavailable"):
             await asyncio.wait_for(service.reset(task_id, shopper_seed=3), timeout=2.0)
 
     asyncio.run(go())

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.env._reward import (
     attribute_reward,
     category_parts,
@@ -255,15 +256,15 @@ def test_reward_invariants(
     ],
 )
 def test_a_goal_missing_scored_fields_is_a_typed_error(bad_goal, message) -> None:
-    from shopsimrl.errors import InvalidGoalError
+    from shopsimrl.errors import DataError
 
-    with pytest.raises(InvalidGoalError, match=re.escape(message)):
+    with raises_kind(DataError, "invalid_goal", match=re.escape(message)):
         score_purchase(product(), bad_goal, {"颜色分类": "白色"})
 
 
 @pytest.mark.parametrize("selection", [["白色"], ("白色",), "白色", None, {"颜色分类": 1}, {1: "白色"}])
 def test_a_malformed_selection_is_a_typed_error_not_a_silent_zero(selection) -> None:  # issue 28 item 3
-    from shopsimrl.errors import InvalidSelectionError
+    from shopsimrl.errors import DataError
 
-    with pytest.raises(InvalidSelectionError, match="selected_options"):
+    with raises_kind(DataError, "invalid_selection", match="selected_options"):
         score_purchase(product(), goal(), selection)

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from shopsimrl.errors import SearchIndexError
+from error_kinds import raises_kind
+from shopsimrl.errors import DataError
 from shopsimrl.search import (
     DEFAULT_FIELD_WEIGHTS,
     FTS_COLUMNS,
@@ -169,7 +170,7 @@ def test_bm25_weights_align_with_the_declared_fts_columns(tmp_path):  # acceptan
 def test_product_sha_mismatch_fails_closed(tmp_path):  # acceptance case 61
     path = tmp_path / "p.sqlite3"
     build_search_index(PRODUCTS, path, product_data_sha256="abc")
-    with pytest.raises(SearchIndexError, match="SHA-256"):
+    with raises_kind(DataError, "search_unavailable", match="SHA-256"):
         SearchIndex.open(path, expected_product_sha256="wrong")
     SearchIndex.open(path, expected_product_sha256="abc").close()
 
@@ -269,17 +270,17 @@ def test_manifest_mismatches_are_refused_with_a_rebuild_hint(tmp_path, changes, 
     path = tmp_path / "p.sqlite3"
     build_search_index(PRODUCTS, path, product_data_sha256="abc")
     _edit_manifest(path, **changes)
-    with pytest.raises(SearchIndexError, match=re.escape(message)) as error:
+    with raises_kind(DataError, "search_unavailable", match=re.escape(message)) as error:
         SearchIndex.open(path)
     assert f"shopsimrl data prepare --archive ARCHIVE --out {tmp_path} --force" in str(error.value)
 
 
 def test_unreadable_or_foreign_indexes_are_refused(tmp_path):
-    with pytest.raises(SearchIndexError, match=r"ShopSimulator search index not found: .*shopsimrl data prepare"):
+    with raises_kind(DataError, "search_unavailable", match=r"ShopSimulator search index not found: .*shopsimrl data prepare"):
         SearchIndex.open(tmp_path / "missing.sqlite3")
     corrupt = tmp_path / "corrupt.sqlite3"
     corrupt.write_bytes(b"not a database at all" * 100)
-    with pytest.raises(SearchIndexError, match=r"invalid ShopSimulator search index manifest.*--force"):
+    with raises_kind(DataError, "search_unavailable", match=r"invalid ShopSimulator search index manifest.*--force"):
         SearchIndex.open(corrupt)
     good = tmp_path / "good.sqlite3"
     build_search_index(PRODUCTS, good, product_data_sha256="abc")
@@ -289,7 +290,7 @@ def test_unreadable_or_foreign_indexes_are_refused(tmp_path):
     connection.execute("INSERT INTO manifest SELECT payload FROM manifest")
     connection.commit()
     connection.close()
-    with pytest.raises(SearchIndexError, match="invalid ShopSimulator search index manifest"):
+    with raises_kind(DataError, "search_unavailable", match="invalid ShopSimulator search index manifest"):
         SearchIndex.open(two_rows)
     # a table whose real columns differ from what its manifest claims
     swapped = tmp_path / "swapped.sqlite3"
@@ -303,7 +304,7 @@ def test_unreadable_or_foreign_indexes_are_refused(tmp_path):
     connection.execute("INSERT INTO manifest VALUES (?)", (payload,))
     connection.commit()
     connection.close()
-    with pytest.raises(SearchIndexError, match="FTS column order mismatch"):
+    with raises_kind(DataError, "search_unavailable", match="FTS column order mismatch"):
         SearchIndex.open(swapped)
 
 
@@ -311,7 +312,7 @@ def test_expected_field_weights_are_checked(tmp_path):
     path = tmp_path / "p.sqlite3"
     build_search_index(PRODUCTS, path, product_data_sha256="abc", field_weights={**DEFAULT_FIELD_WEIGHTS, "title": 5.0})
     SearchIndex.open(path).close()
-    with pytest.raises(SearchIndexError, match="BM25 column weights mismatch"):
+    with raises_kind(DataError, "search_unavailable", match="BM25 column weights mismatch"):
         SearchIndex.open(path, expected_field_weights=DEFAULT_FIELD_WEIGHTS)
 
 
@@ -367,7 +368,7 @@ def test_concurrent_searches_from_8_threads_are_identical(tmp_path):
         thread.join()
     assert failures == []
     index.close()
-    with pytest.raises(SearchIndexError, match="closed"):
+    with raises_kind(DataError, "search_unavailable", match="closed"):
         index.search("冰箱")
 
 
@@ -376,7 +377,7 @@ def test_an_index_replaced_on_disk_is_not_mixed_in(tmp_path):
     build_search_index(PRODUCTS, path, product_data_sha256="abc")
     index = SearchIndex.open(path)
     build_search_index(PRODUCTS[:1], path, product_data_sha256="other")  # atomic rename over the open index
-    with pytest.raises(SearchIndexError, match="replaced"):
+    with raises_kind(DataError, "search_unavailable", match="replaced"):
         index.search("冰箱")
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl import hashing
 from shopsimrl.catalog import archive
 from shopsimrl.env import ShopWorld
@@ -68,7 +69,7 @@ def test_the_postings_check_leaves_the_pooled_connection_read_only(built):
 
 
 def test_a_file_replaced_while_opening_is_refused(built, tmp_path, monkeypatch):
-    from shopsimrl.errors import SearchIndexError
+    from shopsimrl.errors import DataError
 
     path, _ = built
     other = tmp_path / "other.sqlite3"
@@ -80,7 +81,7 @@ def test_a_file_replaced_while_opening_is_refused(built, tmp_path, monkeypatch):
         return real(target)
 
     monkeypatch.setattr(pool_module, "read_only_connection", replace_then_open)
-    with pytest.raises(SearchIndexError, match="replaced or removed"):
+    with raises_kind(DataError, "search_unavailable", match="replaced or removed"):
         SearchIndex.open(path)
 
 

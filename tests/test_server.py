@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from live_server import DroppingProxy, serve
 from shopsimrl.env import ShopWorld
-from shopsimrl.errors import EpisodeTerminatedError
-from shopsimrl.server import AsyncShopClient, LeasePool, PoolTimeout, ServiceError, ShopClient, create_app
-from shopsimrl.server.leases import LeaseError
+from shopsimrl.errors import AdmissionError, EpisodeStateError, LeaseError, ServiceError
+from shopsimrl.server import AsyncShopClient, LeasePool, ShopClient, create_app
 
 QUERY = "可移动小吃车 煤气灶 三个锅"
 OPTION = "颜色分类=三锅小吃车煮面炉＋关东煮＋油炸"
@@ -131,7 +131,7 @@ def test_pool_is_fifo_times_out_and_reclaims_idle():
         await asyncio.gather(*waiters)
         assert order == ["b", "c"]
         held = await pool.acquire("d")
-        with pytest.raises(PoolTimeout):
+        with raises_kind(AdmissionError, "no_free_slot"):
             await pool.acquire("e", wait_timeout=0.05)
         with pytest.raises(LeaseError):
             pool.release(held.slot, "stale")
@@ -150,7 +150,7 @@ def test_sync_client_matches_in_process_env_and_releases(base_url, world):
         assert client.tools()[0]["function"]["name"] == "search"
         got += [client.step(a) for a in actions]
         assert client.done
-        with pytest.raises(EpisodeTerminatedError, match="already terminated"):  # as ShopEnv, not a status
+        with raises_kind(EpisodeStateError, "episode_terminated", match="already terminated"):  # as ShopEnv, not a status
             client.step("click[buy now]")
     for remote, mine in zip(got, expected, strict=True):
         remote.pop("idx"), mine.pop("idx")

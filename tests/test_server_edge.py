@@ -11,6 +11,8 @@ import time
 import httpx
 import pytest
 
+from error_kinds import raises_kind
+
 MAX_CHARS = 65_536
 
 
@@ -153,12 +155,12 @@ def test_valid_pairs_and_escaped_backslashes_are_text(server):
 
 def test_in_process_steps_refuse_lone_surrogates(prepared_dir):
     from shopsimrl.env import ShopWorld
-    from shopsimrl.errors import InvalidActionError
+    from shopsimrl.errors import RequestError
 
     world = ShopWorld.shared(prepared_dir)
     env = world.new_env()
     env.reset(min(world.catalog.goals))
-    with pytest.raises(InvalidActionError, match="lone surrogate"):
+    with raises_kind(RequestError, "invalid_action", match="lone surrogate"):
         env.step("search[\ud800]")
     assert env.step("search[红色]")["observation"]
 

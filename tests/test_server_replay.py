@@ -10,9 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from error_kinds import raises_kind
 from live_server import serve
 from shopsimrl.env import ShopWorld
-from shopsimrl.server import ReplayError, RunsStore, create_app
+from shopsimrl.errors import RequestError
+from shopsimrl.server import RunsStore, create_app
 from shopsimrl.server.http_errors import status_of
 
 RUNS = Path(__file__).parent / "data" / "runs"
@@ -157,9 +159,9 @@ def test_store_refuses_a_symlink_out_of_the_root(tmp_path):
     os.symlink(outside, root / "escape")
     store = RunsStore(root)
     assert store.list_runs()["runs"] == []
-    with pytest.raises(ReplayError) as info:
+    with raises_kind(RequestError, "invalid_replay_request") as info:
         store.run("escape")
-    assert type(info.value) is ReplayError and status_of(info.value) == 400  # malformed, not "not found"
+    assert type(info.value) is RequestError and status_of(info.value) == 400  # malformed, not "not found"
 
 
 def test_store_counts_broken_lines_and_keeps_the_last_record(tmp_path):
@@ -193,7 +195,7 @@ def test_symlinked_artifacts_leading_outside_the_runs_directory_are_refused(tmp_
     assert shown["manifest"] is None and shown["artifacts"]["manifest.json"]["present"] is False
     assert "outside" in shown["artifacts"]["manifest.json"]["refused"]
     assert shown["episodes"] == [] and shown["artifact_summary"] == {"ok": True}
-    with pytest.raises(ReplayError):
+    with raises_kind(RequestError, "replay_not_found"):
         store.episode("x", "leak")
     with serve(create_app(ShopWorld.from_data_dir(prepared_dir), slots=1, runs_dir=runs)) as url:
         body = httpx.get(f"{url}/api/runs/x").text

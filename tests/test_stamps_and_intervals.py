@@ -17,10 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.catalog.prepare import PrepareOptions
 from shopsimrl.catalog.store import read_manifest
 from shopsimrl.cli import main
-from shopsimrl.errors import ComparisonError
+from shopsimrl.errors import ConfigError
 from shopsimrl.eval.clusters import cluster_bootstrap, plan_clusters
 from shopsimrl.eval.compare import check_alignment, compare_runs
 from shopsimrl.eval.rundir import RunDir, latest_records
@@ -103,7 +104,7 @@ def test_compare_command_refuses_a_run_on_another_catalog(runs, small_data, tmp_
     build_default_catalog(other, seed=8, config=SMALL, options=PrepareOptions(test_size=20, val_size=20))
     assert main(["eval", "--data", str(other), "--split", "test", "--policy", "first", "--out",
                  str(tmp_path / "run")]) == 0
-    with pytest.raises(ComparisonError, match=r"version stamps differ.*catalog_sha256"):
+    with raises_kind(ConfigError, "comparison", match=r"version stamps differ.*catalog_sha256"):
         compare_runs(str(runs["heuristic"]), str(tmp_path / "run"))
     assert main(["compare", str(runs["heuristic"]), str(tmp_path / "run")]) != 0
     assert "version stamps differ" in capsys.readouterr().err

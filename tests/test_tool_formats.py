@@ -1,6 +1,6 @@
 """The project's response parsers (``train/tool_formats``): every template TRL bundles that writes one of the
 formats renders hypothesis-drawn calls that parse back to the same calls; arbitrary text raises nothing but
-ResponseFormatError; nesting past the cap is a typed error, not a RecursionError."""
+DataError; nesting past the cap is a typed error, not a RecursionError."""
 
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.contract import SEARCH_TOOL
+from shopsimrl.errors import DataError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
 from shopsimrl.testing.tiny_hf import build_tokenizer
 from shopsimrl.train import tool_formats
 from shopsimrl.train._literals import MAX_DEPTH
 from shopsimrl.train._turn_text import parse_turn, strip_stops
 from shopsimrl.train.chat_template import KNOWN_STOPS, episode_tools, render_text
-from shopsimrl.train.tool_formats import ResponseFormatError, format_for
+from shopsimrl.train.tool_formats import format_for
 
 PARSERS = {"llama-json": tool_formats.parse_llama_json, "glm": tool_formats.parse_glm,
            "harmony": tool_formats.parse_harmony, "gemma4": tool_formats.parse_gemma4,
@@ -165,7 +167,7 @@ _NOISE = st.lists(_MARKUP | st.text(max_size=4), max_size=40).map("".join)
 def test_arbitrary_text_raises_only_the_typed_error(name: str, text: str) -> None:
     try:
         parsed = PARSERS[name](text, episode_tools())
-    except ResponseFormatError:
+    except DataError:
         return
     assert isinstance(parsed.content, str) and isinstance(parsed.calls, list)
 
@@ -178,7 +180,7 @@ def test_arbitrary_text_raises_only_the_typed_error(name: str, text: str) -> Non
     ("lfm2", "<|tool_call_start|>[f(a=" + "9" * 10_000 + ")]<|tool_call_end|>"),
 ])
 def test_deep_or_huge_values_are_a_typed_error(name: str, text: str) -> None:
-    with pytest.raises(ResponseFormatError):
+    with raises_kind(DataError, "response_format"):
         PARSERS[name](text, ())
 
 

@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.agent.validation import interpret
-from shopsimrl.errors import GrammarError
+from shopsimrl.errors import PolicyError
 from shopsimrl.eval.runner import EvalSettings, evaluate
 from shopsimrl.train.checkpoint_server import constrained_tools
 from shopsimrl.train.tool_grammar import ToolCallConstraint, build_grammar
@@ -115,7 +116,7 @@ def test_every_allowed_path_is_a_valid_call(tokenizer: Any, constraint: ToolCall
         tools.append({"type": "function", "function": {"name": "search", "parameters": {
             "type": "object", "properties": {"query": query}, "required": ["query"]}}})
     if not with_search and not any(v.strip() for v in values):
-        with pytest.raises(GrammarError):  # only blank values: no call the validator would accept
+        with raises_kind(PolicyError, "grammar"):  # only blank values: no call the validator would accept
             constraint.start(tools)
         return
     ids = _walk(constraint, tools, lambda allowed: data.draw(st.sampled_from(allowed)), 400)
@@ -146,10 +147,10 @@ def test_every_page_call_is_allowed_and_every_walk_is_valid(tokenizer: Any, cons
 
 
 def test_tools_the_grammar_cannot_express_are_refused() -> None:
-    with pytest.raises(GrammarError):
+    with raises_kind(PolicyError, "grammar"):
         build_grammar([{"type": "function", "function": {"name": "n", "parameters": {
             "type": "object", "properties": {"k": {"type": "integer"}}}}}])
-    with pytest.raises(GrammarError):
+    with raises_kind(PolicyError, "grammar"):
         build_grammar([{"type": "function", "function": {"name": "click", "parameters": {
             "type": "object", "properties": {"value": {"type": "string", "enum": []}}}}}])
 
@@ -209,7 +210,7 @@ def test_a_tokenizer_that_is_not_byte_level_is_refused() -> None:
 
     raw = Tokenizer(WordLevel({"<|im_end|>": 0, "▁买": 1, "<unk>": 2}, unk_token="<unk>"))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<|im_end|>", unk_token="<unk>")
-    with pytest.raises(GrammarError, match="byte-level"):
+    with raises_kind(PolicyError, "grammar", match="byte-level"):
         ToolCallConstraint(tokenizer)
 
 

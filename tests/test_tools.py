@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from error_kinds import raises_kind
 from shopsimrl.env._observation import home_state, results_state, terminal_state
 from shopsimrl.env.tools import tools_for_state
-from shopsimrl.errors import ObservationError
+from shopsimrl.errors import DataError
 
 GOLDEN = Path(__file__).parent / "golden"
 PRODUCT_ACTIONS = ["back to search", "< prev", "颜色分类=白色", "尺码=m | l"]
@@ -91,5 +92,5 @@ def test_terminal_page_has_no_tools() -> None:
     ],
 )
 def test_bad_actions_raise_a_typed_error(state: object) -> None:
-    with pytest.raises(ObservationError):
+    with raises_kind(DataError, "observation"):
         tools_for_state(state)  # type: ignore[arg-type]

@@ -13,11 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
+
 pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, datasets) is not installed")
 
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.env import ShopWorld
-from shopsimrl.errors import RecipeError
+from shopsimrl.errors import ConfigError, DataError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
 from shopsimrl.train import cpu_demo, cpu_demo_config, cpu_demo_eval, cpu_demo_run, cpu_demo_sft
 from shopsimrl.train.chat_template import episode_tools
@@ -112,13 +114,13 @@ def test_out_and_report_mistakes_are_refused(prepared_dir: Path, tmp_path: Path)
     run = tmp_path / "eval-run"
     evaluate(EvalSettings(data=str(prepared_dir), out=str(run), split="val", policy="first", limit=1, seed=0))
     before = sorted(p.name for p in run.iterdir())
-    with pytest.raises(RecipeError, match="holds an eval run"):
+    with raises_kind(ConfigError, "recipe", match="holds an eval run"):
         cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(data=str(prepared_dir), out=str(run), stages=("init",)))
     assert sorted(p.name for p in run.iterdir()) == before
     (tmp_path / "file").write_text("x")
-    with pytest.raises(RecipeError, match="is a file"):
+    with raises_kind(ConfigError, "recipe", match="is a file"):
         cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "file")))
-    with pytest.raises(RecipeError, match="nothing to report"):
+    with raises_kind(ConfigError, "recipe", match="nothing to report"):
         cpu_demo_run.run_recipe(cpu_demo_config.RecipeConfig(data=str(prepared_dir), out=str(tmp_path / "empty"),
                                                       stages=("report",)))
     assert not (tmp_path / "empty").exists()
@@ -249,19 +251,17 @@ def test_first_turn_rows_are_prefixes_ending_with_the_first_call(prepared_dir: P
         assert '"name": "search"' in trained and "buy now" not in trained
     first = cpu_demo_sft.copy_rows(rows, tokens, "first", tokenizer)
     assert len(first) == len(tokens) and all(row not in tokens and row in prefixes for row in first)
-    with pytest.raises(RecipeError):
+    with raises_kind(ConfigError, "recipe"):
         cpu_demo_sft.copy_rows(rows, tokens, "whole", tokenizer)
     assert cpu_demo_sft.first_turn_rows(tokens, 0.0, seed=0) != []
     assert mixed == cpu_demo_sft.first_turn_rows(tokens, 0.6, seed=0)  # seeded shuffle
-    with pytest.raises(RecipeError):
+    with raises_kind(ConfigError, "recipe"):
         cpu_demo_sft.first_turn_rows(tokens, 1.0, seed=0)
-    with pytest.raises(RecipeError, match="sft_first_turn_share"):  # refused before any stage runs
+    with raises_kind(ConfigError, "recipe", match="sft_first_turn_share"):  # refused before any stage runs
         cpu_demo_config.RecipeConfig(data=str(prepared_dir), out="unused", sft_first_turn_share=1.0)
-    with pytest.raises(RecipeError, match="grpo_max_groups"):
+    with raises_kind(ConfigError, "recipe", match="grpo_max_groups"):
         cpu_demo_config.RecipeConfig(data=str(prepared_dir), out="unused", grpo_max_groups=1)
-    from shopsimrl.errors import DifficultyError
-
-    with pytest.raises(DifficultyError):
+    with raises_kind(DataError, "difficulty"):
         cpu_demo_config.RecipeConfig(data=str(prepared_dir), out="unused", grpo_difficulty="easy")
 
 

@@ -11,15 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from error_kinds import raises_kind
 from shopsimrl.agent import InProcessEnvironment
 from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.skills import Skill
 from shopsimrl.env import ShopWorld
+from shopsimrl.errors import RolloutError
 from shopsimrl.train.groups import (
     DROP_UNSCORED,
     DROP_ZERO_SPREAD,
     KEEP,
-    GroupError,
     UnscoredStreak,
     check_shared_context,
     group_advantages,
@@ -63,9 +64,9 @@ def test_segments_count_once_per_rollout() -> None:
     two_groups = segment_advantages([0, 1, 2, 3], [1.0, 0.0, 0.2, 0.2], ["a", "a", "b", "b"],
                                     std_normalization=False)
     assert two_groups == [0.5, -0.5, 0.0, 0.0]
-    with pytest.raises(GroupError):
+    with raises_kind(RolloutError, "group"):
         unique_rewards([(0, 1.0), (0, 0.0)])
-    with pytest.raises(GroupError):
+    with raises_kind(RolloutError, "group"):
         segment_advantages([0], [1.0, 2.0], ["g"])
 
 
@@ -97,7 +98,7 @@ def test_unscored_streak_aborts_after_eight() -> None:
     streak.update(KEEP)
     for _ in range(7):
         streak.update(DROP_UNSCORED)
-    with pytest.raises(GroupError, match="8 consecutive"):
+    with raises_kind(RolloutError, "group", match="8 consecutive"):
         streak.update(DROP_UNSCORED)
 
 
@@ -105,9 +106,9 @@ def test_shared_context_check() -> None:
     skill = Skill("s1", "1", "### 检查规格")
     a = RolloutContext(3, skills=(skill,))
     assert check_shared_context([a, RolloutContext(3, skills=(skill,))]) == a
-    with pytest.raises(GroupError):
+    with raises_kind(RolloutError, "group"):
         check_shared_context([a, RolloutContext(3)])
-    with pytest.raises(GroupError):
+    with raises_kind(RolloutError, "group"):
         check_shared_context([])
 
 

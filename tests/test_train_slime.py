@@ -257,7 +257,7 @@ def test_slimes_abort_stops_the_episode_before_its_next_generate_call(shop, worl
         running = _episode(_sample(0, index=1))
         assert len(calls) == 2  # turn 3 was never requested
         assert running[0].status is Sample.Status.ABORTED and running[0].remove_sample
-        assert running[0].metadata["shopsim_error"]["type"] == "SlimeAborted"
+        assert running[0].metadata["shopsim_error"]["type"] == "RolloutError"
         later = _episode(_sample(0, index=2))
         assert len(calls) == 2 and later[0].status is Sample.Status.ABORTED
         assert later[0].metadata["shopsim_error"]["stage"] == "start"

@@ -124,7 +124,7 @@ def test_original_qwen3_without_the_policy_fails_loudly_in_append_and_forks_in_r
     tokenizer = _tokenizer(corpus, "qwen3")
     policy = make_policy("oracle", world)
     traj = _run(world, tokenizer, TemplatePolicyGenerate(tokenizer, policy), "append", training_template="off")
-    assert traj.status == ABORTED and traj.error["type"] == "ChatTemplateError" and traj.reward == 0.0
+    assert traj.status == ABORTED and traj.error["type"] == "RolloutError" and traj.reward == 0.0
     tokenizer = _tokenizer(corpus, "qwen3")
     traj = _run(world, tokenizer, TemplatePolicyGenerate(tokenizer, policy), "resegment", training_template="off")
     assert traj.status == COMPLETED and traj.reward == 1.0

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from error_kinds import raises_kind
+
 pytest.importorskip("trl", reason="the train extra (torch, transformers, trl, datasets) is not installed")
 
 import trl
@@ -24,6 +26,7 @@ from shopsimrl.agent.policies import make_policy
 from shopsimrl.agent.prompt import SYSTEM_PROMPT
 from shopsimrl.dialogue.registry import shopper_registry
 from shopsimrl.env import ShopWorld
+from shopsimrl.errors import ModelCallError
 from shopsimrl.testing.scripted import TemplatePolicyGenerate
 from shopsimrl.train import trl as trl_adapter
 from shopsimrl.train.bpe_tokenizer import build_bpe_tokenizer
@@ -35,7 +38,7 @@ from shopsimrl.train.rollout import (
     RolloutConfig,
     TurnRequest,
 )
-from shopsimrl.train.server_generate import ServerGenerateError, parse_completion, server_generate
+from shopsimrl.train.server_generate import parse_completion, server_generate
 from shopsimrl.train.trl_environment import ShopToolEnvironment, environment_rows
 
 QWEN25 = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
@@ -347,9 +350,9 @@ def test_parse_completion_reads_both_server_shapes_and_rejects_text_tokens() -> 
     assert list(gen.token_ids) == [7, 9] and gen.finish_reason == "length"
     sglang = {"choices": [{"finish_reason": "stop", "meta_info": {"output_token_logprobs": [[-0.3, 4, "a"]]}}]}
     assert list(parse_completion(sglang).token_ids) == [4]
-    with pytest.raises(ServerGenerateError, match="not an id"):
+    with raises_kind(ModelCallError, "server_generate", match="not an id"):
         parse_completion({"choices": [{"logprobs": {"tokens": ["hello"], "token_logprobs": [-0.1]}}]})
-    with pytest.raises(ServerGenerateError, match="log-probs"):
+    with raises_kind(ModelCallError, "server_generate", match="log-probs"):
         parse_completion({"choices": [{"text": "x"}]})
 
 

@@ -6,34 +6,17 @@ canonical actions; ``score_purchase`` scores a purchase offline; ``parse_budget`
 
 from .budget import parse_budget
 from .env import ShopEnv, ShopWorld, score_purchase
-from .errors import (
-    ArchiveError,
-    DatasetBuildError,
-    DialogueError,
-    EpisodeTerminatedError,
-    ObservationError,
-    PersonaUnavailableError,
-    SearchIndexError,
-    ShopSimError,
-    SplitError,
-    UnknownTaskError,
-)
+from .errors import DataError, EpisodeStateError, RequestError, ShopSimError
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArchiveError",
-    "DatasetBuildError",
-    "DialogueError",
-    "EpisodeTerminatedError",
-    "ObservationError",
-    "PersonaUnavailableError",
-    "SearchIndexError",
+    "DataError",
+    "EpisodeStateError",
+    "RequestError",
     "ShopEnv",
     "ShopSimError",
     "ShopWorld",
-    "SplitError",
-    "UnknownTaskError",
     "__version__",
     "parse_budget",
     "score_purchase",

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeGuard, overload
 
-from .errors import InvalidActionError, InvalidTaskIdError
+from .errors import RequestError
 
 # --------------------------------------------------------------------------------------------- pages
 # docs/contract.md#pages. ``information_subpage`` is part of the vocabulary but never reached.
@@ -269,8 +269,6 @@ def parse_action(action: object) -> ParsedAction:
     return ParsedAction(name, match.group(2))
 
 
-
-
 # --------------------------------------------------------------------------------------------- rules
 
 
@@ -278,13 +276,13 @@ def require_action_text(action: object) -> str:
     """A step's action must be text (a canonical action or model text); anything else is the caller's bug,
     raised the same way in process and behind the service (a string that does not parse is feedback)."""
     if not isinstance(action, str):
-        raise InvalidActionError(f"a step action must be a string, got {type(action).__name__}")
+        raise RequestError(f"a step action must be a string, got {type(action).__name__}", code="invalid_action")
     if not action.isascii():
         try:
             action.encode("utf-8")
         except UnicodeEncodeError as exc:  # a lone surrogate (JSON's "\ud800"): no search or page can hold it
-            raise InvalidActionError(f"a step action must be valid Unicode text: character {exc.start} is a lone "
-                                     f"surrogate ({action[exc.start]!a})") from None
+            raise RequestError(f"a step action must be valid Unicode text: character {exc.start} is a lone "
+                                     f"surrogate ({action[exc.start]!a})", code="invalid_action") from None
     return action
 
 
@@ -294,9 +292,9 @@ def is_task_id(value: object) -> TypeGuard[int]:
 
 
 def check_task_id(task_id: object) -> int:
-    """A task id by :func:`is_task_id`; raises InvalidTaskIdError."""
+    """A task id by :func:`is_task_id`; raises RequestError."""
     if not is_task_id(task_id):
-        raise InvalidTaskIdError("task idx must be an integer")
+        raise RequestError("task idx must be an integer", code="invalid_task_id")
     return task_id
 
 

@@ -236,7 +236,7 @@ def cmd_data_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_data_tiers(args: argparse.Namespace) -> int:
-    from .agent.tiers import compute_tiers
+    from .agent.tier_cascade import compute_tiers
 
     args.dir = resolve_data(args.dir)
     check_data(args.dir)

@@ -12,13 +12,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import DataFileError, ShopSimError
+from .errors import DataError, ShopSimError
 
 
 def read_json_file(
-    path: str | os.PathLike[str], *, error: type[ShopSimError] = DataFileError, expect: type | None = dict
+    path: str | os.PathLike[str], *, error: type[ShopSimError] = DataError, code: str = "data_file",
+    expect: type | None = dict,
 ) -> Any:
-    """The parsed content of ``path``; raises ``error`` (a ShopSimError subclass) naming the file otherwise.
+    """The parsed content of ``path``; raises ``error`` with ``code`` (a boundary class and one of its codes)
+    naming the file otherwise.
 
     ``expect`` is the required top-level type (``None``: any JSON value).
     """
@@ -26,21 +28,21 @@ def read_json_file(
     try:
         data = file.read_bytes()
     except FileNotFoundError:
-        raise error(f"{file} is missing") from None
+        raise error(f"{file} is missing", code=code) from None
     except IsADirectoryError:
-        raise error(f"{file} is a directory, not a JSON file") from None
+        raise error(f"{file} is a directory, not a JSON file", code=code) from None
     except OSError as exc:
-        raise error(f"{file} cannot be read: {exc.strerror or exc}") from None
+        raise error(f"{file} cannot be read: {exc.strerror or exc}", code=code) from None
     try:
         value = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise error(f"{file} is not UTF-8 (byte {exc.start})") from None
+        raise error(f"{file} is not UTF-8 (byte {exc.start})", code=code) from None
     except json.JSONDecodeError as exc:
-        raise error(f"{file} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise error(f"{file} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", code=code) from None
     except RecursionError:
-        raise error(f"{file} is not valid JSON: nested too deeply") from None
+        raise error(f"{file} is not valid JSON: nested too deeply", code=code) from None
     if expect is not None and not isinstance(value, expect):
-        raise error(f"{file} must hold a JSON {_json_type(expect)}, not {_json_type(type(value))}")
+        raise error(f"{file} must hold a JSON {_json_type(expect)}, not {_json_type(type(value))}", code=code)
     return value
 
 

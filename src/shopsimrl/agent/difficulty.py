@@ -128,7 +128,7 @@ def cached_statistics(root: str | os.PathLike[str], *, oracle_sample: int | None
         cached = json.loads((root / STATS_FILE).read_text("utf-8"))
         active = int(manifest["stats"]["active_task_count"])
         data_sha256 = str(manifest["output_data_sha256"])
-    except (OSError, ValueError, KeyError, TypeError):  # DataDirectoryError and DataFileError are ValueErrors
+    except (OSError, ValueError, KeyError, TypeError):  # DataError is a ValueError
         return None
     tasks = min(oracle_sample, active) if oracle_sample else active
     if not isinstance(cached, dict) or cached.get("cache_key") != _cache_key(data_sha256, tasks):

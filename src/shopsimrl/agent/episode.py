@@ -8,7 +8,7 @@ The loop owns what they share, so it is decided once:
 - the turn limit is the environment's own (30 actions, 40 in dialogue mode, from the reset's
   ``interaction_mode``); a caller may only lower it. A repair turn counts without an environment action, so the
   loop ends the episode with ``terminate("action_limit")`` when the turns run out before the environment did;
-- a page that offers no tool on an open episode is :class:`~shopsimrl.errors.NoToolOfferedError`;
+- a page that offers no tool on an open episode is :class:`~shopsimrl.errors.RolloutError`;
 - a ``terminate`` decision ends the episode with its reason; an ``act`` decision is stepped;
 - any exception ends the episode with one error record (:func:`error_record`: stage, type, message, traceback);
   a failed LLM-shopper call names its own stage; the environment is always closed;
@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..contract import ACTION_LIMIT, GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..env.tools import tools_for_state
-from ..errors import NoToolOfferedError, ShopperCallError, ShopSimError
+from ..errors import RolloutError, ShopperCallError, ShopSimError, escaped
 from ..versions import EPISODE_LIMITS
 from .episode_env import AsyncEnv, EnvironmentFactory
 from .turn import REPAIR, TERMINATE, TurnDecision
@@ -138,8 +138,10 @@ class EpisodeHooks(Protocol):
 
 
 def error_record(stage: str, exc: BaseException) -> dict[str, Any]:
-    """The one shape of a failure in traces and trajectories."""
-    return {"stage": stage, "type": type(exc).__name__, "message": str(exc),
+    """The one shape of a failure in traces and trajectories: ``type`` is the boundary class (``escaped``), ``code``
+    the error's code (None for an exception that is not a ShopSimError)."""
+    kind, code = escaped(exc)
+    return {"stage": stage, "type": kind, "code": code, "message": str(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}
 
 
@@ -164,7 +166,7 @@ async def run_episode(environment: EnvironmentFactory, request: EpisodeRequest, 
             episode.stage = f"model_step_{index}"
             tools = tools_for_state(state)
             if not tools:
-                raise NoToolOfferedError("the page offers no tool but the episode is not done")
+                raise RolloutError("the page offers no tool but the episode is not done", code="no_tool_offered")
             decision = await hooks.turn(episode, index, tools)
             episode.turns += 1
             if decision.kind == TERMINATE:

@@ -11,7 +11,7 @@ in an :class:`EpisodeShell`, which applies what the loop decides for its own epi
   ``terminate("action_limit")``, as the loop does;
 - it records the end once (the terminal result: done, reward, termination reason);
 - a tool call after the end gets one answer on every path, :data:`EPISODE_OVER` (:meth:`EpisodeShell.call`);
-  a plain :meth:`EpisodeShell.step` after the end is the engine's own ``EpisodeTerminatedError``;
+  a plain :meth:`EpisodeShell.step` after the end is the engine's own ``EpisodeStateError`` (``episode_terminated``);
 - the reward leaves it as the public fields only (:func:`public_reward`): the goal stays in the engine.
 """
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..contract import ACTION_LIMIT, SINGLE_TURN
-from ..errors import NoActiveEpisodeError
+from ..errors import EpisodeStateError
 from ..versions import REPORTED_METRICS
 from .episode import turn_limit
 
@@ -63,7 +63,7 @@ class EpisodeShell:
 
     def _env(self) -> StepEnv:
         if self.env is None:
-            raise NoActiveEpisodeError("the episode's session is gone")
+            raise EpisodeStateError("the episode's session is gone", code="no_active_episode")
         return self.env
 
     def _at_limit(self) -> None:
@@ -74,7 +74,7 @@ class EpisodeShell:
         """Step the environment once: its result. The step that reaches the limit also ends the episode."""
         self._at_limit()
         env = self._env()
-        result: Mapping[str, Any] = env.step(action)  # after the end: the engine's EpisodeTerminatedError
+        result: Mapping[str, Any] = env.step(action)  # after the end: the engine's EpisodeStateError
         self.steps += 1
         if result.get("done"):
             self.final = result

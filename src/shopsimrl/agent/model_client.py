@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ModelRequestError, ShopSimError
+from ..errors import ModelCallError, ShopSimError
 from ._streaming import fold_chunks
 from .turn import wire_messages
 from .validation import ModelOutput, interpret
@@ -127,11 +127,11 @@ class OpenAIChatModel:
                 extra_body=self.extra_body(task_id), **self.request_body(tools, seed),
             )
         except openai.APIStatusError as exc:
-            raise ModelRequestError(f"model endpoint answered HTTP {exc.status_code}: {exc.message}") from exc
+            raise ModelCallError(f"model endpoint answered HTTP {exc.status_code}: {exc.message}", code="model_request") from exc
         except openai.APIError as exc:  # "Connection error." alone hides why: name the underlying cause
             cause = exc.__cause__ or exc.__context__
             detail = f"{exc} ({type(cause).__name__}: {cause})" if cause is not None else str(exc)
-            raise ModelRequestError(f"model endpoint {self.settings.base_url} failed: {detail}") from exc
+            raise ModelCallError(f"model endpoint {self.settings.base_url} failed: {detail}", code="model_request") from exc
         text = raw.text
         try:
             payload = json.loads(text)

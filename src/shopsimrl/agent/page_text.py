@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import contract as words
-from ..contract import MISSING_TEXT as MISSING  # the old name
+from ..contract import MISSING_TEXT
 from ..env._observation import read_observation
 
 _RANGE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s+to\s+(-?\d+(?:\.\d+)?)\s*$")
@@ -55,7 +55,7 @@ class Page:
 
 def price_bounds(text: str) -> tuple[float, float] | None:
     """``"800.0 to 1350.0"`` → (800, 1350); ``"1099.0"`` or ``"[299]"`` → (x, x); 未提供 → None."""
-    if not text or text == MISSING:
+    if not text or text == MISSING_TEXT:
         return None
     match = _RANGE.match(text)
     if match:

@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from ..contract import CLICK_TOOL, PAGE_TOOL_NAMES, SEARCH_TOOL, VALUE_ARGUMENT, is_task_id
 from ..env.shop_env import ShopWorld
 from ..env.tools import argument_key
-from ..errors import PolicyError, ShopSimError
+from ..errors import ConfigError, PolicyError, ShopSimError
 from ._streaming import completion_chunks, sse_events
 from .builtin_backend import action_completion, policy_action
 from .page_tools import page_tools
@@ -56,10 +56,6 @@ OUTSIDE_ENUM_VALUE = "not-an-offered-value"
 FAULT_HEADER = "x-shopsim-fault"
 
 
-class FaultError(ShopSimError):
-    """An unknown fault kind."""
-
-
 @dataclass(frozen=True)
 class FaultConfig:
     """Server-wide faults: ``rate`` of requests get one of ``kinds``, ``length_rate`` are cut off."""
@@ -73,7 +69,7 @@ class FaultConfig:
         for kind in self.kinds:
             check_fault(kind)
         if not (0.0 <= self.rate <= 1.0 and 0.0 <= self.length_rate <= 1.0 and self.rate + self.length_rate <= 1.0):
-            raise FaultError("fault rates must be in [0, 1] and sum to at most 1")
+            raise ConfigError("fault rates must be in [0, 1] and sum to at most 1", code="fault")
 
     def draw(self, digest: str) -> str | None:
         if not self.rate and not self.length_rate:
@@ -89,7 +85,7 @@ class FaultConfig:
 
 def check_fault(kind: Any) -> str:
     if kind not in FAULT_KINDS:
-        raise FaultError(f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)}")
+        raise ConfigError(f"unknown fault {kind!r}; choose one of {', '.join(FAULT_KINDS)}", code="fault")
     return str(kind)
 
 
@@ -212,7 +208,7 @@ def _fault_kind(
     kind: Any, body: dict[str, Any], messages: list[Any], digest: str, config: FaultConfig, *, shopper: bool
 ) -> Any:
     """The fault to inject into this answer, or None: the one asked for (header or ``shopsim_fault``), else the
-    fault script's entry for this turn, else the seeded draw; raises FaultError for one this server cannot give."""
+    fault script's entry for this turn, else the seeded draw; raises ConfigError for one this server cannot give."""
     script = body.get("shopsim_fault_script") or {}
     turn = question_index(messages) if shopper else model_turn(messages)
     if kind is None and isinstance(script, dict):
@@ -222,9 +218,9 @@ def _fault_kind(
     if kind is not None:
         check_fault(kind)
         if shopper and kind not in SHOPPER_FAULTS:
-            raise FaultError(f"fault {kind!r} is not for the shopper; choose one of {', '.join(SHOPPER_FAULTS)}")
+            raise ConfigError(f"fault {kind!r} is not for the shopper; choose one of {', '.join(SHOPPER_FAULTS)}", code="fault")
         if not shopper and kind == "empty_reply":
-            raise FaultError("fault 'empty_reply' is for the scripted shopper (--policy rule-shopper)")
+            raise ConfigError("fault 'empty_reply' is for the scripted shopper (--policy rule-shopper)", code="fault")
     return kind
 
 
@@ -280,7 +276,7 @@ def create_policy_app(
         try:
             kind = _fault_kind(request.headers.get(FAULT_HEADER) or body.get("shopsim_fault"), body, messages, digest,
                                config, shopper=scripted is not None)
-        except FaultError as exc:
+        except ConfigError as exc:  # only code "fault" comes from there
             return _error(400, str(exc))
         if kind == "http_500":
             return _error(500, "injected failure", "server_error")
@@ -297,7 +293,7 @@ def create_policy_app(
         if scripted is not None:
             try:
                 text = "" if kind == "empty_reply" else scripted.reply(messages, seed=seed)
-            except ShopSimError as exc:  # ShopperScriptError, an unknown task
+            except ShopSimError as exc:  # PolicyError, an unknown task
                 return _error(422, f"the scripted shopper cannot answer: {exc}", "policy_error")
             return text_completion(text, messages, model=name)
         assert chosen is not None

@@ -19,14 +19,10 @@ from ..dialogue.config import ShopperConfig
 from ..dialogue.llm_prompt import OPENING_REQUEST, task_instruction
 from ..dialogue.rule_shopper import RuleShopper
 from ..env.shop_env import ShopWorld
-from ..errors import ShopSimError
+from ..errors import PolicyError
 
 SHOPPER_POLICY = "rule-shopper"
 SHOPPER_FAULTS = ("http_500", "http_500_once", "http_429_once", "empty_reply")
-
-
-class ShopperScriptError(ShopSimError):
-    """A request the scripted shopper cannot answer (no shopper prompt, unknown instruction, bad turns)."""
 
 
 def question_index(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -49,7 +45,7 @@ class ScriptedShopper:
             self._by_instruction = index
         found = self._by_instruction.get(instruction)
         if found is None:
-            raise ShopperScriptError("no task of this catalog has the instruction in the shopper prompt")
+            raise PolicyError("no task of this catalog has the instruction in the shopper prompt", code="shopper_script")
         return found
 
     def reply(self, messages: Sequence[Mapping[str, Any]], *, seed: int = 0) -> str:
@@ -57,14 +53,14 @@ class ScriptedShopper:
         system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
         instruction = task_instruction(system) if isinstance(system, str) else None
         if instruction is None:
-            raise ShopperScriptError("the first message must be the shopper system prompt with its purchase goal")
+            raise PolicyError("the first message must be the shopper system prompt with its purchase goal", code="shopper_script")
         turns = [m for m in messages if m.get("role") != "system"]
         if not turns or turns[0].get("role") != "user" or turns[0].get("content") != OPENING_REQUEST:
-            raise ShopperScriptError(f"the conversation must start with the user message {OPENING_REQUEST!r}")
+            raise PolicyError(f"the conversation must start with the user message {OPENING_REQUEST!r}", code="shopper_script")
         if turns[-1].get("role") != "user" or any(
             m.get("role") != ("user" if i % 2 == 0 else "assistant") for i, m in enumerate(turns)
         ):
-            raise ShopperScriptError("user and assistant messages must alternate and end with a user message")
+            raise PolicyError("user and assistant messages must alternate and end with a user message", code="shopper_script")
         goal = self.world.catalog.goal(self._task(instruction))
         product = self.world.catalog.products_by_asin.get(goal["asin"])
         shopper = RuleShopper(goal, product.raw if product is not None else None, ShopperConfig(sample_seed=seed))

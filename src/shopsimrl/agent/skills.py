@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SkillBankError
+from ..errors import DataError
 from ..hashing import sha256_hex
 
 SKILLBANK_SCHEMA = "shopsimrl-skillbank-v1"
@@ -45,23 +45,23 @@ class Skill:
 
 def _skill(raw: Any, index: int) -> Skill:
     if not isinstance(raw, dict):
-        raise SkillBankError(f"skill #{index} is not an object")
+        raise DataError(f"skill #{index} is not an object", code="skill_bank")
     skill_id = raw.get("skill_id", raw.get("id"))
     content, version = raw.get("content"), raw.get("version", "1")
     if not isinstance(skill_id, str) or not skill_id.strip():
-        raise SkillBankError(f"skill #{index} has no string skill_id/id")
+        raise DataError(f"skill #{index} has no string skill_id/id", code="skill_bank")
     if not isinstance(content, str) or not content.strip():
-        raise SkillBankError(f"skill {skill_id!r} has no content")
+        raise DataError(f"skill {skill_id!r} has no content", code="skill_bank")
     if not isinstance(version, (str, int)) or isinstance(version, bool):
-        raise SkillBankError(f"skill {skill_id!r}: version must be a string")
+        raise DataError(f"skill {skill_id!r}: version must be a string", code="skill_bank")
     metadata = raw.get("metadata") or {}
     if not isinstance(metadata, dict):
-        raise SkillBankError(f"skill {skill_id!r}: metadata must be an object")
+        raise DataError(f"skill {skill_id!r}: metadata must be an object", code="skill_bank")
     task_ids = raw.get("task_ids")
     if task_ids is not None and (
         not isinstance(task_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids)
     ):
-        raise SkillBankError(f"skill {skill_id!r}: task_ids must be a list of integers")
+        raise DataError(f"skill {skill_id!r}: task_ids must be a list of integers", code="skill_bank")
     return Skill(
         skill_id=skill_id, version=str(version), content=content, metadata=metadata,
         enabled=bool(raw.get("enabled", True)), task_ids=frozenset(task_ids) if task_ids is not None else None,
@@ -81,25 +81,25 @@ class SkillBank:
         try:
             data = file.read_bytes()
         except OSError as exc:
-            raise SkillBankError(f"cannot read skill bank {file}: {exc}") from exc
+            raise DataError(f"cannot read skill bank {file}: {exc}", code="skill_bank") from exc
         try:
             payload = json.loads(data)
         except ValueError as exc:
-            raise SkillBankError(f"skill bank {file} is not JSON: {exc}") from exc
+            raise DataError(f"skill bank {file} is not JSON: {exc}", code="skill_bank") from exc
         if not isinstance(payload, dict):
-            raise SkillBankError(
-                f"skill bank {file}: expected an object {{\"schema_version\": {SKILLBANK_SCHEMA!r}, \"skills\": [...]}}")
+            raise DataError(
+                f"skill bank {file}: expected an object {{\"schema_version\": {SKILLBANK_SCHEMA!r}, \"skills\": [...]}}", code="skill_bank")
         if "schema_version" not in payload:  # an unversioned file may be any format: refuse rather than guess
-            raise SkillBankError(f"skill bank {file}: schema_version is missing (expected {SKILLBANK_SCHEMA!r})")
+            raise DataError(f"skill bank {file}: schema_version is missing (expected {SKILLBANK_SCHEMA!r})", code="skill_bank")
         if payload["schema_version"] != SKILLBANK_SCHEMA:
-            raise SkillBankError(f"skill bank {file}: schema_version must be {SKILLBANK_SCHEMA!r}")
+            raise DataError(f"skill bank {file}: schema_version must be {SKILLBANK_SCHEMA!r}", code="skill_bank")
         raw_skills = payload.get("skills")
         if not isinstance(raw_skills, list):
-            raise SkillBankError(f"skill bank {file}: 'skills' must be a list")
+            raise DataError(f"skill bank {file}: 'skills' must be a list", code="skill_bank")
         skills = tuple(_skill(raw, i) for i, raw in enumerate(raw_skills))
         ids = [s.skill_id for s in skills]
         if len(set(ids)) != len(ids):
-            raise SkillBankError(f"skill bank {file}: duplicate skill ids")
+            raise DataError(f"skill bank {file}: duplicate skill ids", code="skill_bank")
         return cls(skills, str(payload.get("bank_version", "")), str(file), sha256_hex(data))
 
     def select(self, task_id: int | None) -> list[Skill]:

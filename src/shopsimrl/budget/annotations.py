@@ -20,7 +20,8 @@ from typing import Any
 
 from shopsimrl.budget.parser import APPROXIMATE_MULTIPLIER, UPPER_KINDS
 from shopsimrl.contract import is_task_id
-from shopsimrl.errors import ArchiveError
+
+from ..errors import DataError
 
 ANNOTATION_KINDS = frozenset(
     {
@@ -134,9 +135,9 @@ def check_annotation_identities(
             problems.append(f"task_id {task_id}: annotation task_uid {identity.task_uid} != archive {task_uid}")
     if problems:
         more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
-        raise ArchiveError(
+        raise DataError(
             f"budget annotations {path} do not belong to this archive: {len(problems)} of "
-            f"{len(load_annotation_identities(path))} records mismatch: {'; '.join(problems[:shown])}{more}"
+            f"{len(load_annotation_identities(path))} records mismatch: {'; '.join(problems[:shown])}{more}", code="archive"
         )
 
 
@@ -153,19 +154,19 @@ def _load(path: str | Path) -> dict[int, tuple[float | None, AnnotationIdentity]
     try:
         data = json.loads(source.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArchiveError(f"cannot read budget annotations {source}: {exc}") from exc
+        raise DataError(f"cannot read budget annotations {source}: {exc}", code="archive") from exc
     except RecursionError:
-        raise ArchiveError(f"cannot read budget annotations {source}: nested too deeply") from None
+        raise DataError(f"cannot read budget annotations {source}: nested too deeply", code="archive") from None
     if not isinstance(data, list):
-        raise ArchiveError(f"budget annotations {source}: top level must be a list of records; {FORMAT_HINT}")
+        raise DataError(f"budget annotations {source}: top level must be a list of records; {FORMAT_HINT}", code="archive")
     annotations: dict[int, tuple[float | None, AnnotationIdentity]] = {}
     for index, record in enumerate(data):
         try:
             task_id, price_upper = _validate(record)
             identity = AnnotationIdentity(_optional_text(record, "asin"), _optional_text(record, "task_uid"))
         except ValueError as exc:
-            raise ArchiveError(f"budget annotations {source}: record {index}: {exc}; {FORMAT_HINT}") from None
+            raise DataError(f"budget annotations {source}: record {index}: {exc}; {FORMAT_HINT}", code="archive") from None
         if task_id in annotations:
-            raise ArchiveError(f"budget annotations {source}: record {index}: duplicate task_id {task_id}")
+            raise DataError(f"budget annotations {source}: record {index}: duplicate task_id {task_id}", code="archive")
         annotations[task_id] = (price_upper, identity)
     return annotations

@@ -5,20 +5,21 @@ from __future__ import annotations
 import math
 
 from shopsimrl.budget.parser import parse_budget
-from shopsimrl.errors import ArchiveError
+
+from ..errors import DataError
 
 
 def validate_precomputed_price_upper(value: object, *, asin: str | None = None) -> float:
     """``float(value)``, refusing anything that is not a finite number ≥ 0 (booleans included)."""
     where = f" for ASIN {asin}" if asin is not None else ""
     if isinstance(value, bool):
-        raise ArchiveError(f"invalid precomputed price_upper{where}: {value!r}")
+        raise DataError(f"invalid precomputed price_upper{where}: {value!r}", code="archive")
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ArchiveError(f"invalid precomputed price_upper{where}: {value!r}") from None
+        raise DataError(f"invalid precomputed price_upper{where}: {value!r}", code="archive") from None
     if not math.isfinite(number) or number < 0:
-        raise ArchiveError(f"invalid precomputed price_upper{where}: {value!r}")
+        raise DataError(f"invalid precomputed price_upper{where}: {value!r}", code="archive")
     return number
 
 
@@ -32,7 +33,7 @@ def resolve_price_upper(
     """The ceiling a goal gets; None means "no budget" (r_price = 1).
 
     1. A precomputed value that is not None and not ``""`` wins, even over a budget in the text; it must be
-       a finite number ≥ 0 (else ``ArchiveError``, a ``ValueError``, naming the ASIN when given).
+       a finite number ≥ 0 (else ``DataError`` (``archive``), a ``ValueError``, naming the ASIN when given).
     2. Otherwise the simple text (the full one when the simple text is empty) is parsed.
     3. If that finds nothing and the simple text differs from the full one, the full text is parsed.
 

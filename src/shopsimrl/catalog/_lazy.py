@@ -19,7 +19,7 @@ import numpy as np
 
 from ..bounded_cache import PRODUCT_RECORD_BYTES, BoundedMemo
 from ..contract import is_task_id
-from ..errors import ArchiveError, DataIntegrityError
+from ..errors import DataError
 from ..search.stored import encode_asins, load_array, save_array
 from ._line_store import LineStore, LineWriter, encode_record, iter_lines
 from .record_checks import validate_records
@@ -63,9 +63,11 @@ class ProductStore(Mapping[str, Product]):
     def _decode(self, number: int) -> Product:
         try:
             (product,) = validate_records([self._lines.get(number)], source=self._source)
-        except ArchiveError as exc:  # a record that no longer validates: the file was altered after prepare
-            raise DataIntegrityError(f"{exc}; the file was altered after `shopsimrl data prepare`: prepare it "
-                                     "again with --force") from None
+        except DataError as exc:  # a record that no longer validates: the file was altered after prepare
+            if exc.code != "archive":
+                raise
+            raise DataError(f"{exc}; the file was altered after `shopsimrl data prepare`: prepare it "
+                                     "again with --force", code="data_integrity") from None
         return dataclasses.replace(product, index=number)
 
     def _number(self, asin: object) -> int:
@@ -134,8 +136,8 @@ class GoalStore(Mapping[int, Mapping[str, Any]]):
             raise KeyError(task_id)
         record = self._lines.get(slot)
         if not isinstance(record, dict) or record.get("task_id", task_id) != task_id:
-            raise DataIntegrityError(f"{self._lines.path}: record {slot} is not task {task_id}'s goal; the file was "
-                                     "altered after `shopsimrl data prepare`: prepare it again with --force")
+            raise DataError(f"{self._lines.path}: record {slot} is not task {task_id}'s goal; the file was "
+                                     "altered after `shopsimrl data prepare`: prepare it again with --force", code="data_integrity")
         goal: Mapping[str, Any] = record
         return goal
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..errors import DataIntegrityError
+from ..errors import DataError
 
 
 class LineStore:
@@ -35,7 +35,7 @@ class LineStore:
         try:
             size = os.fstat(self._file.fileno()).st_size
             if offsets.size < 1 or int(offsets[-1]) != size:
-                raise DataIntegrityError(f"{path.name}: offsets end at {int(offsets[-1]) if offsets.size else 0}, file has {size} bytes")
+                raise DataError(f"{path.name}: offsets end at {int(offsets[-1]) if offsets.size else 0}, file has {size} bytes", code="data_integrity")
         except BaseException:
             self._file.close()
             raise
@@ -49,17 +49,17 @@ class LineStore:
         length = end - 1 - begin  # the trailing newline is not part of the record
         data = os.pread(self._fd, length, begin)
         if len(data) != length:
-            raise DataIntegrityError(f"{self.path.name}: record {number} is cut short (the file changed after opening)")
+            raise DataError(f"{self.path.name}: record {number} is cut short (the file changed after opening)", code="data_integrity")
         return data
 
     def get(self, number: int) -> Any:
         """Record ``number``; a line that is not JSON (the file was edited after ``prepare``) is a
-        ``DataIntegrityError`` naming it, whatever API asked for it."""
+        ``DataError`` (``data_integrity``) naming it, whatever API asked for it."""
         try:
             return _decode(self.raw(number))
         except (ValueError, RecursionError) as exc:
-            raise DataIntegrityError(f"{self.path}: record {number} is not valid JSON ({exc}); the file was altered "
-                                     "after `shopsimrl data prepare`: prepare it again with --force") from None
+            raise DataError(f"{self.path}: record {number} is not valid JSON ({exc}); the file was altered "
+                                     "after `shopsimrl data prepare`: prepare it again with --force", code="data_integrity") from None
 
     def close(self) -> None:
         self._file.close()
@@ -83,10 +83,10 @@ def iter_lines(path: Path, offsets: np.ndarray, block: int = 1 << 16) -> Iterato
             for length in np.diff(offsets[begin : begin + block + 1]).tolist():
                 line = handle.readline()
                 if len(line) != length or not line.endswith(b"\n"):
-                    raise DataIntegrityError(f"{path.name}: a record line differs from its offsets")
+                    raise DataError(f"{path.name}: a record line differs from its offsets", code="data_integrity")
                 yield _decode(line[:-1])
         if handle.read(1):
-            raise DataIntegrityError(f"{path.name}: the file goes on past its offsets")
+            raise DataError(f"{path.name}: the file goes on past its offsets", code="data_integrity")
 
 
 def encode_record(record: Any) -> bytes:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import ArchiveError
+from ..errors import DataError
 from ..hashing import file_sha256 as file_sha256  # re-exported (old import path): the one SHA-256 helper
 from ..hashing import sha256_hex as sha256_hex
 from .record_checks import validate_records as validate_records  # re-exported (old import path)
@@ -25,13 +25,13 @@ def read_archive_bytes(path: str | os.PathLike[str]) -> bytes:
     """The decompressed JSON bytes of an archive (gzip is detected by its magic number)."""
     file = Path(path)
     if not file.is_file():
-        raise ArchiveError(f"archive not found: {file}")
+        raise DataError(f"archive not found: {file}", code="archive")
     data = file.read_bytes()
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as exc:
-            raise ArchiveError(f"corrupt gzip archive {file}: {exc}") from exc
+            raise DataError(f"corrupt gzip archive {file}: {exc}", code="archive") from exc
     return data
 
 
@@ -40,13 +40,13 @@ def parse_archive_json(data: bytes, *, source: str = "archive") -> list[dict[str
     try:
         records = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ArchiveError(f"{source} is not UTF-8: {exc}") from exc
+        raise DataError(f"{source} is not UTF-8: {exc}", code="archive") from exc
     except json.JSONDecodeError as exc:
-        raise ArchiveError(f"{source} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        raise DataError(f"{source} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", code="archive") from exc
     except RecursionError:
-        raise ArchiveError(f"{source} is nested too deeply to be an archive of product records") from None
+        raise DataError(f"{source} is nested too deeply to be an archive of product records", code="archive") from None
     if not isinstance(records, list):
-        raise ArchiveError(f"{source} must be a top-level JSON array of product records, got {type(records).__name__}")
+        raise DataError(f"{source} must be a top-level JSON array of product records, got {type(records).__name__}", code="archive")
     return records
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 
-from ..errors import ArchiveError
+from ..errors import DataError
 
 READ_BLOCK = 1 << 20
 _WHITESPACE = " \t\n\r"
@@ -57,9 +57,9 @@ class _Reader:
             data = self.handle.read(self.block)
             text = self.decoder.decode(data, final=not data)
         except UnicodeDecodeError as exc:
-            raise ArchiveError(f"{self.source} is not UTF-8: {exc}") from None
+            raise DataError(f"{self.source} is not UTF-8: {exc}", code="archive") from None
         except (OSError, EOFError, zlib.error) as exc:
-            raise ArchiveError(f"corrupt gzip archive {self.source}: {exc}") from None
+            raise DataError(f"corrupt gzip archive {self.source}: {exc}", code="archive") from None
         if not data:
             self.eof = True
         if self.pos:
@@ -90,11 +90,11 @@ class _Reader:
                     self.block *= 2  # a long element: read more each time, so the retries stay linear
                     self.more()
                     continue
-                raise ArchiveError(
-                    f"{self.source} is not valid JSON at character {self.consumed + exc.pos}: {exc.msg}"
+                raise DataError(
+                    f"{self.source} is not valid JSON at character {self.consumed + exc.pos}: {exc.msg}", code="archive"
                 ) from None
             except RecursionError:
-                raise ArchiveError(f"{self.source} is nested too deeply to be an archive of product records") from None
+                raise DataError(f"{self.source} is nested too deeply to be an archive of product records", code="archive") from None
             if not self.eof and not isinstance(value, (dict, list, str)) and (
                 end + 1 >= len(self.buffer) or self.buffer[end] in _NUMBER_CHARS
             ):
@@ -116,7 +116,7 @@ def iter_archive_records(path: str | os.PathLike[str]) -> Iterator[Any]:
     """The elements of the archive's top-level JSON array, one at a time."""
     file = Path(path)
     if not file.is_file():
-        raise ArchiveError(f"archive not found: {file}")
+        raise DataError(f"archive not found: {file}", code="archive")
     with _open_bytes(file) as handle:
         reader = _Reader(handle, str(file))
         first = reader.skip_whitespace()
@@ -124,7 +124,7 @@ def iter_archive_records(path: str | os.PathLike[str]) -> Iterator[Any]:
             kind = "nothing" if not first else "an array"
             if first:
                 kind = type(reader.value()).__name__ if first not in "]}," else "invalid JSON"
-            raise ArchiveError(f"{file} must be a top-level JSON array of product records, got {kind}")
+            raise DataError(f"{file} must be a top-level JSON array of product records, got {kind}", code="archive")
         reader.pos += 1
         if reader.skip_whitespace() == "]":
             reader.pos += 1
@@ -136,12 +136,12 @@ def iter_archive_records(path: str | os.PathLike[str]) -> Iterator[Any]:
                 if separator == "]":
                     break
                 if separator != ",":
-                    raise ArchiveError(
+                    raise DataError(
                         f"{file} is not valid JSON at character {reader.consumed + reader.pos - 1}: "
-                        "expected ',' or ']' after an array element"
+                        "expected ',' or ']' after an array element", code="archive"
                     )
         if reader.skip_whitespace():
-            raise ArchiveError(f"{file} is not valid JSON: extra data after the top-level array")
+            raise DataError(f"{file} is not valid JSON: extra data after the top-level array", code="archive")
 
 
 class ArchiveWriter:

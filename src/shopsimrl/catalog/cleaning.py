@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import DatasetBuildError
+from ..errors import DataError
 from ..versions import MAX_PRICE_AFFECTING_AXES
 from .options import price_affecting_axes
 from .records import Product
@@ -93,7 +93,7 @@ class Cleaner:
             task_id = instruction.task_id if instruction.task_id is not None else self.counter
             self.counter = max(self.counter, task_id) + 1
             if task_id in self.used_ids:
-                raise DatasetBuildError(f"duplicate task_id {task_id} at record {product.index} (asin {product.asin})")
+                raise DataError(f"duplicate task_id {task_id} at record {product.index} (asin {product.asin})", code="dataset_build")
             self.used_ids.add(task_id)
             task_ids.append(task_id)
             raw = dict(raw)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..budget import resolve_price_upper
-from ..errors import DatasetBuildError
+from ..errors import DataError
 from .plain_copy import plain_copy
 from .records import Product
 
@@ -42,7 +42,7 @@ def build_goals(products: Iterable[Product]) -> tuple[dict[int, dict[str, Any]],
                 continue
             task_id = instruction.task_id if instruction.task_id is not None else len(goals)
             if task_id in goals:
-                raise DatasetBuildError(f"duplicate task_id in product corpus: {task_id}")
+                raise DataError(f"duplicate task_id in product corpus: {task_id}", code="dataset_build")
             price_upper = resolve_price_upper(
                 instruction.price_upper, instruction.instruction_simple, instruction.instruction, asin=product.asin
             )

@@ -2,7 +2,7 @@
 
 Every file ``prepare`` wrote is listed in ``manifest.json`` with its SHA-256 and size. Opening checks each
 one's presence and size, then its SHA-256, and refuses the first mismatch with a one-line
-``DataIntegrityError`` naming the file. The hashes run in two threads (hashlib releases the GIL).
+``DataError`` (``data_integrity``) naming the file. The hashes run in two threads (hashlib releases the GIL).
 
 Cost: hashing reads every byte (about 0.1 s for the default catalog). To keep a million-product catalog's
 open fast, a successful check leaves a stamp (``.verified.json``: each file's device, inode, size, mtime and
@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataIntegrityError
+from ..errors import DataError
 from .archive import file_sha256
 
 STAMP_FILE = ".verified.json"
@@ -67,7 +67,7 @@ def write_stamp(root: Path, hashes: Mapping[str, str]) -> None:
 
 
 def verify_files(root: Path, files: Mapping[str, str], sizes: Mapping[str, int]) -> None:
-    """Refuse the first missing, resized or altered file (``DataIntegrityError`` naming it)."""
+    """Refuse the first missing, resized or altered file (``DataError`` (``data_integrity``) naming it)."""
     stamp = _read_stamp(root)
     to_hash: list[tuple[str, Path]] = []
     for name in sorted(files):
@@ -75,13 +75,13 @@ def verify_files(root: Path, files: Mapping[str, str], sizes: Mapping[str, int])
         try:
             stat = path.stat()
         except OSError:
-            raise DataIntegrityError(
-                f"{path} is missing (listed in {root / 'manifest.json'}); re-run `shopsimrl data prepare --force`"
+            raise DataError(
+                f"{path} is missing (listed in {root / 'manifest.json'}); re-run `shopsimrl data prepare --force`", code="data_integrity"
             ) from None
         if name in sizes and stat.st_size != sizes[name]:
-            raise DataIntegrityError(
+            raise DataError(
                 f"{path} does not match its manifest ({stat.st_size} bytes, manifest.json says {sizes[name]}): "
-                "the file was altered; re-run `shopsimrl data prepare --force`"
+                "the file was altered; re-run `shopsimrl data prepare --force`", code="data_integrity"
             )
         entry = stamp.get(name)
         if isinstance(entry, dict) and entry.get("sha256") == files[name] and entry.get("stat") == _identity(stat):
@@ -94,8 +94,8 @@ def verify_files(root: Path, files: Mapping[str, str], sizes: Mapping[str, int])
         digests = dict(zip((name for name, _ in to_hash), pool.map(file_sha256, (p for _, p in to_hash)), strict=True))
     for name, _ in sorted(to_hash):
         if digests[name] != files[name]:
-            raise DataIntegrityError(
+            raise DataError(
                 f"{root / name} does not match its manifest (SHA-256 differs): the file was altered; "
-                "re-run `shopsimrl data prepare --force`"
+                "re-run `shopsimrl data prepare --force`", code="data_integrity"
             )
     write_stamp(root, {name: sha for name, sha in files.items()})

@@ -7,7 +7,6 @@ is refused unless ``force`` is given.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ from typing import Any
 from .. import versions
 from ..budget import load_budget_annotations
 from ..budget.annotations import check_annotation_identities
-from ..errors import DatasetBuildError, ShopSimError
+from ..errors import DataError, ShopSimError
 from ..search import SearchIndex, build_search_index
 from ..search.stored import SEARCH_DIR, STORED_SEARCH_VERSION, save_search_arrays
 from ._lazy import RECORDS_DIR, iter_product_records
@@ -114,7 +113,7 @@ def _store_search(out_dir: Path, index_sha256: str, product_count: int) -> tuple
         try:  # the postings are built a chunk of rows at a time straight into their files, then verified
             meta, names = save_search_arrays(out_dir / SEARCH_DIR, asins, index.store_postings)
         except ValueError as exc:
-            raise DatasetBuildError(f"cannot store the search index for opening: {exc}") from exc
+            raise DataError(f"cannot store the search index for opening: {exc}", code="dataset_build") from exc
     meta |= {"layout": STORED_SEARCH_VERSION, "index_sha256": index_sha256, "covers": covers}
     return meta, names
 
@@ -135,9 +134,9 @@ def prepare_dataset(
     if archive_path.parent == out_dir and archive_path.name in {
         PRODUCTS_FILE, EXCLUSIONS_FILE, BUDGETS_FILE, PERSONA_SPLITS_FILE, TASK_SPLITS_FILE, INDEX_FILE, MANIFEST_FILE,
     }:
-        raise DatasetBuildError(f"refusing to write outputs over the source archive {archive_path}")
+        raise DataError(f"refusing to write outputs over the source archive {archive_path}", code="dataset_build")
     if not archive_path.is_file():
-        raise DatasetBuildError(f"archive not found: {archive_path}")
+        raise DataError(f"archive not found: {archive_path}", code="dataset_build")
     source_sha = file_sha256(archive_path)
     annotations_sha = file_sha256(options.annotations) if options.annotations else None
     plan = _plan(source_sha, annotations_sha, options)
@@ -147,8 +146,8 @@ def prepare_dataset(
         manifest["up_to_date"] = True
         return manifest
     if out_dir.exists() and any(out_dir.iterdir()) and not force:
-        raise DatasetBuildError(
-            f"{out_dir} already holds other data; pass --force to rebuild it from {archive_path.name}"
+        raise DataError(
+            f"{out_dir} already holds other data; pass --force to rebuild it from {archive_path.name}", code="dataset_build"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -162,7 +161,7 @@ def prepare_dataset(
         except (ShopSimError, OSError) as exc:  # name the user's directory, never the temporary build folder
             if str(work) not in str(exc):
                 raise
-            raise DatasetBuildError(str(exc).replace(str(work), str(out_dir))) from exc
+            raise DataError(str(exc).replace(str(work), str(out_dir)), code="dataset_build") from exc
         for name in names:  # everything was written under BUILD_DIR; move it into place, the manifest last
             (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
             os.replace(work / name, out_dir / name)
@@ -210,9 +209,9 @@ def _build(
         archive_path, work / PRODUCTS_FILE, work / RECORDS_DIR, cleaner, say, identities, chunk_size=PREPARE_CHUNK)
     if not totals.cleaned_products:  # an empty catalog serves nothing: never let it replace a catalog
         held = cleaner.result([]).source_product_count
-        raise DatasetBuildError(
+        raise DataError(
             f"{archive_path} yields no products ({held} record(s) read, none kept after validation and cleaning): "
-            "nothing was written; check the archive (a JSON array of product records)")
+            "nothing was written; check the archive (a JSON array of product records)", code="dataset_build")
     if options.annotations and identities is not None:  # ids number from 0 in every archive: refuse another's
         check_annotation_identities(options.annotations, identities)
     result = cleaner.result([])
@@ -310,8 +309,3 @@ def _stats(result: CleaningResult, totals: Totals, persona_splits: Mapping[str, 
         "budget_sources": totals.budget_sources,
         "split_sizes": {name: entry["task_count"] for name, entry in persona_splits["splits"].items()},
     }
-
-
-def dataset_fingerprint(manifest: Mapping[str, Any]) -> str:
-    """A short id of a prepared catalog, for run manifests and alignment checks."""
-    return hashlib.sha256(str(manifest.get("output_data_sha256")).encode()).hexdigest()[:16]

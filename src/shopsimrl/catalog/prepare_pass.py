@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..budget.annotations import task_identities
-from ..errors import ArchiveError
+from ..errors import DataError
 from ._lazy import RecordsWriter
 from .archive_stream import ArchiveWriter, iter_archive_records
 from .cleaning import Cleaner
@@ -72,9 +72,9 @@ def stream_archive(
             for product in products:
                 first = seen_asins.setdefault(product.asin, product.index)
                 if first != product.index:
-                    raise ArchiveError(
+                    raise DataError(
                         f"{source}: validation problem: record {product.index} (asin {product.asin!r}) field 'asin': "
-                        f"duplicate ASIN (first seen at record {first})"
+                        f"duplicate ASIN (first seen at record {first})", code="archive"
                     )
             kept = [record for product in products if (record := cleaner.add(product)) is not None]
             if identities is not None:  # only the annotated ids: the check needs no more

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..contract import is_task_id
-from ..errors import ArchiveError
+from ..errors import DataError
 from .records import Instruction, Product
 
 MAX_REPORTED_PROBLEMS = 20
@@ -18,9 +18,8 @@ MAX_RECORD_DEPTH = 32
 recursion of every later copy or dump of the record."""
 
 
-
 class _Problems:
-    """Collects validation problems; raises one ArchiveError that lists them."""
+    """Collects validation problems; raises one DataError that lists them."""
 
     def __init__(self, source: str) -> None:
         self.source = source
@@ -33,12 +32,12 @@ class _Problems:
         if not self.items:
             return
         if len(self.items) == 1:  # one problem: one line
-            raise ArchiveError(f"{self.source}: validation problem: {self.items[0]}")
+            raise DataError(f"{self.source}: validation problem: {self.items[0]}", code="archive")
         shown = self.items[:MAX_REPORTED_PROBLEMS]
         more = len(self.items) - len(shown)
         tail = f"\n  ... and {more} more" if more else ""
-        raise ArchiveError(
-            f"{self.source}: {len(self.items)} validation problem(s):\n  " + "\n  ".join(shown) + tail
+        raise DataError(
+            f"{self.source}: {len(self.items)} validation problem(s):\n  " + "\n  ".join(shown) + tail, code="archive"
         )
 
 
@@ -280,7 +279,7 @@ def _instructions(
 
 
 def validate_records(records: Sequence[object], *, source: str = "archive", start: int = 0) -> list[Product]:
-    """Validate archive records and return typed products; raises ArchiveError listing every problem.
+    """Validate archive records and return typed products; raises DataError listing every problem.
 
     ``start`` is the archive index of ``records[0]`` (a chunk of a streamed archive): indices in messages and
     ``Product.index`` count from it.

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SplitError
+from ..errors import DataError
 from ..versions import PERSONA_SPLITS_POLICY, PERSONA_SPLITS_VERSION
 
 DEFAULT_SEED = 20260829
@@ -153,9 +153,9 @@ def select_exact(
             break
     if target not in reachable:
         available = sum(group.size for group in candidates)
-        raise SplitError(
+        raise DataError(
             f"cannot select exactly {target} {split} tasks from {len(candidates)} eligible groups "
-            f"({available} tasks in groups of at most {max_group_size}); use a smaller --{split}-size"
+            f"({available} tasks in groups of at most {max_group_size}); use a smaller --{split}-size", code="invalid_split"
         )
     chosen: list[TaskGroup] = []
     total = target
@@ -195,7 +195,7 @@ def _self_checks(
     task_list: Sequence[PersonaTask], groups: Sequence[TaskGroup], splits: Mapping[str, Any], excluded: frozenset[int]
 ) -> dict[str, Any]:
     """The manifest's ``checks``: every task in exactly one split, linked groups never split, test exclusions
-    kept; a failed check raises ``SplitError``."""
+    kept; a failed check raises ``DataError`` (``invalid_split``)."""
     all_ids = [task.task_id for task in task_list]
     id_sets = {name: set(entry["task_ids"]) for name, entry in splits.items()}
     group_of = {task_id: group.group_id for group in groups for task_id in group.task_ids}
@@ -208,7 +208,7 @@ def _self_checks(
         "test_exclusions_respected": not (id_sets["test"] & excluded),
     }
     if not all(value for key, value in checks.items() if key != "persona_task_count"):
-        raise SplitError(f"split self-check failed: {checks}")
+        raise DataError(f"split self-check failed: {checks}", code="invalid_split")
     return checks
 
 
@@ -230,11 +230,11 @@ def build_persona_splits(
     if val_size is None:
         val_size = default_split_size(len(task_list), DEFAULT_VAL_SIZE)
     if test_size < 0 or val_size < 0:
-        raise SplitError("split sizes must be non-negative")
+        raise DataError("split sizes must be non-negative", code="invalid_split")
     if test_size + val_size > len(task_list):
-        raise SplitError(
+        raise DataError(
             f"the catalog has {len(task_list)} persona tasks, too few for --test-size {test_size} "
-            f"and --val-size {val_size}"
+            f"and --val-size {val_size}", code="invalid_split"
         )
     excluded = frozenset(test_excluded_task_ids)
     groups = link_groups(task_list)

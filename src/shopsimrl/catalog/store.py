@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import versions
 from ..contract import is_task_id
-from ..errors import DataDirectoryError, DataIntegrityError, SplitError, UnknownTaskError
+from ..errors import DataError, unknown_task
 from ..jsonfile import read_json_file
 from ..search import DEFAULT_FIELD_WEIGHTS, SearchIndex
 from ..search.stored import ASINS_FILE, POSTINGS_ARRAYS, ROWIDS_FILE, SEARCH_DIR, TERMS_FILE
@@ -76,14 +76,14 @@ def check_data_dir(root: str | os.PathLike[str], split: str | None = None) -> bo
     """
     path = Path(root)
     if not (path / MANIFEST_FILE).exists():
-        raise DataDirectoryError(_not_prepared(path))
+        raise DataError(_not_prepared(path), code="data_directory")
     if split is None:
         return None
     splits = read_json_file(path / TASK_SPLITS_FILE).get("splits")
     if not isinstance(splits, Mapping):
-        raise DataDirectoryError(f"{path}: cannot read {TASK_SPLITS_FILE}: it has no 'splits' object")
+        raise DataError(f"{path}: cannot read {TASK_SPLITS_FILE}: it has no 'splits' object", code="data_directory")
     if SPLIT_ALIASES.get(split, split) not in splits:
-        raise SplitError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}")
+        raise DataError(f"unknown task split {split!r}; choose one of: {', '.join(sorted(splits))}", code="invalid_split")
     declared = splits[SPLIT_ALIASES.get(split, split)]
     return declared.get("persona") if isinstance(declared, Mapping) else None
 
@@ -92,7 +92,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     """The parsed ``manifest.json`` of a prepared directory, or a one-line typed error naming it."""
     manifest_path = path / MANIFEST_FILE
     if not manifest_path.exists():
-        raise DataDirectoryError(_not_prepared(path))
+        raise DataError(_not_prepared(path), code="data_directory")
     manifest: dict[str, Any] = read_json_file(manifest_path)
     return manifest
 
@@ -102,23 +102,23 @@ def check_versions(path: Path, manifest: Mapping[str, Any]) -> None:
     fmt = manifest.get("open_format")
     if not isinstance(fmt, Mapping) or fmt.get("version") != OPEN_FORMAT_VERSION:
         found = fmt.get("version") if isinstance(fmt, Mapping) else None
-        raise DataDirectoryError(
+        raise DataError(
             f"{path} was prepared by an older version ({manifest.get('prepare_version')!r}, open format {found!r}; "
-            f"this version reads {OPEN_FORMAT_VERSION!r}); {_rerun(path)}"
+            f"this version reads {OPEN_FORMAT_VERSION!r}); {_rerun(path)}", code="data_directory"
         )
     for key, expected in _VERSION_KEYS.items():
         if manifest.get(key) != expected:
-            raise DataDirectoryError(
-                f"{path} was prepared with {key} {manifest.get(key)!r}, this version uses {expected!r}; {_rerun(path)}"
+            raise DataError(
+                f"{path} was prepared with {key} {manifest.get(key)!r}, this version uses {expected!r}; {_rerun(path)}", code="data_directory"
             )
     files, sizes = manifest.get("files"), manifest.get("file_sizes")
     if not isinstance(files, Mapping) or not isinstance(sizes, Mapping) or set(files) != set(sizes):
-        raise DataIntegrityError(f"{path / MANIFEST_FILE} lacks its file list (files, file_sizes); {_rerun(path)}")
+        raise DataError(f"{path / MANIFEST_FILE} lacks its file list (files, file_sizes); {_rerun(path)}", code="data_integrity")
     unlisted = [name for name in opened_files(manifest) if name not in files]
     if unlisted:  # a file that is not listed would be opened unchecked
-        raise DataIntegrityError(f"{path / MANIFEST_FILE} does not list {', '.join(unlisted[:3])}"
+        raise DataError(f"{path / MANIFEST_FILE} does not list {', '.join(unlisted[:3])}"
                                  f"{' …' if len(unlisted) > 3 else ''}: every file the catalog opens must be listed "
-                                 f"with its SHA-256; {_rerun(path)}")
+                                 f"with its SHA-256; {_rerun(path)}", code="data_integrity")
 
 
 def opened_files(manifest: Mapping[str, Any]) -> list[str]:
@@ -160,7 +160,7 @@ class Catalog:
             products = ProductStore(path / RECORDS_DIR)
             goals = GoalStore(path / RECORDS_DIR)
         except (OSError, ValueError) as exc:
-            raise DataIntegrityError(f"{path / RECORDS_DIR} cannot be read ({exc}); {_rerun(path)}") from None
+            raise DataError(f"{path / RECORDS_DIR} cannot be read ({exc}); {_rerun(path)}", code="data_integrity") from None
         covers = bool(manifest["open_format"].get("index_covers_products"))
         return cls(path, manifest, products, goals, index_covers_products=covers)
 
@@ -171,7 +171,7 @@ class Catalog:
         manifest = read_manifest(path)
         data = read_archive_bytes(path / PRODUCTS_FILE)
         if sha256_hex(data) != manifest.get("output_data_sha256"):
-            raise DataIntegrityError(f"{path / PRODUCTS_FILE} does not match its manifest (SHA-256 differs)")
+            raise DataError(f"{path / PRODUCTS_FILE} does not match its manifest (SHA-256 differs)", code="data_integrity")
         products = tuple(validate_records(parse_archive_json(data, source=str(path / PRODUCTS_FILE))))
         goals, _ = build_goals(products)
         by_asin = {product.asin: product for product in products}
@@ -208,8 +208,8 @@ class Catalog:
             return SearchIndex.open(self.root / INDEX_FILE, cache_size=SEARCH_CACHE_SIZE, **expected)
         stored = self.manifest["open_format"]["search"]
         if stored.get("index_sha256") != self.manifest["files"].get(INDEX_FILE):
-            raise DataIntegrityError(
-                f"{self.root / SEARCH_DIR} was stored for another {INDEX_FILE}; {_rerun(self.root)}"
+            raise DataError(
+                f"{self.root / SEARCH_DIR} was stored for another {INDEX_FILE}; {_rerun(self.root)}", code="data_integrity"
             )
         return SearchIndex.open_stored(
             self.root / INDEX_FILE, self.root / SEARCH_DIR, stored, cache_size=SEARCH_CACHE_SIZE, **expected
@@ -229,7 +229,7 @@ class Catalog:
 
     def goal(self, task_id: object) -> Mapping[str, Any]:
         if not is_task_id(task_id) or task_id not in self.goals:
-            raise UnknownTaskError(task_id)
+            raise unknown_task(task_id)
         return self.goals[task_id]
 
     @property
@@ -241,7 +241,7 @@ class Catalog:
         key = SPLIT_ALIASES.get(name, name)
         splits = self.task_splits["splits"]
         if key not in splits:
-            raise SplitError(f"unknown task split {name!r}; choose one of: {', '.join(sorted(splits))}")
+            raise DataError(f"unknown task split {name!r}; choose one of: {', '.join(sorted(splits))}", code="invalid_split")
         return tuple(splits[key]["task_ids"])
 
     def split_is_persona(self, name: str) -> bool | None:

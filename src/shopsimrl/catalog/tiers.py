@@ -3,7 +3,7 @@
 A task's tier is the first public-information built-in policy, in the order ``first`` (the trivial
 first-result policy), ``heuristic``, ``strong``, that solves it (r_success = 1, in the task's own mode), or
 ``none`` when none does. The labels are computed once per catalog (``shopsimrl data tiers``,
-``shopsimrl.agent.tiers``), deterministic (the built-in policies ignore seeds), and keyed by the catalog's data
+``shopsimrl.agent.tier_cascade``), deterministic (the built-in policies ignore seeds), and keyed by the catalog's data
 hash and :data:`TIERS_VERSION`, so a rebuilt catalog or changed policies never reuse stale labels. This module
 only reads them: a filter for a split's task ids, so a trainer can run a curriculum.
 """
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataDirectoryError, DifficultyError, ShopSimError
+from ..errors import DataError, ShopSimError
 from ..jsonfile import read_json_file
 from .prepare import MANIFEST_FILE
 
@@ -32,8 +32,8 @@ def parse_difficulty(text: str | Sequence[str] | None) -> tuple[str, ...] | None
     names = [n.strip() for n in (text.split(",") if isinstance(text, str) else text) if n.strip()]
     unknown = [n for n in names if n not in TIERS]
     if unknown or not names:
-        raise DifficultyError(f"unknown difficulty tier {', '.join(unknown) or repr(text)}; choose from "
-                              + ", ".join(TIERS))
+        raise DataError(f"unknown difficulty tier {', '.join(unknown) or repr(text)}; choose from "
+                              + ", ".join(TIERS), code="difficulty")
     return tuple(t for t in TIERS if t in names)
 
 
@@ -60,8 +60,8 @@ def read_tiers(data_dir: str | os.PathLike[str]) -> dict[int, str]:
     """task id → tier; a clear error naming the command that computes them when missing or stale."""
     document = stored_tiers(data_dir)
     if document is None:
-        raise DifficultyError(f"{data_dir} has no current difficulty tiers ({TIERS_FILE}); compute them once with "
-                              f"`shopsimrl data tiers {data_dir}`")
+        raise DataError(f"{data_dir} has no current difficulty tiers ({TIERS_FILE}); compute them once with "
+                              f"`shopsimrl data tiers {data_dir}`", code="difficulty")
     return {int(task): tier for tier, ids in document["tiers"].items() for task in ids}
 
 
@@ -73,8 +73,8 @@ def filter_by_difficulty(task_ids: Iterable[int], tiers: Mapping[int, str],
         return ids
     missing = [t for t in ids if t not in tiers]
     if missing:
-        raise DataDirectoryError(f"{len(missing)} tasks have no difficulty tier (first: {missing[0]}); "
-                                 "recompute the tiers")
+        raise DataError(f"{len(missing)} tasks have no difficulty tier (first: {missing[0]}); "
+                                 "recompute the tiers", code="data_directory")
     return [t for t in ids if tiers[t] in wanted]
 
 

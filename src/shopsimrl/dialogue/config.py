@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..errors import DialogueError
+from ..errors import RequestError
 from ..versions import DEFAULT_MAX_QUESTIONS
 
 MAX_QUESTIONS_CAP = 1000
@@ -13,9 +13,9 @@ MAX_QUESTIONS_CAP = 1000
 
 def _rate(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DialogueError(f"noise rate {name} must be a number between 0 and 1")
+        raise RequestError(f"noise rate {name} must be a number between 0 and 1", code="dialogue_unavailable")
     if not 0.0 <= float(value) <= 1.0:
-        raise DialogueError(f"noise rate {name} must be between 0 and 1, got {value}")
+        raise RequestError(f"noise rate {name} must be between 0 and 1, got {value}", code="dialogue_unavailable")
     return float(value)
 
 
@@ -50,8 +50,8 @@ class ShopperConfig:
     def __post_init__(self) -> None:
         limit = self.max_questions
         if isinstance(limit, bool) or not isinstance(limit, int) or not 0 <= limit <= MAX_QUESTIONS_CAP:
-            raise DialogueError(f"max_questions must be an integer between 0 and {MAX_QUESTIONS_CAP}")
+            raise RequestError(f"max_questions must be an integer between 0 and {MAX_QUESTIONS_CAP}", code="dialogue_unavailable")
         if isinstance(self.sample_seed, bool) or not isinstance(self.sample_seed, int):
-            raise DialogueError("sample_seed must be an integer")
+            raise RequestError("sample_seed must be an integer", code="dialogue_unavailable")
         if not isinstance(self.noise, NoiseConfig):
-            raise DialogueError("noise must be a NoiseConfig")
+            raise RequestError("noise must be a NoiseConfig", code="dialogue_unavailable")

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import DialogueError, ShopperCallError
+from ..errors import RequestError, ShopperCallError
 from ..versions import LLM_SHOPPER_VERSION
 from .config import ShopperConfig
 from .lexicon import match_question
@@ -58,14 +58,14 @@ class LLMShopperSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.base_url, str) or not self.base_url or not isinstance(self.model, str) or not self.model:
-            raise DialogueError("the LLM shopper needs a base URL and a model name")
+            raise RequestError("the LLM shopper needs a base URL and a model name", code="dialogue_unavailable")
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or not 1 <= self.max_tokens <= 8192:
-            raise DialogueError("the LLM shopper's max_tokens must be an integer between 1 and 8192")
+            raise RequestError("the LLM shopper's max_tokens must be an integer between 1 and 8192", code="dialogue_unavailable")
         if not isinstance(self.max_retries, int) or self.max_retries < 0 or not self.timeout > 0:
-            raise DialogueError("the LLM shopper's timeout must be positive and max_retries at least 0")
+            raise RequestError("the LLM shopper's timeout must be positive and max_retries at least 0", code="dialogue_unavailable")
         clash = RESERVED_BODY_KEYS & set(self.extra_body)
         if clash:
-            raise DialogueError(f"the shopper's extra body may not set {sorted(clash)}: the shopper owns them")
+            raise RequestError(f"the shopper's extra body may not set {sorted(clash)}: the shopper owns them", code="dialogue_unavailable")
 
     def sampling(self) -> dict[str, Any]:
         """What shapes a reply besides the conversation (part of every cache key)."""
@@ -87,7 +87,7 @@ class ShopperEndpoint:
         if settings.api_key_env:
             self._key = os.environ.get(settings.api_key_env, "")
             if not self._key:
-                raise DialogueError(f"environment variable {settings.api_key_env} (the shopper's API key) is not set")
+                raise RequestError(f"environment variable {settings.api_key_env} (the shopper's API key) is not set", code="dialogue_unavailable")
         self._client: Any = None
         self._lock = threading.Lock()
         self.calls = 0  # requests sent (cache hits excluded)
@@ -105,7 +105,7 @@ class ShopperEndpoint:
 
     def check_reachable(self) -> None:
         """One ``GET /models`` before the first episode: an endpoint that is down or refuses the key fails the run
-        once, up front (``DialogueError`` naming ``--shopper-base-url``), not in every episode. Any other answer
+        once, up front (``RequestError`` (``dialogue_unavailable``) naming ``--shopper-base-url``), not in every episode. Any other answer
         (even a 404 from a server without ``/models``) counts as reachable."""
         import openai
 
@@ -114,12 +114,12 @@ class ShopperEndpoint:
             self._openai().with_options(max_retries=0, timeout=min(s.timeout, 15.0)).models.list()
         except openai.APIStatusError as exc:
             if exc.status_code in (401, 403):
-                raise DialogueError(f"the LLM shopper's endpoint --shopper-base-url {s.base_url} refused the key "
-                                    f"(HTTP {exc.status_code}; --shopper-api-key-env)") from exc
+                raise RequestError(f"the LLM shopper's endpoint --shopper-base-url {s.base_url} refused the key "
+                                    f"(HTTP {exc.status_code}; --shopper-api-key-env)", code="dialogue_unavailable") from exc
         except openai.APIError as exc:
             cause = exc.__cause__ or exc.__context__
-            raise DialogueError(f"the LLM shopper's endpoint --shopper-base-url {s.base_url} cannot be reached "
-                                f"({cause or exc}); start it or fix the URL") from exc
+            raise RequestError(f"the LLM shopper's endpoint --shopper-base-url {s.base_url} cannot be reached "
+                                f"({cause or exc}); start it or fix the URL", code="dialogue_unavailable") from exc
 
     def complete(self, messages: list[dict[str, str]], *, seed: int, question_index: int) -> tuple[str, bool]:
         """The reply to ``messages`` and whether it came from the cache; :class:`ShopperCallError` on failure."""
@@ -260,18 +260,18 @@ def shopper_settings_from_args(args: Any, *, cache_dir: str | None = None) -> LL
     base_url, model = args.shopper_base_url, args.shopper_model
     if not base_url and not model:
         if args.shopper_api_key_env or args.shopper_extra_body:
-            raise DialogueError("--shopper-api-key-env/--shopper-extra-body need --shopper-base-url and --shopper-model")
+            raise RequestError("--shopper-api-key-env/--shopper-extra-body need --shopper-base-url and --shopper-model", code="dialogue_unavailable")
         return None
     if not (base_url and model):
-        raise DialogueError("--shopper-base-url and --shopper-model go together")
+        raise RequestError("--shopper-base-url and --shopper-model go together", code="dialogue_unavailable")
     extra: Any = {}
     if args.shopper_extra_body:
         try:
             extra = json.loads(args.shopper_extra_body)
         except ValueError as exc:
-            raise DialogueError(f"--shopper-extra-body must be a JSON object: {exc}") from exc
+            raise RequestError(f"--shopper-extra-body must be a JSON object: {exc}", code="dialogue_unavailable") from exc
         if not isinstance(extra, dict):
-            raise DialogueError("--shopper-extra-body must be a JSON object")
+            raise RequestError("--shopper-extra-body must be a JSON object", code="dialogue_unavailable")
     return LLMShopperSettings(base_url=base_url, model=model, api_key_env=args.shopper_api_key_env,
                               max_tokens=args.shopper_max_tokens, extra_body=extra,
                               cache_dir=cache_dir or getattr(args, "shopper_cache", None))

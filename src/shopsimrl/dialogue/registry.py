@@ -14,7 +14,7 @@ from typing import Any
 
 from ..contract import LLM_SHOPPER, RULE_SHOPPER
 from ..env.shoppers import Shopper
-from ..errors import DialogueError
+from ..errors import RequestError
 from .config import ShopperConfig
 from .llm_shopper import LLMShopper, LLMShopperSettings, ShopperEndpoint
 from .rule_shopper import RuleShopper
@@ -50,7 +50,7 @@ class DialogueShoppers:
 
     def settings(self, config: object, seed: int | None) -> ShopperConfig | None:
         if config is not None and not isinstance(config, ShopperConfig):
-            raise DialogueError("shopper_config must be a ShopperConfig")
+            raise RequestError("shopper_config must be a ShopperConfig", code="dialogue_unavailable")
         if seed is None:
             return config
         base = config or ShopperConfig()  # the episode seed (eval passes the job's) replaces the sample seed
@@ -65,5 +65,5 @@ def shopper_registry(*, llm: ShopperEndpoint | LLMShopperSettings | None = None)
     if isinstance(llm, LLMShopperSettings):
         llm = ShopperEndpoint(llm)
     if llm is not None and not isinstance(llm, ShopperEndpoint):
-        raise DialogueError("llm_shopper must be LLMShopperSettings or a ShopperEndpoint")
+        raise RequestError("llm_shopper must be LLMShopperSettings or a ShopperEndpoint", code="dialogue_unavailable")
     return DialogueShoppers(llm)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..errors import DialogueError
+from ..errors import RequestError
 from .slots import ATTRIBUTE, BUDGET, KIND_NAMES, KINDS, OPTION, PRODUCT, Slot
 
 OPENINGS = (
@@ -37,7 +37,7 @@ def slot_text(slot: Slot, phrase: str) -> str:
         return f"{AXIS_NAMES.get(slot.axis, slot.axis)}要{phrase}"
     if slot.kind == BUDGET:
         return phrase or NO_BUDGET
-    raise DialogueError(f"unknown slot kind {slot.kind!r}")  # unreachable: the slots come from one enum
+    raise RequestError(f"unknown slot kind {slot.kind!r}", code="dialogue_unavailable")  # unreachable: the slots come from one enum
 
 
 def combine(parts: Sequence[str], turn: int) -> str:

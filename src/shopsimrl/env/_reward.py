@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..contract import PURCHASE
-from ..errors import InvalidGoalError, InvalidSelectionError
+from ..errors import DataError
 from ..search.text import LATIN_TOKEN  # the docs/contract.md#search-tokeniser Latin/number token shape
 from ..versions import REWARD_VERSION
 from ._variant_price import PASS, resolve_variant_price
@@ -153,26 +153,26 @@ GOAL_FIELDS = {"category": (str,), "name": (str,), "attributes": (list, tuple), 
 def check_goal(goal: object) -> None:
     """Refuse a goal missing a scored field: a goal of only ``asin`` used to score r_loose 0.5 silently."""
     if not isinstance(goal, Mapping):
-        raise InvalidGoalError(f"goal must be a mapping, got {type(goal).__name__}")
+        raise DataError(f"goal must be a mapping, got {type(goal).__name__}", code="invalid_goal")
     missing = [key for key in GOAL_FIELDS if key not in goal]
     if missing:
-        raise InvalidGoalError(f"goal lacks {missing}; a goal needs {list(GOAL_FIELDS)} (price_upper may be null)")
+        raise DataError(f"goal lacks {missing}; a goal needs {list(GOAL_FIELDS)} (price_upper may be null)", code="invalid_goal")
     for key, kinds in GOAL_FIELDS.items():
         value = goal[key]
         if not isinstance(value, kinds) or isinstance(value, bool):
-            raise InvalidGoalError(f"goal field {key!r} has type {type(value).__name__}")
+            raise DataError(f"goal field {key!r} has type {type(value).__name__}", code="invalid_goal")
 
 
 def check_selection(selected: object) -> None:
     """Refuse a selection that is not ``{axis: value}`` strings (a list of values used to score r_option 0)."""
     if not isinstance(selected, Mapping):
-        raise InvalidSelectionError(
+        raise DataError(
             f"selected_options must be a mapping {{axis: value}} of the chosen option per axis, not "
-            f"{type(selected).__name__} ({selected!r:.80}); e.g. {{'颜色分类': '白色'}}"
+            f"{type(selected).__name__} ({selected!r:.80}); e.g. {{'颜色分类': '白色'}}", code="invalid_selection"
         )
     bad = [(axis, value) for axis, value in selected.items() if not isinstance(axis, str) or not isinstance(value, str)]
     if bad:
-        raise InvalidSelectionError(f"selected_options maps option axes to chosen values, all strings; got {bad[:3]!r}")
+        raise DataError(f"selected_options maps option axes to chosen values, all strings; got {bad[:3]!r}", code="invalid_selection")
 
 
 def score_purchase(

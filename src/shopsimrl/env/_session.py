@@ -34,8 +34,7 @@ from ..contract import (
     require_action_text,
     terminated_message,
 )
-from ..contract import TERMINATION_REASONS as TERMINATION_REASONS  # re-exported (old import path)
-from ..errors import EpisodeTerminatedError
+from ..errors import EpisodeStateError
 from ..search import normalize_query
 from ..versions import EPISODE_LIMITS, PAGE_SIZE
 from . import _actions as act
@@ -216,7 +215,7 @@ class ShopSession:
         read out by ``extract_action``, here and nowhere else, so every path reads model text alike)."""
         text = require_action_text(action)
         if self.done:
-            raise EpisodeTerminatedError("episode is already terminated; reset before stepping")
+            raise EpisodeStateError("episode is already terminated; reset before stepping", code="episode_terminated")
         self.action_count += 1
         feedback = self._apply(extract_action(text))
         self.last_action = feedback
@@ -227,7 +226,7 @@ class ShopSession:
     def terminate(self, reason: str = ACTION_LIMIT) -> dict[str, Any]:
         check_termination_reason(reason)
         if self.done:
-            raise EpisodeTerminatedError("episode is already terminated")
+            raise EpisodeStateError("episode is already terminated", code="episode_terminated")
         self._end(reason)
         # the reference's terminate result: no action was taken, so no action_feedback (docs/contract.md#http-reference-api)
         result = self._result(self.last_action)

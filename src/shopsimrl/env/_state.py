@@ -20,7 +20,7 @@ from ..contract import (
     SEARCH_RESULTS,
     TERMINAL,
 )
-from ..errors import ObservationError
+from ..errors import DataError
 from ..versions import OBSERVATION_VERSION, PAGE_SIZE
 from ._variant_price import price_display
 
@@ -167,54 +167,54 @@ def product_state(
 
 def _check_actions(actions: object) -> Sequence[str]:
     if not isinstance(actions, (list, tuple)) or not all(isinstance(action, str) for action in actions):
-        raise ObservationError("structured observation: actions must be a list of strings")
+        raise DataError("structured observation: actions must be a list of strings", code="observation")
     return actions
 
 
 def _check_hidden(mapping: Mapping[str, Any], where: str) -> None:
     if not FORBIDDEN_KEYS.isdisjoint(mapping):
         hidden = sorted(FORBIDDEN_KEYS.intersection(mapping))
-        raise ObservationError(f"structured observation contains hidden-answer keys in {where}: {hidden}")
+        raise DataError(f"structured observation contains hidden-answer keys in {where}: {hidden}", code="observation")
 
 
 def check_observation_state(state: object) -> str:
-    """Every docs/contract.md#observation-checks check; returns the page type or raises ObservationError."""
+    """Every docs/contract.md#observation-checks check; returns the page type or raises DataError."""
     if not isinstance(state, Mapping):
-        raise ObservationError("structured observation must be a mapping")
+        raise DataError("structured observation must be a mapping", code="observation")
     if state.get("observation_version") != OBSERVATION_VERSION:
-        raise ObservationError("unsupported observation_state version")
+        raise DataError("unsupported observation_state version", code="observation")
     _check_hidden(state, "the state")
     page_type = state.get("page_type")
     if not isinstance(page_type, str) or page_type not in PAGE_TYPES:
-        raise ObservationError(f"structured observation: unknown page_type {page_type!r}")
+        raise DataError(f"structured observation: unknown page_type {page_type!r}", code="observation")
     actions = _check_actions(state.get("actions", []))
     if page_type == SEARCH_RESULTS:
         products = state.get("products")
         if not isinstance(products, list):
-            raise ObservationError("structured observation: products must be a list")
+            raise DataError("structured observation: products must be a list", code="observation")
         if len(products) > PAGE_SIZE:
-            raise ObservationError("search page exceeds the frozen page size of 20")
+            raise DataError("search page exceeds the frozen page size of 20", code="observation")
         asins: set[str] = set()
         for product in products:
             if not isinstance(product, Mapping):
-                raise ObservationError("structured observation: a search product is not a mapping")
+                raise DataError("structured observation: a search product is not a mapping", code="observation")
             asin = product.get("asin")
             if not is_product_id(asin):
-                raise ObservationError(f"structured observation: invalid product ASIN {asin!r}")
+                raise DataError(f"structured observation: invalid product ASIN {asin!r}", code="observation")
             _check_hidden(product, "a search product")
             asins.add(asin.casefold())
         actionable = {action.casefold() for action in actions if is_product_id(action)}
         if asins != actionable:
-            raise ObservationError("model-visible search ASINs differ from environment-actionable ASINs")
+            raise DataError("model-visible search ASINs differ from environment-actionable ASINs", code="observation")
     elif page_type in (PRODUCT_DETAIL, INFORMATION_SUBPAGE):
         product = state.get("product")
         if not isinstance(product, Mapping):
-            raise ObservationError("structured observation: product must be a mapping")
+            raise DataError("structured observation: product must be a mapping", code="observation")
         if not is_product_id(product.get("asin")):
-            raise ObservationError(f"structured observation: invalid product ASIN {product.get('asin')!r}")
+            raise DataError(f"structured observation: invalid product ASIN {product.get('asin')!r}", code="observation")
         _check_hidden(product, "the product")
         if not isinstance(state.get("selected_options"), Mapping):
-            raise ObservationError("structured observation: selected_options must be a mapping")
+            raise DataError("structured observation: selected_options must be a mapping", code="observation")
         if not isinstance(state.get("available_options"), Mapping):
-            raise ObservationError("structured observation: available_options must be a mapping")
+            raise DataError("structured observation: available_options must be a mapping", code="observation")
     return page_type

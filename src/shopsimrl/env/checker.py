@@ -25,10 +25,10 @@ Rules, in the order they are checked:
 ``terminate-reference``    the reference's terminate result: no ``action_feedback``, message
                            ``Episode terminated: <reason>``
 ``step-after-end``         step and terminate after the end raise a ``ShopSimError``
-``step-after-end-typed``   ... and that error is an ``EpisodeTerminatedError``
+``step-after-end-typed``   ... and that error is an ``EpisodeStateError`` (``episode_terminated``)
 ``determinism``            two identical resets (and the same first step after each) give equal results
                            (whole dicts; a step's ``idx`` names the session and is left out)
-``unknown-task-typed``     a reset of a task id that does not exist raises ``UnknownTaskError``
+``unknown-task-typed``     a reset of a task id that does not exist raises ``RequestError`` (``unknown_task``)
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from ..contract import (
     format_action,
     terminated_message,
 )
-from ..errors import EpisodeTerminatedError, ShopSimError, UnknownTaskError
+from ..errors import EpisodeStateError, RequestError, ShopSimError
 from ._result_rules import RULES, SEARCH_PAGE, ResultRules, RuleFailure, _Abort
 from .interface import (
     ASYNC_METHODS,
@@ -204,8 +204,9 @@ class _Checker(ResultRules):
                 await _maybe_await(getattr(self.env, name)(*args))
             except ShopSimError as exc:
                 self.expect("step-after-end", True, "")
-                self.expect("step-after-end-typed", isinstance(exc, EpisodeTerminatedError),
-                            f"{name} after the end must raise EpisodeTerminatedError, got {type(exc).__name__}: {exc}")
+                self.expect("step-after-end-typed", isinstance(exc, EpisodeStateError)
+                            and exc.code == "episode_terminated", f"{name} after the end must raise "
+                            f"EpisodeStateError(episode_terminated), got {type(exc).__name__}: {exc}")
             except Exception as exc:
                 self.expect("step-after-end", False,
                             f"{name} after the end must raise a ShopSimError, got {type(exc).__name__}: {exc}")
@@ -230,10 +231,11 @@ class _Checker(ResultRules):
             return
         try:
             await _maybe_await(self.env.reset(UNKNOWN_TASK_ID))
-        except UnknownTaskError:
-            self.expect("unknown-task-typed", True, "")
+        except RequestError as exc:
+            self.expect("unknown-task-typed", exc.code == "unknown_task",
+                        f"reset({UNKNOWN_TASK_ID}) must raise RequestError(unknown_task), got {exc.code}: {exc}")
         except Exception as exc:
-            self.expect("unknown-task-typed", False, f"reset({UNKNOWN_TASK_ID}) must raise UnknownTaskError, "
+            self.expect("unknown-task-typed", False, f"reset({UNKNOWN_TASK_ID}) must raise RequestError, "
                                                      f"got {type(exc).__name__}: {exc}")
         else:
             self.expect("unknown-task-typed", False, f"reset({UNKNOWN_TASK_ID}) must raise, but it returned")

@@ -137,12 +137,12 @@ class ShopEnvironment(Protocol):
     """A synchronous shopping environment (``ShopEnv``, ``ShopClient``).
 
     ``reset`` starts task ``task_id`` (``persona`` None: the task's own mode; True on a standard task raises
-    ``PersonaUnavailableError``; ``shopper`` ``"rule"``/``"llm"`` starts a dialogue episode, ``shopper_seed`` seeds
+    ``RequestError`` (``persona_unavailable``); ``shopper`` ``"rule"``/``"llm"`` starts a dialogue episode, ``shopper_seed`` seeds
     its shopper and needs one); ``step`` applies one canonical action string; ``terminate`` ends the
-    episode with zero reward; ``step`` or ``terminate`` after the end raise ``EpisodeTerminatedError``.
+    episode with zero reward; ``step`` or ``terminate`` after the end raise ``EpisodeStateError`` (``episode_terminated``).
     Every implementation raises the same classes with the same messages (``shopsimrl.errors``): an unknown task
-    ``UnknownTaskError``, a malformed argument ``InvalidRequestError`` (a non-string action ``InvalidActionError``),
-    a call before the first reset ``NoActiveEpisodeError`` (docs/contract.md, HTTP errors).
+    ``RequestError`` (``unknown_task``), a malformed argument ``RequestError`` (``invalid_request``) (a non-string action ``RequestError`` (``invalid_action``)),
+    a call before the first reset ``EpisodeStateError`` (``no_active_episode``) (docs/contract.md, HTTP errors).
     """
 
     def reset(

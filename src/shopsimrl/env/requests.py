@@ -18,7 +18,7 @@ from ..contract import (
     check_task_id,
     require_action_text,
 )
-from ..errors import DialogueError, InvalidRequestError, ResponseTooLong
+from ..errors import RequestError
 from ..versions import EPISODE_LIMITS
 from .shoppers import check_offered
 
@@ -30,15 +30,15 @@ SEED_MAX: Final = 2**63 - 1
 
 def check_interaction_mode(interaction_mode: object) -> str:
     if not isinstance(interaction_mode, str) or interaction_mode not in EPISODE_LIMITS:
-        raise InvalidRequestError(
-            f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}")
+        raise RequestError(
+            f"unsupported interaction_mode {interaction_mode!r}; choose one of {sorted(EPISODE_LIMITS)}", code="invalid_request")
     return interaction_mode
 
 
 def check_shopper(shopper: object) -> None:
     """Refuse a dialogue shopper this version does not know."""
     if shopper is not None and shopper not in SHOPPER_NAMES:
-        raise DialogueError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)")
+        raise RequestError(f"unknown shopper {shopper!r}; choose 'rule' or 'llm' (or None for no dialogue)", code="dialogue_unavailable")
 
 
 def check_reset(
@@ -52,30 +52,30 @@ def check_reset(
     offered: Collection[str],
 ) -> int:
     """Every check of a reset that needs no catalog (the task's existence and persona are the catalog's);
-    returns the task id. ``offered``: the shoppers the environment was given. Raises InvalidTaskIdError,
-    InvalidRequestError or DialogueError."""
+    returns the task id. ``offered``: the shoppers the environment was given. Raises RequestError
+    (invalid_task_id, invalid_request, dialogue_unavailable)."""
     check_task_id(task_id)
     check_interaction_mode(interaction_mode)
     if not isinstance(persona, (bool, type(None))) or not isinstance(include_private_goal, bool):
-        raise InvalidRequestError("if_persona must be a boolean or null (the task's own mode); "
-                                  "include_private_goal must be a boolean")
+        raise RequestError("if_persona must be a boolean or null (the task's own mode); "
+                                  "include_private_goal must be a boolean", code="invalid_request")
     check_shopper(shopper)
     check_offered(shopper, offered)
     if shopper_seed is not None:
         if isinstance(shopper_seed, bool) or not isinstance(shopper_seed, int) or not SEED_MIN <= shopper_seed <= SEED_MAX:
-            raise InvalidRequestError("shopper_seed must be a 64-bit integer or null")
+            raise RequestError("shopper_seed must be a 64-bit integer or null", code="invalid_request")
         if shopper is None:
-            raise DialogueError("shopper_seed is the shopper's seed: it needs shopper='rule' or 'llm'")
+            raise RequestError("shopper_seed is the shopper's seed: it needs shopper='rule' or 'llm'", code="dialogue_unavailable")
     assert isinstance(task_id, int)
     return task_id
 
 
 def check_response(response: object, max_chars: int = MAX_RESPONSE_CHARS) -> str:
-    """A step's action text: a string of at most ``max_chars`` characters (InvalidActionError, ResponseTooLong)."""
+    """A step's action text: a string of at most ``max_chars`` characters (RequestError, RequestError)."""
     text = require_action_text(response)
     if len(text) > max_chars:
-        raise ResponseTooLong(f"response is {len(text)} characters; this environment accepts at most "
-                              f"{max_chars} per step (serve --max-response-chars)")
+        raise RequestError(f"response is {len(text)} characters; this environment accepts at most "
+                              f"{max_chars} per step (serve --max-response-chars)", code="response_too_long")
     return text
 
 
@@ -86,10 +86,10 @@ TRANSCRIPT_PRIVATE: Final = ("the dialogue transcript names the private slots: i
 def check_transcript_access(done: bool, include_private_goal: bool) -> None:
     """The shopper's transcript (matched slots, noise) is private: after the episode, or for a private reset."""
     if not done and not include_private_goal:
-        raise InvalidRequestError(TRANSCRIPT_PRIVATE)
+        raise RequestError(TRANSCRIPT_PRIVATE, code="invalid_request")
 
 
 def check_termination_reason(reason: object) -> TerminationReason:
     if reason not in TERMINATION_REASONS:
-        raise InvalidRequestError(f"unsupported termination reason: {reason}")
+        raise RequestError(f"unsupported termination reason: {reason}", code="invalid_request")
     return reason  # one of the Literal's values, checked above

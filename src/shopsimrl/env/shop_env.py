@@ -16,7 +16,6 @@ from typing import Any, ClassVar, cast
 
 from ..bounded_cache import PRODUCT_VIEW_BYTES, BoundedMemo, text_bytes
 from ..catalog.goals import strip_reasoning
-from ..catalog.store import SEARCH_CACHE_SIZE as SEARCH_CACHE_SIZE  # re-exported (old import path)
 from ..catalog.store import Catalog
 from ..contract import (
     ACTION_LIMIT,
@@ -26,7 +25,7 @@ from ..contract import (
     task_mode,
     visible_instruction,
 )
-from ..errors import NoActiveEpisodeError, PersonaUnavailableError
+from ..errors import EpisodeStateError, persona_unavailable
 from ..search import search_tokens
 from ..versions import DIALOGUE_OBSERVATION_VERSION, DIALOGUE_TOOL_VERSION, ENVIRONMENT_VERSION, SEARCH_TOP_K
 from ._dialogue_session import DialogueSession
@@ -40,7 +39,6 @@ from .requests import (
     check_termination_reason,
     check_transcript_access,
 )
-from .requests import check_shopper as check_shopper  # re-exported (old import path)
 from .shoppers import Shopper, ShopperRegistry
 from .tools import tools_for_state
 
@@ -139,7 +137,7 @@ def resolve_persona_mode(task_id: int, goal: Mapping[str, Any], persona: bool | 
     if persona is None:
         return has_persona
     if persona and not has_persona:
-        raise PersonaUnavailableError(task_id)
+        raise persona_unavailable(task_id)
     return bool(persona)
 
 
@@ -213,7 +211,7 @@ class ShopEnv:
     ) -> ResetResult:
         """Start task ``task_id``; ``persona`` True/False forces the mode, None takes the task's own mode.
 
-        A persona reset of a standard task raises :class:`PersonaUnavailableError` (it used to return
+        A persona reset of a standard task raises :class:`RequestError` (`persona_unavailable`) (it used to return
         ``task_mode: "persona"`` with an empty persona and the full instruction).
 
         ``shopper="rule"`` starts a dialogue episode (always ``multi_turn``): ``task_instruction`` is withheld
@@ -239,7 +237,7 @@ class ShopEnv:
             ``observation_state``, ``user_persona``, modes and versions; in dialogue mode also the shopper fields.
 
         Raises:
-            UnknownTaskError, InvalidTaskIdError, InvalidRequestError, PersonaUnavailableError, DialogueError,
+            RequestError (unknown_task, invalid_task_id, invalid_request, persona_unavailable, dialogue_unavailable),
             ShopperCallError (the LLM shopper's opening failed).
         """
         offered = self.shoppers.names() if self.shoppers is not None else ()
@@ -280,8 +278,8 @@ class ShopEnv:
             ``done``, ``action_feedback``, ``reward_detail`` and counters.
 
         Raises:
-            NoActiveEpisodeError before a reset, EpisodeTerminatedError after the end, InvalidActionError when
-            ``action`` is not a string, ResponseTooLong beyond ``max_response_chars`` (65,536 by default, as
+            EpisodeStateError before a reset, EpisodeStateError after the end, RequestError when
+            ``action`` is not a string, RequestError beyond ``max_response_chars`` (65,536 by default, as
             behind the service), ShopperCallError when the LLM shopper fails to answer a question.
         """
         session = self._require_session()
@@ -298,7 +296,7 @@ class ShopEnv:
             The terminal result with reward 0 and ``done`` True.
 
         Raises:
-            NoActiveEpisodeError, EpisodeTerminatedError (already ended), InvalidRequestError (unknown reason).
+            EpisodeStateError, EpisodeStateError (already ended), RequestError (unknown reason).
         """
         session = self._require_session()
         return cast(TerminateResult, session.terminate(check_termination_reason(reason)))
@@ -319,7 +317,7 @@ class ShopEnv:
             A fresh dict on every call, safe to mutate.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            EpisodeStateError: before the first reset.
         """
         return self._require_session().observation_state()
 
@@ -330,7 +328,7 @@ class ShopEnv:
             The observation text (docs/contract.md#observation-text), the same as the last result's ``observation``.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            EpisodeStateError: before the first reset.
         """
         return self._require_session().observe()[0]
 
@@ -345,7 +343,7 @@ class ShopEnv:
             One fresh dict per question, in order; None when the episode has no shopper.
 
         Raises:
-            NoActiveEpisodeError before the first reset; InvalidRequestError while a non-private episode runs.
+            EpisodeStateError before the first reset; RequestError while a non-private episode runs.
         """
         session = self._require_session()
         if not isinstance(session, DialogueSession):
@@ -381,6 +379,6 @@ class ShopEnv:
 
     def _require_session(self) -> ShopSession:
         if self._session is None:
-            raise NoActiveEpisodeError("no active episode: call reset(task_id) first")
+            raise EpisodeStateError("no active episode: call reset(task_id) first", code="no_active_episode")
         return self._session
 

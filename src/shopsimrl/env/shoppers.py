@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from ..contract import LLM_SHOPPER
-from ..errors import DialogueError
+from ..errors import RequestError
 
 NO_ENDPOINT: Final = (
     "shopper 'llm' needs an LLM shopper endpoint: ShopEnv(world, shoppers=shopper_registry(llm=LLMShopperSettings("
@@ -67,7 +67,7 @@ class ShopperRegistry(Protocol):
         ...
 
     def settings(self, config: object, seed: int | None) -> Any:
-        """The episode's settings: ``config`` checked (DialogueError), ``seed`` replacing its sample seed."""
+        """The episode's settings: ``config`` checked (RequestError dialogue_unavailable), ``seed`` replacing its sample seed."""
         ...
 
     def build(self, name: str, goal: Mapping[str, Any], product: Mapping[str, Any] | None, settings: Any) -> Shopper:
@@ -80,6 +80,6 @@ def check_offered(shopper: object, offered: Collection[str]) -> None:
     if shopper is None or shopper in offered:
         return
     if shopper == LLM_SHOPPER:
-        raise DialogueError(NO_ENDPOINT)
-    raise DialogueError(f"shopper {shopper!r} was not given to this environment: "
-                        "ShopEnv(world, shoppers=shopper_registry()) (shopsimrl.dialogue.registry)")
+        raise RequestError(NO_ENDPOINT, code="dialogue_unavailable")
+    raise RequestError(f"shopper {shopper!r} was not given to this environment: "
+                        "ShopEnv(world, shoppers=shopper_registry()) (shopsimrl.dialogue.registry)", code="dialogue_unavailable")

@@ -103,7 +103,7 @@ def _difficulty(args: argparse.Namespace) -> tuple[str, ...] | None:
 
     wanted = parse_difficulty(args.difficulty)
     if wanted is not None and stored_tiers(args.data) is None:
-        from ..agent.tiers import compute_tiers
+        from ..agent.tier_cascade import compute_tiers
         print(f"[shopsimrl] {args.data} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
               file=sys.stderr, flush=True)
         with episode_bars(False) as progress:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
-from ..errors import ComparisonError
+from ..errors import ConfigError
 from ..stamps import plan_stamps, stamp_differences
 from .clusters import CLUSTERINGS, cluster_bootstrap, plan_clusters
 from .report_stats import clustered_cell
@@ -46,7 +46,7 @@ def paired_bootstrap(
 ) -> dict[str, Any]:
     """Mean difference ``b − a`` over paired tasks with its percentile bootstrap interval."""
     if len(a) != len(b) or not a:
-        raise ComparisonError("a paired bootstrap needs two equally long, non-empty samples")
+        raise ConfigError("a paired bootstrap needs two equally long, non-empty samples", code="comparison")
     diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
     n = len(diff)
     rng = np.random.default_rng(metric_seed(metric))
@@ -186,12 +186,12 @@ def compare_runs(
     run_a: str, run_b: str, *, resamples: int = DEFAULT_RESAMPLES, allow_partial: bool = False,
     allow_stamp_mismatch: bool = False,
 ) -> dict[str, Any]:
-    """Compare two run directories; raises :class:`ComparisonError` when they are not aligned."""
+    """Compare two run directories; raises :class:`ConfigError` (`comparison`) when they are not aligned."""
     dir_a, dir_b = RunDir(run_a), RunDir(run_b)
     plan_a, plan_b = dir_a.plan().plan, dir_b.plan().plan
     alignment = check_alignment(plan_a, plan_b, partial=allow_partial, allow_stamps=allow_stamp_mismatch)
     if alignment["problems"]:
-        raise ComparisonError(f"{run_a} and {run_b} are not comparable: " + "; ".join(alignment["problems"]))
+        raise ConfigError(f"{run_a} and {run_b} are not comparable: " + "; ".join(alignment["problems"]), code="comparison")
     planned_b = {(split, task, sample) for split, task, sample, _ in _jobs(plan_b)}
     planned_a = [(split, task, sample) for split, task, sample, _ in _jobs(plan_a)]
     wanted = [key for key in planned_a if key in planned_b] if allow_partial else planned_a
@@ -200,15 +200,15 @@ def compare_runs(
     keys = [key for key in wanted if key in done_a and key in done_b]
     missing = len(wanted) - len(keys)
     if missing and not allow_partial:
-        raise ComparisonError(
-            f"{missing} of {len(wanted)} episodes are not completed in both runs (resume them, or pass --allow-partial)"
+        raise ConfigError(
+            f"{missing} of {len(wanted)} episodes are not completed in both runs (resume them, or pass --allow-partial)", code="comparison"
         )
     if allow_partial:
         alignment["warnings"].append(
             f"compared {len(keys)} episodes completed in both runs (A planned {len(planned_a)}, "
             f"B planned {len(planned_b)}; {len(planned_a) + len(planned_b) - 2 * len(keys)} planned episodes left out)")
     if not keys:
-        raise ComparisonError("no episode is completed in both runs")
+        raise ConfigError("no episode is completed in both runs", code="comparison")
     per_a = [episode_metrics(done_a[key]) for key in keys]
     per_b = [episode_metrics(done_b[key]) for key in keys]
     names = list(per_a[0])

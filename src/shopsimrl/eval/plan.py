@@ -16,7 +16,7 @@ from typing import Any
 
 from ..agent.prompt import canonical_json, sha256_json
 from ..agent.runtime import EpisodeJob
-from ..errors import PlanError
+from ..errors import ConfigError
 from ..stamps import plan_stamps
 
 PIPELINE_VERSION = "shopsimrl-v0.4"
@@ -35,15 +35,15 @@ def build_jobs(
 ) -> list[EpisodeJob]:
     """Jobs in task order then sample order; ``limit`` keeps the first N tasks, ``sample_size`` a seeded sample."""
     if repeats < 1:
-        raise PlanError("repeats must be at least 1")
+        raise ConfigError("repeats must be at least 1", code="plan")
     ids = list(task_ids)
     if sample_size is not None:
         if not 0 < sample_size <= len(ids):
-            raise PlanError(f"sample_size must be between 1 and {len(ids)}")
+            raise ConfigError(f"sample_size must be between 1 and {len(ids)}", code="plan")
         ids = random.Random(seed).sample(ids, sample_size)
     if limit is not None:
         if limit < 1:
-            raise PlanError("limit must be at least 1")
+            raise ConfigError("limit must be at least 1", code="plan")
         ids = ids[:limit]
     return [
         EpisodeJob(task_id=task_id, sample_id=sample, seed=episode_seed(seed, task_id, sample), split=split)

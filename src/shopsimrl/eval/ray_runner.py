@@ -19,7 +19,7 @@ from typing import Any
 
 from ..agent.episode import EpisodeStats
 from ..agent.runtime import EpisodeJob, failure_record
-from ..errors import RayUnavailable, ShopSimError
+from ..errors import ConfigError, ShopSimError
 
 RAY_EXTRA = "pip install 'shopsimrl[ray]'  (or: pip install 'ray>=2.9')"
 ACTOR_RESTARTS = 2  # a worker that dies is restarted; its episodes in flight fail and go to the next wave
@@ -32,7 +32,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
-        raise RayUnavailable(f"--ray needs Ray, which is not installed: {RAY_EXTRA}") from exc
+        raise ConfigError(f"--ray needs Ray, which is not installed: {RAY_EXTRA}", code="ray_unavailable") from exc
     return ray
 
 
@@ -100,7 +100,7 @@ class RayEpisodePool:
             cause = _project_error(exc)
             if cause is not None:  # e.g. a worker's data directory that fails its checks: say that in one line
                 raise ShopSimError(f"a Ray worker could not start: {cause}") from exc
-            raise RayUnavailable(f"Ray workers could not start: {type(exc).__name__}: {exc}") from exc
+            raise ConfigError(f"Ray workers could not start: {type(exc).__name__}: {exc}", code="ray_unavailable") from exc
         wrong = [fp for fp in seen if fp != plan.fingerprint]
         if wrong:
             _stop(ray, started)
@@ -151,7 +151,7 @@ def connect(ray: Any, address: str | None, *, num_cpus: int | None = None) -> bo
             ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
     except Exception as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-        raise RayUnavailable(f"could not start or reach {where}: {type(exc).__name__}: {exc}") from exc
+        raise ConfigError(f"could not start or reach {where}: {type(exc).__name__}: {exc}", code="ray_unavailable") from exc
     return True
 
 

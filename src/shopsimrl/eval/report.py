@@ -341,7 +341,7 @@ def write_report(
     allow_stamp_mismatch: bool = False,
 ) -> dict[str, str]:
     """Write ``report.md``, ``report.html`` and the figures; returns their paths. ``vs``: the A run; a pair
-    with episodes not completed in both runs is refused (``ComparisonError``) unless ``allow_partial``, as in
+    with episodes not completed in both runs is refused (``ConfigError`` (``comparison``)) unless ``allow_partial``, as in
     ``compare``."""
     run_dir = RunDir(run)
     plan = run_dir.plan()

@@ -23,7 +23,7 @@ import orjson
 
 from ..agent.runtime import utc_now
 from ..dialogue.reply_cache import CACHE_DIRNAME
-from ..errors import RunDirError
+from ..errors import ConfigError
 from ..jsonfile import read_json_file
 from ..versions import TRACE_SCHEMA_VERSION
 from .plan import MANIFEST_SCHEMA, EvalPlan
@@ -137,22 +137,22 @@ class RunDir:
         another run's manifest of the same plan) is refused, so that no directory is adopted on another's manifest."""
         path = self.manifest_path
         if path.is_symlink():
-            raise RunDirError(f"{path} is a symbolic link (to {os.readlink(path)}), not a manifest of its own: eval "
+            raise ConfigError(f"{path} is a symbolic link (to {os.readlink(path)}), not a manifest of its own: eval "
                               "adopts a run directory only on the manifest it wrote there; use a new --out "
-                              "directory (or --force to start over)")
+                              "directory (or --force to start over)", code="run_dir")
         return path.exists()  # a folder or a device: read_json_file refuses it with what it is
 
     def manifest(self) -> dict[str, Any]:
         """The checked manifest: a regular file, the right schema and a plan object with its job list."""
         if not self._has_manifest():
-            raise RunDirError(f"{self.root} is not a run directory (no {MANIFEST_FILE})")
-        manifest = read_json_file(self.manifest_path, error=RunDirError, expect=None)
+            raise ConfigError(f"{self.root} is not a run directory (no {MANIFEST_FILE})", code="run_dir")
+        manifest = read_json_file(self.manifest_path, error=ConfigError, code="run_dir", expect=None)
         if not isinstance(manifest, dict) or manifest.get("schema_version") != MANIFEST_SCHEMA:
-            raise RunDirError(f"{self.manifest_path} is not a {MANIFEST_SCHEMA} manifest")
+            raise ConfigError(f"{self.manifest_path} is not a {MANIFEST_SCHEMA} manifest", code="run_dir")
         plan = manifest.get("plan")
         if not isinstance(plan, dict) or not isinstance(plan.get("jobs"), list):
-            raise RunDirError(f"{self.manifest_path} has no plan: the run directory is damaged; use a new --out "
-                              "directory (or --force to start over)")
+            raise ConfigError(f"{self.manifest_path} has no plan: the run directory is damaged; use a new --out "
+                              "directory (or --force to start over)", code="run_dir")
         return manifest
 
     def plan(self) -> EvalPlan:
@@ -170,17 +170,17 @@ class RunDir:
             if foreign:
                 shown = ", ".join(foreign[:5]) + (f", … ({len(foreign) - 5} more)" if len(foreign) > 5 else "")
                 removable = all(name in RUN_ARTIFACTS or name in RUN_FOLDERS for name in foreign)
-                raise RunDirError(
+                raise ConfigError(
                     f"{self.root} is not empty ({shown}) and has no {MANIFEST_FILE} of its own: eval will not adopt "
                     "its files as this run's results nor overwrite them; use a new --out directory"
-                    + (" (or --force to replace them)" if removable else ""))
+                    + (" (or --force to replace them)" if removable else ""), code="run_dir")
         if has_manifest:
             existing = self.manifest()
             if existing.get("plan_fingerprint") != plan.fingerprint:
-                raise RunDirError(
+                raise ConfigError(
                     f"{self.root} holds another plan (fingerprint {str(existing.get('plan_fingerprint'))[:12]}…, "
                     f"this one {plan.fingerprint[:12]}…): use a new --out directory"
-                    + _plan_diff(existing.get("plan"), plan.plan)
+                    + _plan_diff(existing.get("plan"), plan.plan), code="run_dir"
                 )
             return True
         write_json_atomic(self.manifest_path, {

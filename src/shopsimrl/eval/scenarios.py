@@ -22,7 +22,7 @@ from typing import Any
 
 from ..agent.episode import turn_limit
 from ..contract import MULTI_TURN, SINGLE_TURN
-from ..errors import ScenarioError
+from ..errors import ConfigError
 from .rundir import RunDir, is_completed
 from .summary import reward_detail
 
@@ -55,8 +55,8 @@ def parse_scenarios(text: str) -> list[Scenario]:
     known = {s.name: s for s in SCENARIOS}
     unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise ScenarioError(f"unknown scenario {', '.join(unknown) or text!r}; choose 'all' or some of "
-                            + ", ".join(known))
+        raise ConfigError(f"unknown scenario {', '.join(unknown) or text!r}; choose 'all' or some of "
+                            + ", ".join(known), code="scenario")
     return [s for s in SCENARIOS if s.name in names]
 
 

@@ -33,6 +33,12 @@ def _sem(values: list[float]) -> float | None:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
 
 
+def _error_kind(error: dict[str, Any]) -> str:
+    """A failure's kind in the summary: ``Class(code)`` for a ShopSimError, the exception's class otherwise."""
+    kind, code = str(error.get("type", "unknown")), error.get("code")
+    return f"{kind}({code})" if isinstance(code, str) else kind
+
+
 def _rate(part: int, whole: int) -> float | None:
     return part / whole if whole else None
 
@@ -113,7 +119,7 @@ def summarize(
     tokens = {key: sum(c.get(key, 0) for c in counts)
               for key in ("prompt_tokens", "completion_tokens", "total_tokens", "reasoning_tokens")}
     durations = [float(r["duration_ms"]) for r in completed if _number(r.get("duration_ms"))]
-    errors = Counter(str((r.get("error") or {}).get("type", "unknown")) for r in failed)
+    errors = Counter(_error_kind(r.get("error") or {}) for r in failed)
     summary: dict[str, Any] = {
         "schema_version": SUMMARY_SCHEMA,
         "counts": {"requested": requested, "trace_files": len(latest), "completed": len(completed),

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..catalog.archive import file_sha256
 from ..catalog.prepare import PrepareOptions, prepare_dataset
-from ..errors import DatasetBuildError
+from ..errors import DataError
 from .generator import (
     DEFAULT_SEED,
     GENERATOR_VERSION,
@@ -73,8 +73,8 @@ def build_default_catalog(
         and not (out_dir / SOURCE_DIR).is_dir()
         and not force
     ):
-        raise DatasetBuildError(
-            f"{out_dir} already holds data that was not built by build-default; choose another --out or pass --force"
+        raise DataError(
+            f"{out_dir} already holds data that was not built by build-default; choose another --out or pass --force", code="dataset_build"
         )
     archive = out_dir / SOURCE_DIR / ARCHIVE_NAME
     if not regenerate and _archive_is_current(archive, seed, config):

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.splits import normalize_text
-from ..errors import GeneratorConfigError
+from ..errors import DataError
 from .confusers import Confuser, add_confusers
 from .instructions import Requirements, choose_requirements, full_instruction
 from .personas import PersonaTask, persona_task
@@ -69,7 +69,7 @@ class GeneratorConfig:
     def __post_init__(self) -> None:
         # Errors name the CLI flags (``data generate``), which is where these values come from.
         if self.products < 1:
-            raise GeneratorConfigError(f"--products must be positive (got {self.products})")
+            raise DataError(f"--products must be positive (got {self.products})", code="generator_config")
         two_axis = self.two_axis_products
         if two_axis is None:
             two_axis = round(self.products * REAL_TWO_AXIS / REAL_PRODUCTS)
@@ -79,14 +79,14 @@ class GeneratorConfig:
             persona = round(self.products * REAL_PERSONA / REAL_PRODUCTS)
             object.__setattr__(self, "persona_tasks", persona)
         if not 0 <= two_axis <= self.products:
-            raise GeneratorConfigError(
-                f"--two-axis-products must be between 0 and --products ({self.products}); got {two_axis}"
+            raise DataError(
+                f"--two-axis-products must be between 0 and --products ({self.products}); got {two_axis}", code="generator_config"
             )
         kept = self.products - two_axis
         if not 0 <= persona <= kept:
-            raise GeneratorConfigError(
+            raise DataError(
                 f"--persona-tasks must be between 0 and --products minus --two-axis-products ({kept}); "
-                f"got {persona}"
+                f"got {persona}", code="generator_config"
             )
 
     @property
@@ -264,9 +264,9 @@ class CatalogStream:
                 eligible.extend(range(slot, slot + size))
             slot += size
         if two_axis_count > len(eligible):
-            raise GeneratorConfigError(
+            raise DataError(
                 f"--two-axis-products {two_axis_count} is more than the {len(eligible)} products of leaves "
-                "with two option axes at this --products"
+                "with two option axes at this --products", code="generator_config"
             )
         self.two_axis = two_axis = set(pick_many(master, eligible, two_axis_count))
         del eligible

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..catalog.splits import PersonaTask, build_persona_splits
-from ..errors import SplitError
+from ..errors import DataError
 from .rng import pick
 
 HELD_OUT_MODULUS = 3
@@ -90,7 +90,9 @@ def predicted_held_out_users(
         return set()
     try:
         splits = build_persona_splits(tasks, test_size=test_size, val_size=val_size)
-    except SplitError:  # a catalog too small for the default split sizes: prepare will say so
+    except DataError as exc:  # a catalog too small for the default split sizes: prepare will say so
+        if exc.code != "invalid_split":
+            raise
         return set()
     held_ids = {task_id for name in ("test", "val") for task_id in splits["splits"][name]["task_ids"]}
     return {owner for task_id, owner in zip(task_ids, owners, strict=True) if task_id in held_ids}

@@ -364,11 +364,6 @@ def text_figures(records: list[dict[str, Any]]) -> dict[str, float]:
     return {"contradictory_text_share": contradictory / count, "other_kind_share": other_kind / count}
 
 
-def real_budget_shapes(annotations: list[dict[str, Any]]) -> int:
-    """Distinct shapes of the real annotation evidence strings (the target the generator is held to)."""
-    return len(real_budget_shape_counts(annotations))
-
-
 def real_budget_shape_counts(annotations: list[dict[str, Any]]) -> Counter[str]:
     """How often each shape of the real annotation evidence strings occurs (its singletons: the long tail)."""
     return Counter(budget_shape(str(a.get("evidence") or "")) for a in annotations if a.get("evidence"))

@@ -24,7 +24,6 @@ from typing import Any
 
 from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.store import check_versions, read_manifest
-from ..errors import DataDirectoryError
 from .default import build_default_catalog
 from .generator import DEFAULT_SEED, GENERATOR_VERSION, GeneratorConfig
 
@@ -66,7 +65,7 @@ def is_complete(directory: Path, seed: int = DEFAULT_SEED, config: GeneratorConf
     try:
         marker = json.loads((directory / COMPLETE_FILE).read_text("utf-8"))
         check_versions(directory, read_manifest(directory))
-    except (OSError, ValueError, DataDirectoryError):
+    except (OSError, ValueError):  # DataError is a ValueError
         return False
     return bool(marker == _marker(seed, config or GeneratorConfig()))
 

@@ -13,13 +13,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import DataError
 
 DEFAULT_FACET = "功能"
-
-
-class VocabularyError(ShopSimError):
-    """A vocabulary data file is malformed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +106,7 @@ def _parse_slots(spec: str, where: str) -> tuple[AttributeSlot, ...]:
         facet, _, body = token.rpartition(":")
         values = tuple(value for value in body.split("/") if value)
         if not values:
-            raise VocabularyError(f"{where}: empty attribute token {token!r}")
+            raise DataError(f"{where}: empty attribute token {token!r}", code="vocabulary")
         slots.append(AttributeSlot(facet or DEFAULT_FACET, values))
     return tuple(slots)
 
@@ -156,17 +152,17 @@ def _parse_axis(spec: str, pools: dict[str, list[str]], where: str) -> Axis:
     if "@" in spec:
         head, _, pool = spec.partition("@")
         if pool not in pools:
-            raise VocabularyError(f"{where}: unknown pool {pool!r}")
+            raise DataError(f"{where}: unknown pool {pool!r}", code="vocabulary")
         values = tuple(pools[pool])
     elif "=" in spec:
         head, _, body = spec.partition("=")
         values = tuple(body.split())
     else:
-        raise VocabularyError(f"{where}: axis spec {spec!r} needs '=values' or '@pool'")
+        raise DataError(f"{where}: axis spec {spec!r} needs '=values' or '@pool'", code="vocabulary")
     ordered = head.endswith("$")
     name = head.rstrip("$")
     if len(values) < 2 or len(set(values)) != len(values):
-        raise VocabularyError(f"{where}: axis {name!r} needs at least two distinct values")
+        raise DataError(f"{where}: axis {name!r} needs at least two distinct values", code="vocabulary")
     return Axis(name, values, ordered)
 
 
@@ -218,7 +214,7 @@ def load_vocabulary() -> Vocabulary:
                 )
     names = [leaf.name for leaf in leaves]
     if len(set(names)) != len(names):
-        raise VocabularyError("leaf names must be unique")
+        raise DataError("leaf names must be unique", code="vocabulary")
     brand_chars = tuple((token[0], token[1:]) for token in text["brand_chars"].split())
     return Vocabulary(
         leaves=tuple(leaves),

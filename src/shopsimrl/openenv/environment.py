@@ -20,7 +20,7 @@ from ..contract import ACTION_LIMIT, PERSONA_MODE, SINGLE_TURN
 from ..dialogue.registry import shopper_registry
 from ..env.shop_env import ShopEnv, ShopWorld
 from ..env.tools import action_of_call, argument_key, tools_for_state
-from ..errors import InvalidActionError, InvalidRequestError, NoActiveEpisodeError
+from ..errors import EpisodeStateError, RequestError
 from ..stamps import catalog_stamps, task_set_sha256
 from ..versions import (
     ENVIRONMENT_VERSION,
@@ -32,17 +32,6 @@ from .models import ShopSimAction, ShopSimObservation, ShopSimState
 
 DEFAULT_SPLIT = "test"
 NO_EPISODE = "no active episode: call reset(task_id) first"  # ShopEnv's message
-
-
-class OpenEnvUsageError(InvalidRequestError):
-    """A reset the OpenEnv adapter cannot honour (a split index outside the split, a task that is not a task id).
-
-    The errors ``ShopEnv`` itself raises (``UnknownTaskError``, ``EpisodeTerminatedError``,
-    ``NoActiveEpisodeError``, ``InvalidRequestError``, ...) pass through unchanged."""
-
-
-class TaskIndexError(OpenEnvUsageError):
-    """A task index outside its split (400 ``invalid_request`` on the task routes, with this message)."""
 
 
 def version_strings() -> dict[str, str]:
@@ -76,10 +65,10 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
             ids = self.world.catalog.split(split or DEFAULT_SPLIT)
             position = index if index is not None else (seed or 0)
             if isinstance(position, bool) or not isinstance(position, int) or not 0 <= position < len(ids):
-                raise OpenEnvUsageError(f"task index {position!r} is outside split {split or DEFAULT_SPLIT!r} "
-                                        f"(0..{len(ids) - 1})")
+                raise RequestError(f"task index {position!r} is outside split {split or DEFAULT_SPLIT!r} "
+                                        f"(0..{len(ids) - 1})", code="invalid_request")
             task_id = ids[position]
-        if shopper is not None:  # implies multi_turn; an unknown shopper is ShopEnv's DialogueError
+        if shopper is not None:  # implies multi_turn; an unknown shopper is ShopEnv's RequestError
             payload = self._env.reset(task_id, persona=persona, interaction_mode=interaction_mode,
                                       session_id=episode_id, shopper=shopper)
         else:
@@ -103,10 +92,10 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
 
     def step(self, action: ShopSimAction, timeout_s: float | None = None, **kwargs: Any) -> ShopSimObservation:
         if self._env.session is None:
-            raise NoActiveEpisodeError(NO_EPISODE)
+            raise EpisodeStateError(NO_EPISODE, code="no_active_episode")
         text = action_of_call(action.tool, action.arguments)
         if text is None:
-            raise InvalidActionError(f"{action.tool} needs a string argument {argument_key(action.tool)!r}")
+            raise RequestError(f"{action.tool} needs a string argument {argument_key(action.tool)!r}", code="invalid_action")
         result = self.shell.step(text)
         self._state.step_count = self.shell.steps
         return self._observation(result)
@@ -114,7 +103,7 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def terminate(self, reason: str = ACTION_LIMIT) -> ShopSimObservation:
         """End the episode for the runner (``generation_length`` / ``action_limit``); not a tool of the model."""
         if self._env.session is None:
-            raise NoActiveEpisodeError(NO_EPISODE)
+            raise EpisodeStateError(NO_EPISODE, code="no_active_episode")
         return self._observation(self.shell.terminate(reason))
 
     def _observation(self, result: Mapping[str, Any]) -> ShopSimObservation:
@@ -161,14 +150,14 @@ class ShopSimEnvironment(Environment[ShopSimAction, ShopSimObservation, ShopSimS
     def get_task(self, split: str, index: int) -> dict[str, Any]:
         ids = self.world.catalog.split(split)
         if not 0 <= index < len(ids):
-            raise TaskIndexError(f"task index {index!r} is outside split {split!r} (0..{len(ids) - 1})")
+            raise RequestError(f"task index {index!r} is outside split {split!r} (0..{len(ids) - 1})", code="invalid_request")
         return {"id": ids[index], "index": index}
 
     def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
         ids = self.world.catalog.split(split)
         for name, bound in (("start", start), ("stop", stop)):
             if bound is not None and bound < 0:
-                raise TaskIndexError(f"task range {name} {bound!r} is negative (indexes run 0..{len(ids) - 1})")
+                raise RequestError(f"task range {name} {bound!r} is negative (indexes run 0..{len(ids) - 1})", code="invalid_request")
         begin = 0 if start is None else start
         return [{"id": task_id, "index": begin + i} for i, task_id in enumerate(ids[start:stop])]
 

@@ -26,7 +26,8 @@ from ..agent.prompt import first_user_message, system_message
 from ..contract import is_task_id
 from ..env.shop_env import ShopWorld
 from ..env.tools import episode_tools
-from .environment import OpenEnvUsageError, ShopSimEnvironment
+from ..errors import RequestError
+from .environment import ShopSimEnvironment
 from .models import ShopSimAction
 
 
@@ -67,7 +68,7 @@ class ShopSimSession(ResourceSession):
             return ToolResult(data=self.observation.page_text, error=f"tool {name!r} is not offered on this page")
         try:
             self.observation = self.env.step(ShopSimAction(tool=name, arguments=dict(arguments)))
-        except (OpenEnvUsageError, ValueError) as exc:
+        except ValueError as exc:  # a RequestError or the action model's own check
             return ToolResult(data=self.observation.page_text, error=str(exc))
         return ToolResult(data=self.observation.page_text, done=self.observation.done,
                           metadata=dict(self.observation.metadata))
@@ -93,7 +94,7 @@ class ShopSimSessionFactory(ResourceSessionFactory[ShopSimSession]):
     def create(self, task: Any, seed: int | None = None, episode_id: str | None = None) -> ShopSimSession:
         task_id = task.get("id") if isinstance(task, dict) else task
         if not is_task_id(task_id):
-            raise OpenEnvUsageError(f"a task is a task id or {{'id': task_id}}, not {task!r}")
+            raise RequestError(f"a task is a task id or {{'id': task_id}}, not {task!r}", code="invalid_request")
         shopper = task.get("shopper", self.shopper) if isinstance(task, dict) else self.shopper
         return ShopSimSession(self.world, task_id, episode_id=episode_id, per_page_tools=self.per_page_tools,
                               shopper=shopper)

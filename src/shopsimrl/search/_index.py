@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import versions
 from ..bounded_cache import SEARCH_RESULT_BYTES, BoundedMemo, CacheInfo
-from ..errors import SearchIndexError
+from ..errors import DataError
 from ._backend import (
     FORCED_SQLITE,
     Backend,
@@ -52,8 +52,8 @@ from .text import search_tokens
 DEFAULT_CACHE_SIZE = 4096
 
 
-def _refusal(file: Path, problems: list[str]) -> SearchIndexError:
-    return SearchIndexError(f"search index {file} refused: " + "; ".join(problems) + f"; {rebuild_hint(file)}")
+def _refusal(file: Path, problems: list[str]) -> DataError:
+    return DataError(f"search index {file} refused: " + "; ".join(problems) + f"; {rebuild_hint(file)}", code="search_unavailable")
 
 
 class SearchIndex:
@@ -156,25 +156,25 @@ class SearchIndex:
             The open index; one read-only connection serves the checks, the postings check and later queries.
 
         Raises:
-            SearchIndexError: the file is missing, unreadable, or fails a check (all problems are listed).
+            DataError: the file is missing, unreadable, or fails a check (all problems are listed).
         """
         file = Path(path)
         if not file.is_file():
-            raise SearchIndexError(
+            raise DataError(
                 f"ShopSimulator search index not found: {file}. Build it with "
-                f"`shopsimrl data prepare --archive ARCHIVE --out {file.parent}` (add --force to replace a data dir)."
+                f"`shopsimrl data prepare --archive ARCHIVE --out {file.parent}` (add --force to replace a data dir).", code="search_unavailable"
             )
         try:
             pool = ConnectionPool(file)
             connection = pool.acquire()
         except (sqlite3.Error, OSError) as exc:
-            raise SearchIndexError(f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}") from exc
+            raise DataError(f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}", code="search_unavailable") from exc
         try:
             try:
                 manifest = manifest_row(connection)
             except (sqlite3.Error, TypeError, ValueError) as exc:
-                raise SearchIndexError(
-                    f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}"
+                raise DataError(
+                    f"invalid ShopSimulator search index manifest: {file}: {exc}; {rebuild_hint(file)}", code="search_unavailable"
                 ) from exc
             problems = manifest_problems(manifest, expected_product_sha256, expected_field_weights)
             asins: dict[int, str] = {}
@@ -223,12 +223,12 @@ class SearchIndex:
             The open index.
 
         Raises:
-            SearchIndexError: the file is missing, fails a check, or the stored arrays do not match it.
+            DataError: the file is missing, fails a check, or the stored arrays do not match it.
         """
         file = Path(path)
         directory = Path(stored_dir)
         if not file.is_file():
-            raise SearchIndexError(f"ShopSimulator search index not found: {file}; {rebuild_hint(file)}")
+            raise DataError(f"ShopSimulator search index not found: {file}; {rebuild_hint(file)}", code="search_unavailable")
         pool: ConnectionPool | None = None
         try:
             pool = ConnectionPool(file)
@@ -249,7 +249,9 @@ class SearchIndex:
         except (sqlite3.Error, ValueError, OSError, KeyError) as exc:
             if pool is not None:
                 pool.close()
-            raise SearchIndexError(f"search index {file} refused: {exc}; {rebuild_hint(file)}") from exc
+            if isinstance(exc, DataError) and exc.code == "search_unavailable":
+                raise  # a refusal that already names its problems
+            raise DataError(f"search index {file} refused: {exc}; {rebuild_hint(file)}", code="search_unavailable") from exc
         except BaseException:
             if pool is not None:
                 pool.close()
@@ -296,7 +298,7 @@ class SearchIndex:
             Up to ``k`` hits by -bm25, ties by ASIN ascending; ``()`` for no tokens or ``k <= 0``.
 
         Raises:
-            SearchIndexError: the index is closed, or its file was replaced or removed.
+            DataError: the index is closed, or its file was replaced or removed.
         """
         if not tokens or k <= 0:
             return ()
@@ -317,7 +319,7 @@ class SearchIndex:
             Up to ``k`` ASINs (a shared, immutable tuple); ``()`` for no tokens or ``k <= 0``.
 
         Raises:
-            SearchIndexError: the index is closed, or its file was replaced or removed.
+            DataError: the index is closed, or its file was replaced or removed.
         """
         if not tokens or k <= 0:
             return ()
@@ -335,7 +337,7 @@ class SearchIndex:
             A new list of up to ``k`` hits by -bm25, ties by ASIN ascending; ``[]`` for no tokens or ``k <= 0``.
 
         Raises:
-            SearchIndexError: the index is closed, or its file was replaced or removed.
+            DataError: the index is closed, or its file was replaced or removed.
         """
         return list(self.search_tokens(search_tokens(query), k))
 
@@ -351,7 +353,7 @@ class SearchIndex:
         return self._cached.cache_info()
 
     def close(self) -> None:
-        """Close the connections (one in use closes when its query ends); later searches raise ``SearchIndexError``."""
+        """Close the connections (one in use closes when its query ends); later searches raise ``DataError`` (``search_unavailable``)."""
         self._pool.close()
         self._cached.cache_clear()
 

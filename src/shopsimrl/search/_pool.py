@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import SearchIndexError
+from ..errors import DataError
 
 #: Memory-mapped I/O for reads (SQLite maps at most the file's size).
 MMAP_BYTES = 1 << 30
@@ -75,9 +75,9 @@ class ConnectionPool:
         return self._closed
 
     def check_open(self) -> None:
-        """Raise ``SearchIndexError`` once the pool is closed."""
+        """Raise ``DataError`` (``search_unavailable``) once the pool is closed."""
         if self._closed:
-            raise SearchIndexError(f"search index {self.path} is closed")
+            raise DataError(f"search index {self.path} is closed", code="search_unavailable")
 
     def check_same_file(self) -> None:
         """Refuse to answer from an index file that was replaced or removed after it was opened."""
@@ -86,15 +86,15 @@ class ConnectionPool:
         except OSError:
             same_file = False
         if not same_file:
-            raise SearchIndexError(
-                f"search index {self.path} was replaced or removed after it was opened; open it again"
+            raise DataError(
+                f"search index {self.path} was replaced or removed after it was opened; open it again", code="search_unavailable"
             )
 
     def acquire(self) -> sqlite3.Connection:
         """An idle connection, or a new one (checked to reach the same file) when none is idle.
 
         Raises:
-            SearchIndexError: the pool is closed, or the file was replaced or removed.
+            DataError: the pool is closed, or the file was replaced or removed.
             sqlite3.Error: a new connection could not be opened.
         """
         with self._lock:
@@ -105,7 +105,7 @@ class ConnectionPool:
         connection = read_only_connection(self.path)
         try:
             self.check_same_file()  # replaced between the check and the open: this connection reads the new file
-        except SearchIndexError:
+        except DataError:
             connection.close()
             raise
         return connection

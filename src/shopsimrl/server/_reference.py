@@ -11,7 +11,7 @@ import orjson
 
 from ..contract import ACTION_LIMIT, INTERACTION_MODES, SHOPPER_NAMES, SINGLE_TURN, TERMINATION_REASONS
 from ..env.shop_env import ShopEnv
-from ..errors import InvalidRequestError, ShopSimError
+from ..errors import RequestError, ShopSimError
 from .http_errors import NOT_JSON, error_payload, status_of
 from .leases import Lease
 from .service import EnvService
@@ -62,13 +62,13 @@ def reference_dispatch(service: EnvService) -> Callable[[bytes], Awaitable[tuple
         try:
             body = decode(raw or b"null")
         except ValueError:  # json.JSONDecodeError, orjson.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            return error_answer(InvalidRequestError(NOT_JSON))
+            return error_answer(RequestError(NOT_JSON, code="invalid_request"))
         if not isinstance(body, dict):
-            return error_answer(InvalidRequestError("request body must be a JSON object"))
+            return error_answer(RequestError("request body must be a JSON object", code="invalid_request"))
         action = body.get("action")
         handler = handlers.get(action) if isinstance(action, str) else None
         if handler is None:
-            return error_answer(InvalidRequestError(f"unsupported action: {action!r}"))
+            return error_answer(RequestError(f"unsupported action: {action!r}", code="invalid_request"))
         try:
             return 200, {"result": await handler(body)}
         except ShopSimError as exc:  # every check on a request path raises a typed error (tests/test_errors.py)
@@ -77,14 +77,14 @@ def reference_dispatch(service: EnvService) -> Callable[[bytes], Awaitable[tuple
     def _lease(body: dict[str, Any], action: str) -> Lease[ShopEnv]:
         slot, lease_id = json_int(body.get("env_idx")), body.get("lease_id")
         if slot is None or not isinstance(lease_id, str) or not lease_id:
-            raise InvalidRequestError(f"{action} requires a valid env_idx and lease_id")
+            raise RequestError(f"{action} requires a valid env_idx and lease_id", code="invalid_request")
         return service.lease(slot, lease_id)
 
     async def _reset(body: dict[str, Any]) -> dict[str, Any]:
         if "env_idx" in body:
-            raise InvalidRequestError("reset must not include env_idx; the server assigns a slot")
+            raise RequestError("reset must not include env_idx; the server assigns a slot", code="invalid_request")
         if "idx" not in body:
-            raise InvalidRequestError("reset action requires idx parameter")
+            raise RequestError("reset action requires idx parameter", code="invalid_request")
         idx = json_int(body["idx"])
         lease, payload = await service.reset(
             body["idx"] if idx is None else idx, persona=body.get("if_persona", False),

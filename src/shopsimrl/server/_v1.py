@@ -14,7 +14,7 @@ from fastapi import APIRouter, Path, Query
 
 from ..contract import ACTION_LIMIT, visible_instruction
 from ..env.shop_env import ShopEnv
-from ..errors import LeaseError, SessionNotFound
+from ..errors import LeaseError
 from .leases import Lease
 from .models import (
     CreateSession,
@@ -46,7 +46,7 @@ def v1_router(service: EnvService) -> APIRouter:
         try:
             return service.find(session_id)
         except LeaseError as exc:
-            raise SessionNotFound(str(exc)) from exc
+            raise LeaseError(str(exc), code="session_not_found") from exc
 
     task_rows: list[list[dict[str, Any]]] = []  # built once: the catalog of a running server never changes
     building = asyncio.Lock()

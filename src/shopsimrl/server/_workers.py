@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..dialogue.llm_shopper import LLMShopperSettings
-from ..errors import ShopSimError, WorkerUnavailableError
+from ..errors import ServiceError, ShopSimError
 from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, client_eof, http_protocol
 from ._reference import decode, json_int
 from .app import FREE_SLOTS_HEADER
@@ -225,7 +225,7 @@ class Front:
                     *(w.request(method, target, headers, body, timeout=timeout, ended=ended) for w in targets))
                 status, out_headers, data = answers[0]
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
-            error = WorkerUnavailableError(f"a worker process is not answering: {exc.__class__.__name__}")
+            error = ServiceError(0, f"a worker process is not answering: {exc.__class__.__name__}", code="worker_unavailable")
             status, out_headers = status_of(error), [(b"content-type", b"application/json")]
             data = encode(error_payload(error))
         out = [(n, v) for n, v in out_headers if n not in HOP_HEADERS and n != FREE_SLOTS_HEADER]

@@ -2,9 +2,9 @@
 
 The lease is kept inside the client, so results look exactly like ``ShopEnv``'s and a runtime can use
 either. Errors too: an error answer names its class by a stable code (``http_errors.py``), and the client
-raises that class with the service's message, so ``UnknownTaskError``, ``EpisodeTerminatedError``,
-``PersonaUnavailableError``, ``DialogueError``, ``InvalidRequestError``/``InvalidActionError``, ``LeaseError``
-and ``PoolTimeout`` are caught the same way in process and over HTTP. ``ServiceError`` is left for the
+raises that class with the service's message, so ``RequestError`` (``unknown_task``), ``EpisodeStateError`` (``episode_terminated``),
+``RequestError`` (``persona_unavailable``), ``RequestError`` (``dialogue_unavailable``), ``RequestError`` (``invalid_request``)/``RequestError`` (``invalid_action``), ``LeaseError``
+and ``AdmissionError`` (``no_free_slot``) are caught the same way in process and over HTTP. ``ServiceError`` is left for the
 transport: no connection, a 5xx or a body that is not the service's JSON. The lease is released on ``close()``
 and on context-manager exit.
 
@@ -26,13 +26,7 @@ import httpx
 
 from ..contract import ACTION_LIMIT, SINGLE_TURN
 from ..env.tools import tools_for_state
-from ..errors import (
-    LeaseError,
-    NoActiveEpisodeError,
-    PersonaUnavailableError,
-    ServiceError,
-    UnknownTaskError,
-)
+from ..errors import EpisodeStateError, LeaseError, RequestError, ServiceError
 from .guard import API_KEY_ENV
 from .http_errors import rebuild
 
@@ -111,7 +105,7 @@ class _Base:
 
     def _require_lease(self) -> dict[str, Any]:
         if self._lease is None:
-            raise NoActiveEpisodeError(NO_EPISODE)
+            raise EpisodeStateError(NO_EPISODE, code="no_active_episode")
         return self._lease
 
     def tools(self) -> list[dict[str, Any]]:
@@ -121,10 +115,10 @@ class _Base:
             OpenAI-style tool schemas for the last result's page.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            EpisodeStateError: before the first reset.
         """
         if self._state is None:
-            raise NoActiveEpisodeError(NO_EPISODE)
+            raise EpisodeStateError(NO_EPISODE, code="no_active_episode")
         return tools_for_state(self._state)
 
     def observation_state(self) -> dict[str, Any]:
@@ -134,10 +128,10 @@ class _Base:
             A fresh dict on every call, safe to mutate.
 
         Raises:
-            NoActiveEpisodeError: before the first reset.
+            EpisodeStateError: before the first reset.
         """
         if self._state is None:
-            raise NoActiveEpisodeError(NO_EPISODE)
+            raise EpisodeStateError(NO_EPISODE, code="no_active_episode")
         return copy.deepcopy(self._state)  # a fresh dict on every call, as ShopEnv gives
 
     @property
@@ -179,7 +173,7 @@ class ShopClient(_Base):
               shopper: str | None = None, shopper_seed: int | None = None) -> dict[str, Any]:
         """Start an episode, as ``ShopEnv.reset``: a lease still held (a finished or running episode) is
         released first; ``persona=None`` takes the task's own mode, ``True`` on a standard task raises
-        :class:`PersonaUnavailableError`.
+        :class:`RequestError` (`persona_unavailable`).
 
         Args:
             task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed: as ``ShopEnv.reset``.
@@ -189,7 +183,7 @@ class ShopClient(_Base):
             The reset result, exactly as ``ShopEnv.reset`` gives it (lease fields kept inside the client).
 
         Raises:
-            The errors ``ShopEnv.reset`` raises (rebuilt from the service's error code), ``PoolTimeout`` when no
+            The errors ``ShopEnv.reset`` raises (rebuilt from the service's error code), ``AdmissionError`` (``no_free_slot``) when no
             slot frees in time, ``ServiceError`` for transport failures.
         """
         self.release()
@@ -198,8 +192,9 @@ class ShopClient(_Base):
             body["wait_timeout"] = wait_timeout
         try:
             result = self._post(body, timeout=httpx.Timeout(30.0, read=None))  # a reset may queue for a slot
-        except (UnknownTaskError, PersonaUnavailableError) as exc:
-            exc.task_id = task_id  # as ShopEnv's (the message is the service's)
+        except RequestError as exc:
+            if exc.code in ("unknown_task", "persona_unavailable"):
+                exc.task_id = task_id  # as ShopEnv's (the message is the service's)
             raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
         self._steps = 0
@@ -297,7 +292,7 @@ class AsyncShopClient(_Base):
             The reset result, exactly as ``ShopEnv.reset`` gives it.
 
         Raises:
-            The errors ``ShopEnv.reset`` raises, ``PoolTimeout``, ``ServiceError`` for transport failures.
+            The errors ``ShopEnv.reset`` raises, ``AdmissionError`` (``no_free_slot``), ``ServiceError`` for transport failures.
         """
         await self.release()
         body = self._reset_body(task_id, persona, interaction_mode, include_private_goal, shopper, shopper_seed)
@@ -305,8 +300,9 @@ class AsyncShopClient(_Base):
             body["wait_timeout"] = wait_timeout
         try:
             result = await self._post(body, timeout=httpx.Timeout(30.0, read=None))
-        except (UnknownTaskError, PersonaUnavailableError) as exc:
-            exc.task_id = task_id
+        except RequestError as exc:
+            if exc.code in ("unknown_task", "persona_unavailable"):
+                exc.task_id = task_id
             raise
         self._lease = {key: result[key] for key in LEASE_FIELDS}
         self._steps = 0

@@ -19,15 +19,12 @@ import json
 import os
 from typing import Any
 
-from ..errors import ShopSimError
+from ..errors import AdmissionError, ShopSimError
 from ._protocol import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, KEEP_ALIVE_S, http_protocol
 from .guard import (
     DEFAULT_MAX_BODY_BYTES,
     MAX_JSON_DEPTH,
     Guard,
-    InvalidText,
-    NestedTooDeep,
-    Refusal,
     check_nesting,
     check_text,
     is_loopback,
@@ -111,7 +108,7 @@ def message_problem(message: dict[str, Any], max_bytes: int) -> str | None:
     try:
         check_nesting(text)  # before the parse: json would recurse ~1000 deep, then fail the session
         value = json.loads(text)
-    except NestedTooDeep:
+    except AdmissionError:
         return f"message nested deeper than {MAX_JSON_DEPTH} levels"
     except ValueError as exc:
         return f"Invalid JSON: {exc}"
@@ -119,7 +116,7 @@ def message_problem(message: dict[str, Any], max_bytes: int) -> str | None:
         return f"a message must be a JSON object, got {type(value).__name__}"
     try:
         check_text(text)
-    except InvalidText as exc:
+    except AdmissionError as exc:
         return str(exc)
     return None
 
@@ -156,7 +153,7 @@ class GuardedApp:
     async def _websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             self.guard.admit({**scope, "method": "GET"})
-        except Refusal:
+        except AdmissionError:
             await receive()  # websocket.connect
             await send({"type": "websocket.close", "code": 1008})  # before accept: an HTTP 403 to the client
             return

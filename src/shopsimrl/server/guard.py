@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ..env.requests import MAX_RESPONSE_CHARS
-from ..errors import InvalidRequestError, ShopSimError
+from ..errors import AdmissionError, RequestError
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20  # 1 MiB: a step is a few hundred bytes, a full model response a few KiB
 DEFAULT_MAX_RESPONSE_CHARS = MAX_RESPONSE_CHARS  # the ``response``/``action`` text of one step (the env's cap)
@@ -27,46 +27,6 @@ API_KEY_ENV = "SHOPSIM_API_KEY"  # where the Python clients look for the key whe
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 OPEN_PATHS = frozenset({"/healthz"})  # liveness probes work without the key (they reveal only counts)
 _UI_PREFIXES = ("/debug-ui", "/replay-ui", "/ui/", "/docs", "/openapi.json", "/favicon.ico")
-_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
-
-
-class Refusal(ShopSimError):
-    """A request refused at admission, before any library code runs; the subclass decides the HTTP status and
-    error code (``server/http_errors.py``), ``headers`` are added to the answer."""
-
-    def __init__(self, message: str, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
-        super().__init__(message)
-        self.headers = list(headers)
-
-
-class BodyTooLarge(Refusal):
-    """A body (declared or read) larger than ``--max-body-bytes``."""
-
-
-class HostNotServed(Refusal):
-    """A ``Host`` header this server does not answer for (DNS-rebinding protection)."""
-
-
-class CrossOriginRefused(Refusal):
-    """A browser request from another origin or site that ``--cors-origin`` does not allow."""
-
-
-class Unauthorized(Refusal):
-    """A request without the bearer key of a server started with ``--api-key-env``."""
-
-
-class UnsupportedMediaType(Refusal):
-    """A POST body not declared ``application/json``."""
-
-
-class InvalidText(Refusal):
-    """A JSON body or message with a string that is not Unicode text (a lone surrogate such as ``"\\ud800"``):
-    refused before any handler sees it, so it can reach no session, search, page or log."""
-
-
-class NestedTooDeep(Refusal):
-    """A JSON body or message nested deeper than ``MAX_JSON_DEPTH``: refused before any parser recurses into it
-    (Python's ``json`` overflows its stack near 1,000 levels: a 500 or a lost WebSocket session)."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +50,7 @@ _OPENERS = frozenset(b"[{")
 
 
 def check_nesting(body: bytes | str) -> None:
-    """Raise ``NestedTooDeep`` when the JSON ``body`` nests arrays and objects deeper than ``MAX_JSON_DEPTH``.
+    """Raise ``AdmissionError`` (``nested_too_deep``) when the JSON ``body`` nests arrays and objects deeper than ``MAX_JSON_DEPTH``.
 
     A scan of the bytes, never a parse, so it cannot overflow itself; a body with no more brackets than the
     limit (most requests) is passed after two counts. Text that is not JSON is left to its route's answer."""
@@ -103,8 +63,8 @@ def check_nesting(body: bytes | str) -> None:
         if first in _OPENERS:
             depth += 1
             if depth > MAX_JSON_DEPTH:
-                raise NestedTooDeep(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels of arrays and "
-                                    f"objects; no request of this server needs more")
+                raise AdmissionError(f"the JSON is nested deeper than {MAX_JSON_DEPTH} levels of arrays and "
+                                    f"objects; no request of this server needs more", code="nested_too_deep")
         elif first != 0x22:  # a closing bracket (a string token starts with '"')
             depth -= 1
 
@@ -116,7 +76,7 @@ _ENCODED_SURROGATE = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]")
 
 
 def check_text(body: bytes | str) -> None:
-    """Raise ``InvalidText`` when the JSON ``body`` decodes to a string (key or value) that is not valid Unicode.
+    """Raise ``AdmissionError`` (``invalid_text``) when the JSON ``body`` decodes to a string (key or value) that is not valid Unicode.
 
     A linear scan finds the escapes that could make one; only such a body is decoded and walked (iteratively,
     so that nesting cannot overflow the stack). A body that is not JSON is left to its route's own answer.
@@ -124,8 +84,8 @@ def check_text(body: bytes | str) -> None:
     raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
     encoded = _ENCODED_SURROGATE.search(raw)
     if encoded is not None:  # json.loads(bytes) decodes with surrogatepass: these would reach the handler
-        raise InvalidText(f"the request holds text that is not valid Unicode: a lone surrogate encoded as bytes "
-                          f"({encoded.group()!r}) at byte {encoded.start()}; send UTF-8 text")
+        raise AdmissionError(f"the request holds text that is not valid Unicode: a lone surrogate encoded as bytes "
+                          f"({encoded.group()!r}) at byte {encoded.start()}; send UTF-8 text", code="invalid_text")
     if _SURROGATE_ESCAPE.search(raw) is None:
         return
     try:
@@ -144,8 +104,8 @@ def check_text(body: bytes | str) -> None:
             try:
                 item.encode("utf-8")
             except UnicodeEncodeError as exc:
-                raise InvalidText(f"the request holds a string that is not valid Unicode text: a lone surrogate "
-                                  f"({item[exc.start]!a}) at character {exc.start}; send UTF-8 text") from None
+                raise AdmissionError(f"the request holds a string that is not valid Unicode text: a lone surrogate "
+                                  f"({item[exc.start]!a}) at character {exc.start}; send UTF-8 text", code="invalid_text") from None
 
 
 def is_loopback(host: str) -> bool:
@@ -210,7 +170,7 @@ class Guard:
         if bound_host and bound_host not in ("0.0.0.0", "::", ""):
             hosts.add(host_name(bound_host) if ":" not in bound_host.strip("[]") else bound_host.strip("[]").lower())
         if max_body_bytes < 1:
-            raise InvalidRequestError("the body size limit must be at least 1 byte")
+            raise RequestError("the body size limit must be at least 1 byte", code="invalid_request")
         return cls(max_body_bytes=max_body_bytes, allowed_hosts=frozenset(hosts),
                    cors_origins=frozenset(o.rstrip("/").lower() for o in cors_origins if o),
                    api_key=api_key or None, trusted=trusted)
@@ -218,11 +178,11 @@ class Guard:
     # ------------------------------------------------------------------ checks
     def admit(self, scope: dict[str, Any]) -> list[tuple[bytes, bytes]] | Preflight:
         """Check a request's head: the CORS headers to add to its answer, the whole answer of an allowed CORS
-        preflight, or ``Refusal`` raised."""
+        preflight, or ``AdmissionError`` raised."""
         headers = _headers(scope)
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
-            raise BodyTooLarge(self.too_large())
+            raise AdmissionError(self.too_large(), code="body_too_large")
         if self.trusted:
             return []
         raw_host = headers.get(b"host", b"")
@@ -233,21 +193,21 @@ class Guard:
             if len(self._hosts_seen) < 1024:  # a client can send any Host: the memo stays small
                 self._hosts_seen[raw_host] = allowed
         if not allowed:
-            raise HostNotServed(f"Host {host!r} is not served here; start the server with --allowed-host "
-                               f"{host_name(host) or 'NAME'} to accept it")
+            raise AdmissionError(f"Host {host!r} is not served here; start the server with --allowed-host "
+                               f"{host_name(host) or 'NAME'} to accept it", code="host_not_served")
         extra: list[tuple[bytes, bytes]] = []
         origin = headers.get(b"origin")
         if origin is not None:
             name = origin.decode("latin-1").rstrip("/").lower()
             if not self._same_origin(name, host, scope):
                 if "*" not in self.cors_origins and name not in self.cors_origins:
-                    raise CrossOriginRefused(f"cross-origin request from {name} refused; allow it with --cors-origin {name}")
+                    raise AdmissionError(f"cross-origin request from {name} refused; allow it with --cors-origin {name}", code="cross_origin_refused")
                 extra = [(b"access-control-allow-origin", name.encode("latin-1")), (b"vary", b"origin")]
         elif (headers.get(b"sec-fetch-site") in (b"cross-site", b"same-site") and self._needs_key(scope["path"])
               and "*" not in self.cors_origins):
             # a browser request from another site without an Origin (an <img> or <script> GET): no API for it
-            raise CrossOriginRefused("cross-site browser request refused (Sec-Fetch-Site); call the API from "
-                               "this server's own pages or allow an origin with --cors-origin")
+            raise AdmissionError("cross-site browser request refused (Sec-Fetch-Site); call the API from "
+                               "this server's own pages or allow an origin with --cors-origin", code="cross_origin_refused")
         method = scope["method"]
         if method == "OPTIONS" and extra:
             return Preflight((*extra, (b"access-control-allow-methods", b"GET, POST, DELETE, OPTIONS"),
@@ -257,9 +217,9 @@ class Guard:
             sent = headers.get(b"authorization", b"")
             scheme, _, token = sent.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(token.strip(), self.api_key.encode()):
-                raise Unauthorized("this server needs an API key: send the header Authorization: Bearer <key> "
+                raise AdmissionError("this server needs an API key: send the header Authorization: Bearer <key> "
                                    f"(the Python clients read it from ${API_KEY_ENV})",
-                              [*extra, (b"www-authenticate", b"Bearer")])
+                              [*extra, (b"www-authenticate", b"Bearer")], code="unauthorized")
         return extra
 
     def check_type(self, scope: dict[str, Any], body: bytes, cors: list[tuple[bytes, bytes]]) -> None:
@@ -271,8 +231,8 @@ class Guard:
         if kind == b"application/json" or (not kind and not body):
             return
         shown = kind.decode("latin-1") or "no Content-Type"
-        raise UnsupportedMediaType(f"POST bodies must be sent with Content-Type: application/json (got {shown}); "
-                           f"with curl add -H 'Content-Type: application/json'", cors)
+        raise AdmissionError(f"POST bodies must be sent with Content-Type: application/json (got {shown}); "
+                           f"with curl add -H 'Content-Type: application/json'", cors, code="unsupported_media_type")
 
     def too_large(self) -> str:
         return (f"request body larger than {self.max_body_bytes} bytes; "
@@ -308,7 +268,7 @@ def _headers(scope: dict[str, Any]) -> dict[bytes, bytes]:
 
 
 async def read_limited(receive: Any, limit: int) -> bytes | None:
-    """The whole request body, None when the client disconnected first; ``BodyTooLarge`` past ``limit``."""
+    """The whole request body, None when the client disconnected first; ``AdmissionError`` (``body_too_large``) past ``limit``."""
     chunks: list[bytes] = []
     total = 0
     while True:
@@ -318,8 +278,8 @@ async def read_limited(receive: Any, limit: int) -> bytes | None:
         chunk = message.get("body", b"")
         total += len(chunk)
         if total > limit:
-            raise BodyTooLarge(f"request body larger than {limit} bytes; "
-                               f"the server's limit is set with --max-body-bytes")
+            raise AdmissionError(f"request body larger than {limit} bytes; "
+                               f"the server's limit is set with --max-body-bytes", code="body_too_large")
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
@@ -384,7 +344,3 @@ async def run_cancelling_on_disconnect(handler: Any, receive: Any, gone: Any, en
             raise
     finally:
         watcher.cancel()
-
-
-def needs_body(method: str) -> bool:
-    return method in _BODY_METHODS or method == "DELETE"

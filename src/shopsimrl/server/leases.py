@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..errors import InvalidRequestError, LeaseError, PoolTimeout
+from ..errors import AdmissionError, LeaseError, RequestError
 
 T = TypeVar("T")
 #: The request's end-of-input event (server/_protocol.py ``CLIENT_EOF``), set by the app around a reset: a reset
@@ -67,7 +67,7 @@ class LeasePool(Generic[T]):
     def __init__(self, size: int, *, idle_timeout: float | None = 600.0, clock: Callable[[], float] = time.monotonic,
                  first_slot: int = 0, lease_prefix: str = ""):
         if size < 1:
-            raise InvalidRequestError("the pool needs at least one slot")
+            raise RequestError("the pool needs at least one slot", code="invalid_request")
         self.size = size
         self.first_slot = first_slot
         self.lease_prefix = lease_prefix
@@ -101,14 +101,14 @@ class LeasePool(Generic[T]):
                 handed = await _first_of(waiter, CLIENT_EOF.get(), wait_timeout)
             except asyncio.TimeoutError as exc:
                 self._abandon(waiter)
-                raise PoolTimeout(f"no environment slot became free within {wait_timeout} s") from exc
+                raise AdmissionError(f"no environment slot became free within {wait_timeout} s", code="no_free_slot") from exc
             except asyncio.CancelledError:  # the client left (or the server stops): no ghost in the queue
                 self._abandon(waiter)
                 raise
             if handed is None:
                 self._abandon(waiter)
-                raise PoolTimeout("no environment slot was free, and the client ended its input while the reset "
-                                  "queued: it left the queue")
+                raise AdmissionError("no environment slot was free, and the client ended its input while the reset "
+                                  "queued: it left the queue", code="no_free_slot")
             slot = handed
         lease = Lease(slot, self.lease_prefix + uuid.uuid4().hex, session, self._clock())
         self._leases[slot] = lease
@@ -133,7 +133,7 @@ class LeasePool(Generic[T]):
 
     def get(self, slot: object, lease_id: object) -> Lease[T]:
         if isinstance(slot, bool) or not isinstance(slot, int) or not isinstance(lease_id, str):
-            raise InvalidRequestError("a valid env_idx (int) and lease_id (str) are required")
+            raise RequestError("a valid env_idx (int) and lease_id (str) are required", code="invalid_request")
         lease = self._leases.get(slot)
         if lease is None or lease.lease_id != lease_id:
             raise LeaseError(f"stale or invalid lease for environment {slot}")

@@ -21,7 +21,7 @@ from typing import Any
 from ..bounded_cache import TRACE_FILE_BYTES
 from ..contract import ASK_USER_TOOL
 from ..env.fuzzy import token_set_ratio
-from ..errors import ReplayError, ReplayNotFoundError
+from ..errors import RequestError
 
 ARTIFACTS = ("manifest.json", "summary.json", "traces.jsonl")
 EPISODE_SCHEMA = "shopsimrl-episode-v4"
@@ -258,12 +258,12 @@ class RunsStore:
     # --------------------------------------------------------------- paths
     def run_dir(self, name: str) -> Path:
         if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
-            raise ReplayError(f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only")
+            raise RequestError(f"invalid run name {name!r}: letters, digits, '.', '_' and '-' only", code="invalid_replay_request")
         path = (self.root / name).resolve()
         if path.parent != self.root:
-            raise ReplayError(f"run {name!r} resolves outside the runs directory")
+            raise RequestError(f"run {name!r} resolves outside the runs directory", code="invalid_replay_request")
         if not path.is_dir() or not any(self.artifact(path, a) for a in ARTIFACTS):
-            raise ReplayNotFoundError(f"no run named {name!r} in the runs directory")
+            raise RequestError(f"no run named {name!r} in the runs directory", code="replay_not_found")
         return path
 
     # --------------------------------------------------------------- reading
@@ -284,11 +284,11 @@ class RunsStore:
         if path is None:
             return None
         if path.stat().st_size > MAX_ARTIFACT_BYTES:
-            raise ReplayError(f"{path.name} is too large to show")
+            raise RequestError(f"{path.name} is too large to show", code="invalid_replay_request")
         try:
             return json.loads(path.read_text("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise ReplayError(f"{path.name} is not valid JSON: {exc}") from exc
+            raise RequestError(f"{path.name} is not valid JSON: {exc}", code="invalid_replay_request") from exc
 
     def traces(self, run: Path) -> TraceIndex:
         path = self.artifact(run, "traces.jsonl")
@@ -301,7 +301,7 @@ class RunsStore:
             self._cache.move_to_end(path)
             return cached[1]
         if stat.st_size > MAX_ARTIFACT_BYTES:
-            raise ReplayError("traces.jsonl is too large to show")
+            raise RequestError("traces.jsonl is too large to show", code="invalid_replay_request")
         episodes: dict[str, dict[str, Any]] = {}
         records = invalid = 0
         with path.open("rb") as handle:
@@ -352,6 +352,6 @@ class RunsStore:
         index = self.traces(self.run_dir(name))
         record = index.episodes.get(episode_id)
         if record is None:
-            raise ReplayNotFoundError(f"run {name!r} has no episode {episode_id!r}")
+            raise RequestError(f"run {name!r} has no episode {episode_id!r}", code="replay_not_found")
         return {"summary": episode_summary(record), "episode": record, "outcome_comparison": outcome_comparison(record),
                 "dialogue": dialogue_view(record)}

@@ -2,7 +2,7 @@
 
 The reference ``/api/shop_agent`` API and the resource-style ``/v1/sessions`` API are two spellings of
 the same operations, so they cannot drift apart: both call this class, which speaks in library errors
-(``InvalidRequestError``, ``LeaseError``, ``PoolTimeout``, ``UnknownTaskError`` ...) and never in HTTP;
+(``RequestError`` (``invalid_request``), ``LeaseError``, ``AdmissionError`` (``no_free_slot``), ``RequestError`` (``unknown_task``) ...) and never in HTTP;
 ``http_errors.py`` turns them into statuses.
 """
 
@@ -18,7 +18,7 @@ from ..dialogue.llm_shopper import ShopperEndpoint
 from ..dialogue.registry import shopper_registry
 from ..env.requests import MAX_RESPONSE_CHARS, check_reset
 from ..env.shop_env import ShopEnv, ShopWorld, resolve_persona_mode
-from ..errors import InvalidRequestError, NoActiveEpisodeError
+from ..errors import EpisodeStateError, RequestError
 from .leases import Lease, LeasePool
 
 DEFAULT_SLOTS = 256
@@ -80,7 +80,7 @@ class EnvService:
             wait_timeout = self.reset_wait_timeout
         if wait_timeout is not None and (
                 isinstance(wait_timeout, bool) or not isinstance(wait_timeout, (int, float)) or not 0 <= wait_timeout <= 86_400):
-            raise InvalidRequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)")
+            raise RequestError("wait_timeout must be a number of seconds between 0 and 86400 (as in /v1)", code="invalid_request")
         # an unknown task, or a persona reset of a standard task, fails before it waits for a slot
         resolve_persona_mode(task_id, self.world.catalog.goal(task_id), persona)
         env = self.world.new_env(shoppers=self.shoppers, max_response_chars=self.max_response_chars)
@@ -140,12 +140,12 @@ class EnvService:
         if step_index is None:
             return None
         if isinstance(step_index, bool) or not isinstance(step_index, int) or step_index < 1:
-            raise InvalidRequestError(f"step_index must be a positive integer, got {step_index!r}")
+            raise RequestError(f"step_index must be a positive integer, got {step_index!r}", code="invalid_request")
         if step_index == lease.steps and lease.last_step is not None:
             return dict(lease.last_step)
         if step_index != lease.steps + 1:
-            raise InvalidRequestError(f"step_index {step_index}: this episode has executed {lease.steps} step(s), "
-                                      f"so the next step is {lease.steps + 1}")
+            raise RequestError(f"step_index {step_index}: this episode has executed {lease.steps} step(s), "
+                                      f"so the next step is {lease.steps + 1}", code="invalid_request")
         return None
 
     def _record(self, lease: Lease[ShopEnv], response: object) -> dict[str, Any]:
@@ -181,7 +181,7 @@ class EnvService:
         env = lease.session
         session = env.session
         if session is None:  # cannot happen for a live lease; kept as a typed error all the same
-            raise NoActiveEpisodeError("session has no episode")
+            raise EpisodeStateError("session has no episode", code="no_active_episode")
         observation, state = session.observe()
         return {
             "session_id": lease.lease_id,

@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, JSONResponse
 
-from ..errors import ReplayError
+from ..errors import RequestError
 from .http_errors import error_payload, status_of
 from .models import ErrorBody
 from .replay import RUN_NAME_PATTERN, RunsStore
@@ -68,7 +68,7 @@ def ui_router(runs: RunsStore) -> APIRouter:
     def guarded(call: Callable[..., Any], *args: Any) -> Any:
         try:
             return call(*args)
-        except ReplayError as exc:
+        except RequestError as exc:
             return JSONResponse(error_payload(exc), status_code=status_of(exc))
 
     @router.get("/api/runs", tags=["replay"], summary="Runs in the runs directory, newest first")

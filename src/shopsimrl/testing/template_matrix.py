@@ -46,7 +46,7 @@ def run_case(world: Any, base: Any, template: Path, mode: str) -> tuple[str, str
     """(outcome, detail) of one oracle episode with ``template`` swapped into a copy of ``base``."""
     from ..agent import InProcessEnvironment
     from ..agent.policies import make_policy
-    from ..errors import TemplateUnreadableError
+    from ..errors import RolloutError
     from ..train.rollout import ABORTED, RolloutConfig, RolloutContext, run_rollout
     from ..train.template_probe import check_template
     from .scripted import TemplatePolicyGenerate
@@ -55,7 +55,9 @@ def run_case(world: Any, base: Any, template: Path, mode: str) -> tuple[str, str
     tokenizer.chat_template = template.read_text(encoding="utf-8")
     try:
         check_template(tokenizer)
-    except TemplateUnreadableError as exc:
+    except RolloutError as exc:
+        if exc.code != "template_unreadable":
+            raise
         return LOUD, str(exc)
     generate = TemplatePolicyGenerate(tokenizer, make_policy("oracle", world))
     try:

@@ -4,7 +4,7 @@ LFM2's Python-style call arguments (``'text'``, ``3``, ``True``, ``[1, 'a']``, `
 A recursive-descent scanner over positions, shared by both dialects: each character is read a bounded number
 of times (strings end at the first closing delimiter found with ``str.find``; a Python quote that the template
 does not escape closes only where a delimiter follows it), nesting is capped at :data:`MAX_DEPTH`, so model
-text of any shape costs linear time and fails with :class:`~shopsimrl.errors.ResponseFormatError` (the
+text of any shape costs linear time and fails with :class:`~shopsimrl.errors.DataError` (the
 message says where).
 Private to ``tool_formats``.
 """
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ResponseFormatError
+from ..errors import DataError
 
 MAX_DEPTH = 32
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
@@ -27,9 +27,9 @@ _HEX_ESCAPES = {"x": 2, "u": 4, "U": 8}  # Python's repr and JSON write other ch
 GEMMA_QUOTE = '<|"|>'
 
 
-def _error(message: str, position: int) -> ResponseFormatError:
+def _error(message: str, position: int) -> DataError:
     """Where and why a value does not scan."""
-    return ResponseFormatError(f"{message} at character {position}")
+    return DataError(f"{message} at character {position}", code="response_format")
 
 
 @dataclass(frozen=True)

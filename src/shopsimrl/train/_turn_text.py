@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..agent.validation import ModelOutput, interpret
-from ..errors import ChatTemplateError
+from ..errors import DataError, RolloutError
 from .chat_template import (
     KNOWN_STOPS,
     encode,
@@ -18,7 +18,7 @@ from .chat_template import (
     turn_suffix,
 )
 from .render_pool import WINDOW_HEAD
-from .tool_formats import ResponseFormatError, format_for, payload, reopen_think
+from .tool_formats import format_for, payload, reopen_think
 from .tool_formats import strip_stops as strip_stops
 
 FINISH_STOP, FINISH_LENGTH, FINISH_ABORT = "stop", "length", "abort"  # a Generation's finish_reason
@@ -109,8 +109,8 @@ def render_delta(tokenizer: Any, messages: Sequence[Mapping[str, Any]], turn_sta
             rest = full[len(cut):]
             marker = next((s for s in KNOWN_STOPS if rest.startswith(s)), "")
             return encode(tokenizer, rest[len(marker):])
-        raise ChatTemplateError("the chat template does not render the conversation as an extension of its prefix "
-                                "(it rewrites an earlier turn); use its training variant or mode='resegment'")
+        raise RolloutError("the chat template does not render the conversation as an extension of its prefix "
+                                "(it rewrites an earlier turn); use its training variant or mode='resegment'", code="chat_template")
     suffix = found[-1] if found is not None else ""
     rest = full[len(head):]
     if not suffix and stop and rest.startswith(stop):
@@ -135,7 +135,9 @@ def parse_turn(tokenizer: Any, raw_text: str, text: str, prompt_tail: Callable[[
     name, parser = found
     try:
         parsed = interpret(payload(parser(text, tools), finish_reason), tools)
-    except ResponseFormatError as exc:
+    except DataError as exc:
+        if exc.code != "response_format":
+            raise
         if out.protocol_error is not None:
             out.protocol_error = {"code": "invalid_tool_call", "message": f"{name} tool call: {exc}"}
         return out

@@ -28,7 +28,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import RecipeError
+from ..errors import ConfigError
 from .cpu_demo_config import RecipeConfig
 
 
@@ -71,7 +71,7 @@ def load(path: Path, *, use_cpu: bool = True) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if not path.is_dir():
-        raise RecipeError(f"{path} is missing: run the stage that writes it first")
+        raise ConfigError(f"{path} is missing: run the stage that writes it first", code="recipe")
     from .local_lm import accelerated
 
     model: Any = AutoModelForCausalLM.from_pretrained(path)
@@ -145,11 +145,11 @@ def stage_sft(cfg: RecipeConfig) -> dict[str, Any]:
     paths = _paths(Path(cfg.out))
     source = paths["demos"] / "sft_turns.jsonl"
     if not source.is_file():
-        raise RecipeError(f"{source} is missing: run the demos stage first")
+        raise ConfigError(f"{source} is missing: run the demos stage first", code="recipe")
     records = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     rows = sft_rows(records)
     if not rows:
-        raise RecipeError("no demonstration reached the reward threshold")
+        raise ConfigError("no demonstration reached the reward threshold", code="recipe")
     random.Random(cfg.seed).shuffle(rows)
     model, tokenizer = load(paths["init"])
     tokenizer.chat_template = chat_template(TRAINING_TEMPLATE_FILE)  # same text, plus the assistant-turn markers

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import RecipeError
+from ..errors import ConfigError
 
 STAGES = ("init", "demos", "sft", "grpo", "eval", "report")
 
@@ -82,19 +82,19 @@ class RecipeConfig:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.sft_first_turn_share < 1.0:  # checked before any stage runs, not when SFT starts
-            raise RecipeError(f"sft_first_turn_share must be in [0, 1), not {self.sft_first_turn_share}")
+            raise ConfigError(f"sft_first_turn_share must be in [0, 1), not {self.sft_first_turn_share}", code="recipe")
         if self.group_size < 2:
-            raise RecipeError("GRPO needs a group size of at least 2 (4 or more recommended)")
+            raise ConfigError("GRPO needs a group size of at least 2 (4 or more recommended)", code="recipe")
         unknown = set(self.stages) - set(STAGES)
         if unknown:
-            raise RecipeError(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}")
+            raise ConfigError(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}", code="recipe")
         from ..agent.model_client import TOOL_CHOICES
 
         if self.tool_choice not in TOOL_CHOICES:
-            raise RecipeError(f"tool_choice must be one of {TOOL_CHOICES}, not {self.tool_choice!r}")
+            raise ConfigError(f"tool_choice must be one of {TOOL_CHOICES}, not {self.tool_choice!r}", code="recipe")
         if self.grpo_max_groups is not None and self.grpo_max_groups < self.groups_per_step:
-            raise RecipeError(f"grpo_max_groups ({self.grpo_max_groups}) must be at least groups_per_step "
-                              f"({self.groups_per_step})")
+            raise ConfigError(f"grpo_max_groups ({self.grpo_max_groups}) must be at least groups_per_step "
+                              f"({self.groups_per_step})", code="recipe")
         if self.grpo_difficulty is not None:
             from ..catalog.tiers import parse_difficulty
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent.prompt import sha256_json
-from ..errors import RecipeError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from .cpu_demo_config import RecipeConfig
@@ -87,7 +87,7 @@ def stage_eval(cfg: RecipeConfig) -> dict[str, Any]:
         table[name] = job()
         table[name]["wall_s"] = round(time.perf_counter() - start, 1)
     if len({row["tasks_sha256"] for row in table.values()}) != 1:  # the same val tasks in every row, or no table
-        raise RecipeError("the evaluation rows ran on different task lists")
+        raise ConfigError("the evaluation rows ran on different task lists", code="recipe")
     comparison = compare_runs(str(runs / "sft"), str(runs / "grpo"))
     (Path(cfg.out) / "compare.json").write_text(json.dumps(comparison, indent=2, ensure_ascii=False),
                                                 encoding="utf-8")

@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import RecipeError
+from ..errors import ConfigError
 from .cpu_demo import _timed, _torch_setup
 from .cpu_demo_config import GPU, SMOKE, STAGES, RecipeConfig
 
@@ -27,7 +27,7 @@ RESULT_STAGES = ("init", "demos", "sft", "grpo", "eval")
 def check_out(out: Path) -> None:
     """Refuse an ``--out`` that holds something other than a cpu-demo run (new and empty directories are fine)."""
     if out.exists() and not out.is_dir():
-        raise RecipeError(f"--out {out} is a file: choose a directory")
+        raise ConfigError(f"--out {out} is a file: choose a directory", code="recipe")
     if not out.is_dir() or not any(out.iterdir()):
         return
     config = out / "config.json"
@@ -40,7 +40,7 @@ def check_out(out: Path) -> None:
         if isinstance(settings, dict) and (settings.get("kind") == KIND or {"preset", "stages", "sft_steps"} <= set(settings)):
             return
     what = "an eval run (manifest.json)" if (out / "manifest.json").is_file() else "files of another kind"
-    raise RecipeError(f"--out {out} holds {what}, not a cpu-demo run: choose a new or empty directory")
+    raise ConfigError(f"--out {out} holds {what}, not a cpu-demo run: choose a new or empty directory", code="recipe")
 
 
 def _peak_mb(results: Mapping[str, Any]) -> float:
@@ -69,7 +69,7 @@ def run_recipe(cfg: RecipeConfig, arguments: Mapping[str, Any] | None = None) ->
     results_path = out / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
     if "report" in cfg.stages and not any(s in results or s in cfg.stages for s in RESULT_STAGES):
-        raise RecipeError(f"nothing to report in {out}: no stage has run there (run the other stages first)")
+        raise ConfigError(f"nothing to report in {out}: no stage has run there (run the other stages first)", code="recipe")
     out.mkdir(parents=True, exist_ok=True)
     _torch_setup(cfg)
     invocation: dict[str, Any] = {"stages": [s for s in STAGES if s in cfg.stages],

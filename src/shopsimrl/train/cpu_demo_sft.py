@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RecipeError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from .cpu_demo_config import RecipeConfig
@@ -48,7 +48,7 @@ def sft_tokens(rows: Sequence[Mapping[str, Any]], tokenizer: Any) -> list[dict[s
                                                 return_dict=True, return_assistant_tokens_mask=True)
         ids, mask = list(encoded["input_ids"]), list(encoded["assistant_masks"])
         if 1 not in mask:
-            raise RecipeError("the chat template marks no assistant token (it needs {% generation %} markers)")
+            raise ConfigError("the chat template marks no assistant token (it needs {% generation %} markers)", code="recipe")
         out.append({"input_ids": ids, "assistant_masks": mask})
     return out
 
@@ -76,7 +76,7 @@ def first_turn_rows(tokens: Sequence[Mapping[str, list[int]]], share: float, see
     import random
 
     if not 0.0 <= share < 1.0:
-        raise RecipeError(f"the first-turn share must be in [0, 1), not {share}")
+        raise ConfigError(f"the first-turn share must be in [0, 1), not {share}", code="recipe")
     rows = [dict(t) for t in tokens]
     prefixes = first_turn_prefixes(tokens)
     wanted = round(len(rows) * share / (1.0 - share))
@@ -103,7 +103,7 @@ def copy_rows(rows: Sequence[Mapping[str, Any]], tokens: Sequence[Mapping[str, l
                            for row in rows], tokenizer)
     if phase == "first":
         return first_turn_prefixes(tokens)
-    raise RecipeError(f"unknown copy phase {phase!r} (short or first)")
+    raise ConfigError(f"unknown copy phase {phase!r} (short or first)", code="recipe")
 
 
 def sft_phase(cfg: RecipeConfig, model: Any, tokenizer: Any, rows: list[dict[str, list[int]]], *, steps: int,

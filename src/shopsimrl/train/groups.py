@@ -22,7 +22,7 @@ from typing import Any
 
 from ..agent.episode import EpisodeStats
 from ..agent.episode_env import EnvironmentFactory
-from ..errors import GroupError
+from ..errors import RolloutError
 from .rollout import (
     ChatTokenizer,
     GenerateFn,
@@ -61,7 +61,7 @@ def unique_rewards(pairs: Iterable[tuple[Hashable, float]]) -> dict[Hashable, fl
     for rollout_id, reward in pairs:
         reward = float(reward)
         if rollout_id in out and abs(out[rollout_id] - reward) > 0.0:
-            raise GroupError(f"segments of rollout {rollout_id!r} disagree on the reward")
+            raise RolloutError(f"segments of rollout {rollout_id!r} disagree on the reward", code="group")
         out[rollout_id] = reward
     return out
 
@@ -72,7 +72,7 @@ def drop_unscored_groups(rewards: Sequence[float | None], group_ids: Sequence[Ha
     ``None`` marks an unscored row; the result marks every row whose group is dropped.
     """
     if len(rewards) != len(group_ids):
-        raise GroupError("one group id per reward")
+        raise RolloutError("one group id per reward", code="group")
     dropped = {gid for gid, reward in zip(group_ids, rewards, strict=True) if reward is None}
     return [None if gid in dropped else reward for gid, reward in zip(group_ids, rewards, strict=True)]
 
@@ -121,7 +121,7 @@ def select_groups(groups: Sequence[Any], decisions: Sequence[str], target: int) 
     short (``keep_when_insufficient``), then the earliest of them fill it; unscored groups are never kept.
     """
     if len(groups) != len(decisions):
-        raise GroupError("one decision per group")
+        raise RolloutError("one decision per group", code="group")
     kept: list[Any] = []
     dropped: list[tuple[Any, str]] = []
     spare: list[Any] = []
@@ -148,8 +148,8 @@ class UnscoredStreak:
     def update(self, decision: str) -> None:
         self.count = self.count + 1 if decision == DROP_UNSCORED else 0
         if self.count >= self.limit:
-            raise GroupError(f"{self.count} consecutive groups had an unscored rollout: the environment or the "
-                             "inference engine is failing")
+            raise RolloutError(f"{self.count} consecutive groups had an unscored rollout: the environment or the "
+                             "inference engine is failing", code="group")
 
 
 def group_advantages(rewards: Mapping[Hashable, float], *, std_normalization: bool = True,
@@ -171,7 +171,7 @@ def segment_advantages(rollout_ids: Sequence[Hashable], rewards: Sequence[float]
     """Advantages for a flat list of segments (slime's reward post-process): per group over unique rollouts,
     broadcast back to each segment."""
     if not (len(rollout_ids) == len(rewards) == len(group_ids)):
-        raise GroupError("rollout_ids, rewards and group_ids must have one entry per segment")
+        raise RolloutError("rollout_ids, rewards and group_ids must have one entry per segment", code="group")
     per_group: dict[Hashable, list[tuple[Hashable, float]]] = {}
     for rid, reward, gid in zip(rollout_ids, rewards, group_ids, strict=True):
         per_group.setdefault(gid, []).append((rid, reward))
@@ -186,10 +186,10 @@ def check_shared_context(contexts: Iterable[RolloutContext]) -> RolloutContext:
     """All siblings of a group must see one context (same task, persona, prompt and skill subset)."""
     items = list(contexts)
     if not items:
-        raise GroupError("a group needs at least one rollout")
+        raise RolloutError("a group needs at least one rollout", code="group")
     first = items[0].fingerprint()
     if any(c.fingerprint() != first for c in items[1:]):
-        raise GroupError("siblings of a group have different contexts (task, persona, prompt or skills)")
+        raise RolloutError("siblings of a group have different contexts (task, persona, prompt or skills)", code="group")
     return items[0]
 
 
@@ -201,7 +201,7 @@ async def run_group(
 ) -> Group:
     """n siblings of one task under one context, run concurrently (bounded by ``semaphore``)."""
     if n < 1:
-        raise GroupError("group size must be at least 1")
+        raise RolloutError("group size must be at least 1", code="group")
 
     async def one(i: int) -> Trajectory:
         meta = {"group_index": group_index, "rollout_id": first_rollout_id + i}

@@ -252,13 +252,15 @@ class CachedGenerate:
 def call_state(constraint: Any, tools: Sequence[Mapping[str, Any]], tool_choice: str) -> Any:
     """The grammar state of one constrained turn, or None: a free turn (not "required", no tools, or tools the
     grammar cannot express, such as a non-string argument)."""
-    from ..errors import GrammarError
+    from ..errors import PolicyError
 
     if tool_choice != "required" or not tools or constraint is None:
         return None
     try:
         return constraint.start(tools)
-    except GrammarError:
+    except PolicyError as exc:
+        if exc.code != "grammar":
+            raise
         return None
 
 

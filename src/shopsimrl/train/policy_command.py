@@ -9,7 +9,7 @@ from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 from ..cli_data import DATA_HELP, resolve_data
-from ..errors import RecipeError
+from ..errors import ConfigError
 from .policy_gradient import FEATURE_GROUPS, PolicyTrainConfig
 
 # smoke: a seconds-long check that the loop runs and learns (CI); default: the shipped weights' recipe.
@@ -36,7 +36,7 @@ def cmd_train_policy(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     out = Path(args.out)
     if out.exists() and any(out.iterdir()) and not (out / WEIGHTS_FILE).exists():
-        raise RecipeError(f"{out} holds something other than a `train policy` run; choose another --out")
+        raise ConfigError(f"{out} holds something other than a `train policy` run; choose another --out", code="recipe")
     world = ShopWorld.shared(resolve_data(args.data))
     progress(f"[train policy] {config.episodes} episodes in groups of {config.group_size} on the "
              f"{len(world.catalog.split('train'))} persona train tasks (seed {config.seed})")

@@ -26,7 +26,7 @@ from ..agent.policies.learned import LearnedPolicy, LinearModel, catalog_stamp, 
 from ..agent.policies.learned_features import FEATURES, KINDS, Decision, decide
 from ..agent.policy import PolicyAction, PolicyContext
 from ..env.shop_env import ShopEnv, ShopWorld
-from ..errors import RecipeError
+from ..errors import ConfigError
 from ..stamps import generator_version
 
 TRAIN_SPLIT = "train"
@@ -64,12 +64,12 @@ class PolicyTrainConfig:
 
     def check(self) -> None:
         if self.group_size < 2 or self.groups_per_update < 1 or self.episodes < self.group_size:
-            raise RecipeError("need group_size >= 2, groups_per_update >= 1 and episodes >= group_size")
+            raise ConfigError("need group_size >= 2, groups_per_update >= 1 and episodes >= group_size", code="recipe")
         if self.lr < 0 or self.init_scale < 0 or self.eval_every < 0 or not 0 <= self.lr_final <= 1:
-            raise RecipeError("lr, init_scale and eval_every must be >= 0 and lr_final within [0, 1]")
+            raise ConfigError("lr, init_scale and eval_every must be >= 0 and lr_final within [0, 1]", code="recipe")
         unknown = sorted(set(self.ablate) - set(FEATURE_GROUPS))
         if unknown:
-            raise RecipeError(f"unknown feature group(s) {unknown}; choose from {', '.join(FEATURE_GROUPS)}")
+            raise ConfigError(f"unknown feature group(s) {unknown}; choose from {', '.join(FEATURE_GROUPS)}", code="recipe")
 
 
 def feature_mask(ablate: Sequence[str]) -> dict[str, np.ndarray]:
@@ -163,9 +163,9 @@ class TrainTaskEnv(ShopEnv):
 
     def reset(self, task_id: int, *args: Any, **kwargs: Any) -> Any:
         if task_id not in self.allowed:
-            raise RecipeError(f"task {task_id} is not a {TRAIN_SPLIT} task: the learner never sees it")
+            raise ConfigError(f"task {task_id} is not a {TRAIN_SPLIT} task: the learner never sees it", code="recipe")
         if kwargs.get("include_private_goal"):
-            raise RecipeError("the learner never reads the private goal")
+            raise ConfigError("the learner never reads the private goal", code="recipe")
         self.resets.append(task_id)
         return super().reset(task_id, *args, **kwargs)
 

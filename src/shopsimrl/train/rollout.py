@@ -36,7 +36,7 @@ from ..agent.turn import REPAIR, TERMINATE, TurnDecision, decide_turn, observati
 from ..agent.validation import ModelOutput
 from ..contract import GENERATION_LENGTH, MULTI_TURN, SINGLE_TURN
 from ..dialogue import SHOPPER_NAMES
-from ..errors import DialogueError, RolloutError, ShopSimError
+from ..errors import RequestError, RolloutError, ShopSimError
 from ..versions import PRIMARY_REWARD
 from ._ledger import ABORTED as ABORTED
 from ._ledger import COMPLETED as COMPLETED
@@ -134,7 +134,7 @@ def parse_shopper(raw: Any) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or raw not in SHOPPER_NAMES:
-        raise DialogueError(f"unknown shopper {raw!r} in a task row; choose one of {list(SHOPPER_NAMES)} or none")
+        raise RequestError(f"unknown shopper {raw!r} in a task row; choose one of {list(SHOPPER_NAMES)} or none", code="dialogue_unavailable")
     return raw
 
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import ServerGenerateError
+from ..errors import ModelCallError
 from .rollout import FINISH_ABORT, FINISH_LENGTH, FINISH_STOP, Generation
 
 
@@ -23,15 +23,15 @@ def _token_id(token: Any) -> int:
         return token
     if isinstance(token, str) and token.startswith("token_id:"):
         return int(token.split(":", 1)[1])
-    raise ServerGenerateError(f"token {token!r} is not an id: start vLLM so that it honours "
-                              "return_tokens_as_token_ids (vLLM >= 0.6)")
+    raise ModelCallError(f"token {token!r} is not an id: start vLLM so that it honours "
+                              "return_tokens_as_token_ids (vLLM >= 0.6)", code="server_generate")
 
 
 def parse_completion(payload: Mapping[str, Any]) -> Generation:
     """A ``/v1/completions`` answer (vLLM or SGLang shape) → :class:`Generation`."""
     choices = payload.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise ServerGenerateError("the completion has no choices")
+        raise ModelCallError("the completion has no choices", code="server_generate")
     choice = choices[0]
     logprobs = choice.get("logprobs") or {}
     ids: list[int]
@@ -44,9 +44,9 @@ def parse_completion(payload: Mapping[str, Any]) -> Generation:
         rows = choice["meta_info"]["output_token_logprobs"]  # SGLang: [logprob, token_id, text]
         values, ids = [float(r[0]) for r in rows], [int(r[1]) for r in rows]
     else:
-        raise ServerGenerateError("the completion has no per-token log-probs: request logprobs=1")
+        raise ModelCallError("the completion has no per-token log-probs: request logprobs=1", code="server_generate")
     if len(ids) != len(values):
-        raise ServerGenerateError(f"{len(values)} log-probs for {len(ids)} tokens")
+        raise ModelCallError(f"{len(values)} log-probs for {len(ids)} tokens", code="server_generate")
     reason = choice.get("finish_reason")
     finish = FINISH_LENGTH if reason == "length" else FINISH_ABORT if reason == "abort" else FINISH_STOP
     return Generation([int(i) for i in ids], values, finish)
@@ -87,10 +87,10 @@ def server_generate(base_url: str, model: str, *, max_tokens: int = 512, tempera
         try:
             response = await client.post(url, json=body)
         except httpx.HTTPError as exc:
-            raise ServerGenerateError(f"inference server at {url}: {type(exc).__name__}: {exc}") from exc
+            raise ModelCallError(f"inference server at {url}: {type(exc).__name__}: {exc}", code="server_generate") from exc
         if response.status_code != 200:
-            raise ServerGenerateError(f"inference server at {url} answered {response.status_code}: "
-                                      f"{response.text[:300]}")
+            raise ModelCallError(f"inference server at {url} answered {response.status_code}: "
+                                      f"{response.text[:300]}", code="server_generate")
         return parse_completion(response.json())
 
     return generate

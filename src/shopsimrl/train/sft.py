@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import SftExportError
+from ..errors import AdapterError
 
 SFT_SCHEMA = "shopsimrl-sft-v1"
 GRANULARITIES = ("episode", "turn")
@@ -37,7 +37,7 @@ def records_from_trace(trace: dict[str, Any], granularity: str = "episode") -> I
                 if i + 1 < len(conversation) and conversation[i + 1].get("role") == "tool"
                 and not str(conversation[i + 1].get("content", "")).startswith('{"type":"tool_protocol_error"')]
     if len(accepted) != len(steps) or not accepted:
-        raise SftExportError(f"{trace.get('episode_id')}: conversation and steps do not line up")
+        raise AdapterError(f"{trace.get('episode_id')}: conversation and steps do not line up", code="sft_export")
     detail = (trace.get("final") or {}).get("reward_detail") or {}
     meta = {"schema_version": SFT_SCHEMA, "episode_id": trace["episode_id"], "task_id": trace["job"]["task_id"],
             "r_strict": detail.get("r_strict"), "r_success": detail.get("r_success"),
@@ -56,10 +56,10 @@ def collect(run: str | os.PathLike[str], *, min_reward: float = 1.0, granularity
     from ..eval.rundir import TRACES_FILE, is_completed, latest_records
 
     if granularity not in GRANULARITIES:
-        raise SftExportError(f"granularity must be one of {GRANULARITIES}")
+        raise AdapterError(f"granularity must be one of {GRANULARITIES}", code="sft_export")
     path = Path(run) / TRACES_FILE
     if not path.is_file():
-        raise SftExportError(f"{run} is not a run directory (no {TRACES_FILE})")
+        raise AdapterError(f"{run} is not a run directory (no {TRACES_FILE})", code="sft_export")
     out: list[dict[str, Any]] = []
     for episode_id, trace in sorted(latest_records(path).items()):
         if not is_completed(trace):
@@ -79,9 +79,9 @@ def check_output_path(out: str | os.PathLike[str]) -> Path:
     """The output path, refused unless it names a format we write (a ``.csv`` must not silently get JSONL)."""
     target = Path(out)
     if target.suffix.lower() not in OUTPUT_SUFFIXES:
-        raise SftExportError(
+        raise AdapterError(
             f"--out {target}: unknown output format {target.suffix or '(no extension)'!r}; "
-            f"use a name ending in {' or '.join(OUTPUT_SUFFIXES)}"
+            f"use a name ending in {' or '.join(OUTPUT_SUFFIXES)}", code="sft_export"
         )
     return target
 
@@ -89,7 +89,7 @@ def check_output_path(out: str | os.PathLike[str]) -> Path:
 def check_min_reward(min_reward: float) -> float:
     """``r_strict`` lies in [0, 1]: a threshold outside it selects everything or nothing, which is a typo."""
     if not 0.0 <= min_reward <= 1.0:
-        raise SftExportError(f"--min-reward must be between 0 and 1 (r_strict's range), got {min_reward:g}")
+        raise AdapterError(f"--min-reward must be between 0 and 1 (r_strict's range), got {min_reward:g}", code="sft_export")
     return min_reward
 
 
@@ -104,7 +104,7 @@ def write_records(records: list[dict[str, Any]], out: str | os.PathLike[str]) ->
         try:
             import datasets
         except ImportError as exc:
-            raise SftExportError("Parquet output needs `pip install 'shopsimrl[train]'` (datasets)") from exc
+            raise AdapterError("Parquet output needs `pip install 'shopsimrl[train]'` (datasets)", code="sft_export") from exc
         columns = sorted({key for record in records for key in record}) or ["messages", "tools", "metadata"]
         rows = [{key: json.dumps(r[key], ensure_ascii=False) if key in r else None for key in columns}
                 for r in records]

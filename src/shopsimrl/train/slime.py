@@ -82,10 +82,6 @@ INSTALL_HINT = ("slime is not installed: install it from its repository (it is n
 DEFAULT_GROUP_CONCURRENCY = 32  # groups in flight per rollout worker: the reference submits 32 groups a step
 
 
-class SlimeAborted(RolloutError):
-    """slime aborted the rollout step (its batch is full): the episode stops before its next generate call."""
-
-
 def _require_slime(module: str) -> Any:
     import importlib
 
@@ -313,7 +309,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 
     async def guarded(prompt_ids: list[int]) -> Any:
         if slime_aborted(args):  # slime's batch is full: no further generate call for this episode
-            raise SlimeAborted("slime aborted the rollout step before this turn")
+            raise RolloutError("slime aborted the rollout step before this turn", code="slime_aborted")
         out = backend(prompt_ids)
         return await out if inspect.isawaitable(out) else out
 
@@ -340,7 +336,8 @@ def aborted_trajectory(context: RolloutContext, message: str, metadata: Mapping[
     """An unscored episode that never started (no environment session, no generate call)."""
     return Trajectory(task_id=context.task_id, status=ABORTED, segments=[], reward=0.0, reward_detail=None,
                       generated_tokens=[], messages=[], steps=[], metadata=dict(metadata),
-                      error={"stage": "start", "type": SlimeAborted.__name__, "message": message})
+                      error={"stage": "start", "type": RolloutError.__name__, "code": "slime_aborted",
+                             "message": message})
 
 
 __all__ = [

@@ -4,7 +4,7 @@ A chat template that renders no tool call (it drops ``tool_calls`` from assistan
 a format the project's parsers cannot read back, would train on reward 0 with every turn a protocol error and
 no error anywhere. :func:`check_template` renders one ``search`` call through the template, exactly as a
 sampled turn would look, parses it back with the rollout core's own parser and refuses the template with
-:class:`TemplateUnreadableError` (naming the template and what it lacks) unless the call comes back intact.
+:class:`RolloutError` (`template_unreadable`) (naming the template and what it lacks) unless the call comes back intact.
 The result is cached on the tokenizer, so the probe runs once per tokenizer.
 """
 
@@ -15,7 +15,7 @@ import hashlib
 from typing import Any
 
 from ..contract import SEARCH_TOOL
-from ..errors import TemplateUnreadableError
+from ..errors import RolloutError
 from ._turn_text import parse_turn
 from .chat_template import KNOWN_STOPS, episode_tools, prepare_tokenizer, render_text
 
@@ -63,8 +63,8 @@ def check_template(tokenizer: Any, *, training_template: str = "auto") -> None:
             tokenizer._shopsimrl_probe = verdict
     if verdict:
         note = f" ({info.note})" if info.note else ""
-        raise TemplateUnreadableError(f"chat template of {template_name(tokenizer)}{note} {verdict}; training "
-                                      "with it would score every turn as a protocol error (reward 0)")
+        raise RolloutError(f"chat template of {template_name(tokenizer)}{note} {verdict}; training "
+                                      "with it would score every turn as a protocol error (reward 0)", code="template_unreadable")
 
 
 def _probe(tokenizer: Any) -> str:

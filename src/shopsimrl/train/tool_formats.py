@@ -18,7 +18,7 @@ A template whose generation prompt opens a think block (Qwen3.5-think, Qwen3.6, 
 format of its own: the sampled text's ``</think>`` closes the block the prompt opened (:func:`reopen_think`).
 
 Each parser scans with ``str.find`` and a bounded recursive descent (``_literals``), so it runs in linear time
-on any text, and raises nothing but :class:`ResponseFormatError` (tests/test_tool_formats.py: render → parse
+on any text, and raises nothing but :class:`DataError` (`response_format`) (tests/test_tool_formats.py: render → parse
 back with every template of each family; arbitrary text).
 """
 
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ResponseFormatError as ResponseFormatError
+from ..errors import DataError as DataError
 from ._literals import PYTHON, PYTHON_RAW, Dialect, scan_gemma_object, scan_python_calls, skip_space
 
 
@@ -53,7 +53,7 @@ def _think(text: str, opened: str = "<think>", closed: str = "</think>") -> tupl
         return None, text
     end = text.find(closed, start + len(opened))
     if end < 0:
-        raise ResponseFormatError(f"an unclosed {opened} block")
+        raise DataError(f"an unclosed {opened} block", code="response_format")
     return text[start + len(opened):end].strip(), text[end + len(closed):]
 
 
@@ -70,9 +70,9 @@ def _json_call(body: str, where: str) -> tuple[str, Any]:
     try:
         payload = json.loads(body)
     except (ValueError, RecursionError) as exc:
-        raise ResponseFormatError(f"{where} is not JSON ({exc})") from exc
+        raise DataError(f"{where} is not JSON ({exc})", code="response_format") from exc
     if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
-        raise ResponseFormatError(f"{where} is not an object with a name")
+        raise DataError(f"{where} is not an object with a name", code="response_format")
     return payload["name"], payload.get("parameters", payload.get("arguments", {}))
 
 
@@ -108,7 +108,7 @@ def _glm_call(body: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, dict[
     first = body.find("<arg_key>")
     name = (body if first < 0 else body[:first]).strip()
     if not name:
-        raise ResponseFormatError("a GLM tool call without a function name")
+        raise DataError("a GLM tool call without a function name", code="response_format")
     types = _parameter_types(tools, name)
     arguments: dict[str, Any] = {}
     i = len(body) if first < 0 else first
@@ -117,7 +117,7 @@ def _glm_call(body: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, dict[
         open_value = body.find("<arg_value>", key_end) if key_end >= 0 else -1
         value_end = body.find("</arg_value>", open_value) if open_value >= 0 else -1
         if not body.startswith("<arg_key>", i) or value_end < 0 or body[key_end + 10:open_value].strip():
-            raise ResponseFormatError("a GLM argument is not <arg_key>…</arg_key><arg_value>…</arg_value>")
+            raise DataError("a GLM argument is not <arg_key>…</arg_key><arg_value>…</arg_value>", code="response_format")
         key = body[i + len("<arg_key>"):key_end]
         arguments[key] = _glm_value(body[open_value + len("<arg_value>"):value_end], types.get(key))
         i = skip_space(body, value_end + len("</arg_value>"))
@@ -132,7 +132,7 @@ def _blocks(text: str, opened: str, closed: str, read: Callable[[str], Any]) -> 
     while (start := text.find(opened, i)) >= 0:
         end = text.find(closed, start + len(opened))
         if end < 0:
-            raise ResponseFormatError(f"an unclosed {opened} block")
+            raise DataError(f"an unclosed {opened} block", code="response_format")
         outside.append(text[i:start])
         found.append(read(text[start + len(opened):end]))
         i = end + len(closed)
@@ -170,19 +170,19 @@ def parse_harmony(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> ParsedT
     for message in body_text.split("<|start|>")[1:]:
         at = message.find("<|message|>")
         if at < 0:
-            raise ResponseFormatError("a harmony message without <|message|>")
+            raise DataError("a harmony message without <|message|>", code="response_format")
         header, body = message[:at], message[at + len("<|message|>"):]
         ends = [p for p in (body.find(end) for end in _HARMONY_ENDS) if p >= 0]
         if ends:
             if body[min(ends):].strip() not in _HARMONY_ENDS:
-                raise ResponseFormatError("text after a harmony message's end")
+                raise DataError("text after a harmony message's end", code="response_format")
             body = body[:min(ends)]
         recipient = _header_field(header, "to=")
         channel = _header_field(header, "<|channel|>")
         if recipient is not None and recipient.startswith("functions."):
             out.calls.append(_json_arguments(recipient[len("functions."):], body))
         elif recipient is not None:
-            raise ResponseFormatError(f"a harmony message to {recipient!r}, not to a function")
+            raise DataError(f"a harmony message to {recipient!r}, not to a function", code="response_format")
         elif channel == "analysis":
             reasoning.append(body)
         else:
@@ -196,7 +196,7 @@ def _json_arguments(name: str, body: str) -> tuple[str, Any]:
     try:
         return name, json.loads(body) if body.strip() else {}
     except (ValueError, RecursionError) as exc:
-        raise ResponseFormatError(f"the arguments of {name!r} are not JSON ({exc})") from exc
+        raise DataError(f"the arguments of {name!r} are not JSON ({exc})", code="response_format") from exc
 
 
 _GEMMA_ENDS = ("<|tool_response>", "<turn|>")
@@ -227,10 +227,10 @@ def parse_gemma4(text: str, tools: Sequence[Mapping[str, Any]] = ()) -> ParsedTu
         head = start + len("<|tool_call>")
         brace = text.find("{", head)
         if not text.startswith("call:", head) or brace < 0 or not text[head + 5:brace].strip():
-            raise ResponseFormatError("a Gemma tool call is not call:NAME{…}")
+            raise DataError("a Gemma tool call is not call:NAME{…}", code="response_format")
         arguments, end = scan_gemma_object(text, brace)
         if not text.startswith("<tool_call|>", end):
-            raise ResponseFormatError("a Gemma tool call not closed by <tool_call|>")
+            raise DataError("a Gemma tool call not closed by <tool_call|>", code="response_format")
         out.calls.append((text[head + 5:brace].strip(), arguments))
         i = end + len("<tool_call|>")
     outside.append(text[i:])
@@ -249,7 +249,7 @@ def _lfm2(dialect: Dialect) -> Parser:
             calls, end = scan_python_calls(rest, skip_space(rest, start + len("<|tool_call_start|>")), dialect)
             end = skip_space(rest, end)
             if not rest.startswith("<|tool_call_end|>", end):
-                raise ResponseFormatError("LFM2 tool calls not closed by <|tool_call_end|>")
+                raise DataError("LFM2 tool calls not closed by <|tool_call_end|>", code="response_format")
             out.calls.extend(calls)
             i = end + len("<|tool_call_end|>")
         outside.append(rest[i:])

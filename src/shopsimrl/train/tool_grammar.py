@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import GrammarError
+from ..errors import PolicyError
 
 OPEN, CLOSE = "<tool_call>\n", "\n</tool_call>"
 QUOTE, BACKSLASH = 0x22, 0x5C
@@ -65,11 +65,11 @@ def _skeletons(tool: Mapping[str, Any]) -> list[list[Any]]:
     params = function.get("parameters") or {}
     props: Mapping[str, Any] = params.get("properties") or {}
     if not isinstance(name, str):
-        raise GrammarError("a tool without a name")
+        raise PolicyError("a tool without a name", code="grammar")
     forms: list[list[Any]] = [[OPEN + '{"name": ' + json.dumps(name, ensure_ascii=False) + ', "arguments": {']]
     for i, (key, schema) in enumerate(props.items()):
         if not isinstance(schema, Mapping) or schema.get("type") != "string":
-            raise GrammarError(f"tool {name!r}: property {key!r} is not a string")
+            raise PolicyError(f"tool {name!r}: property {key!r} is not a string", code="grammar")
         head = (", " if i else "") + json.dumps(key, ensure_ascii=False) + ": "
         enum = schema.get("enum")
         if enum is not None:  # blank values are left out: the validator refuses them
@@ -90,18 +90,18 @@ def build_grammar(tools: Sequence[Mapping[str, Any]]) -> Node:
             for piece in form:
                 if isinstance(piece, _Free):
                     if node.edges:
-                        raise GrammarError("a free string overlaps a literal (ambiguous tools)")
+                        raise PolicyError("a free string overlaps a literal (ambiguous tools)", code="grammar")
                     body = Node(free=True, limit=piece.limit)
                     node.edges = dict.fromkeys(FIRST_BYTES, body)
                     node = body
                     continue
                 for byte in piece.encode("utf-8"):
                     if node.free and byte != QUOTE:
-                        raise GrammarError("a free string overlaps a literal (ambiguous tools)")
+                        raise PolicyError("a free string overlaps a literal (ambiguous tools)", code="grammar")
                     node = node.edges.setdefault(byte, Node())
             node.final = True
     if not root.edges:
-        raise GrammarError("no tool can be called")
+        raise PolicyError("no tool can be called", code="grammar")
     return root
 
 
@@ -139,8 +139,8 @@ def token_bytes(tokenizer: Any) -> dict[int, bytes]:
         try:
             out[index] = bytes(to_byte[ch] for ch in token)
         except KeyError as exc:
-            raise GrammarError(f"token {token!r} is not byte-level BPE: constrained decoding needs a byte-level "
-                               "tokenizer") from exc
+            raise PolicyError(f"token {token!r} is not byte-level BPE: constrained decoding needs a byte-level "
+                               "tokenizer", code="grammar") from exc
     return out
 
 
@@ -261,7 +261,7 @@ class CallState:
             return
         found = self.grammar.successors(self.node).get(token)
         if found is None:
-            raise GrammarError(f"token {token} is not allowed here")
+            raise PolicyError(f"token {token} is not allowed here", code="grammar")
         nxt, inside = found
         self.used = self.used + inside if nxt.free else 0
         self.node = nxt

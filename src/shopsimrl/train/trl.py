@@ -51,17 +51,8 @@ from .step_keys import model_turn_keys
 from .template_probe import check_template
 from .trl_environment import ShopDialogueToolEnvironment, ShopToolEnvironment
 
-INSTALL_HINT = "TRL is not installed: `pip install torch` (CPU or CUDA build) then `pip install 'shopsimrl[train]'`"
 __all__ = ["AdapterError", "ShopDialogueToolEnvironment", "ShopToolEnvironment", "make_rollout_func",
            "model_generate", "server_generate", "shop_reward", "task_prompts"]
-
-
-def require_trl() -> Any:
-    try:
-        import trl
-    except ImportError as exc:
-        raise AdapterError(INSTALL_HINT) from exc
-    return trl
 
 
 def model_generate(model: Any, tokenizer: Any, *, max_new_tokens: int = 256, temperature: float = 1.0
@@ -181,7 +172,7 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
         # it out of the group mean, so every sibling of an unscored episode is handed None
         out["shop_reward"] = drop_unscored_groups(
             out["shop_reward"], sibling_groups(prompts, getattr(trainer, "num_generations", None)))
-        template_errors = sum(1 for t in trajectories if (t.error or {}).get("type") == "ChatTemplateError")
+        template_errors = sum(1 for t in trajectories if (t.error or {}).get("code") == "chat_template")
         _log(trainer, {"shop/aborted_frac": sum(t.status == ABORTED for t in trajectories) / max(1, len(prompts)),
                        "shop/template_errors": float(template_errors),
                        "shop/turns_mean": sum(len(t.steps) for t in trajectories) / max(1, len(prompts)),
@@ -189,7 +180,7 @@ def make_rollout_func(environment: EnvironmentFactory, *, max_new_tokens: int = 
                        **batch_health([turn_counts(t.steps) for t in trajectories], "TRL rollout_func")})
         if template_errors and on_template_error == "raise":
             first = next(t.error for t in trajectories
-                         if t.error is not None and t.error.get("type") == "ChatTemplateError")
+                         if t.error is not None and t.error.get("code") == "chat_template")
             raise AdapterError(f"{template_errors}/{len(prompts)} episodes failed on the chat template: "
                                   f"{first['message']}")
         return out

@@ -29,7 +29,7 @@ from ..agent.policy import PERSONA_HEADER
 from ..agent.prompt import SYSTEM_PROMPT, first_user_message, persona_line
 from ..dialogue.registry import shopper_registry
 from ..env.tools import TOOLS, tool_method
-from ..errors import AdapterError, NoActiveEpisodeError
+from ..errors import AdapterError, EpisodeStateError
 from .row_codec import environment_columns, parse_environment_row, rows_of, shopper_field
 
 
@@ -84,7 +84,7 @@ class ShopToolEnvironment:
 
     def _act(self, action: str) -> str:
         if self._shell is None:
-            raise NoActiveEpisodeError("reset(**row) starts the episode before a tool call")
+            raise EpisodeStateError("reset(**row) starts the episode before a tool call", code="no_active_episode")
         return self._shell.call(action)
 
     def get_reward(self) -> float:

@@ -18,7 +18,7 @@ from typing import Any
 from ...contract import ASK_USER_TOOL as ASK_USER_TOOL
 from ...contract import CLICK_TOOL as CLICK_TOOL
 from ...contract import SEARCH_TOOL as SEARCH_TOOL
-from ...errors import ObservationError
+from ...errors import DataError
 from ._tool import Conversation, Tool, ToolSession, tool_method
 from .ask_user import ASK_USER, ASK_USER_DESCRIPTION, QUESTION_DESCRIPTION
 from .click import CLICK, CLICK_DESCRIPTION, EPISODE_VALUE_DESCRIPTION, VALUE_DESCRIPTION
@@ -77,14 +77,14 @@ def tools_for_state(state: Mapping[str, Any]) -> list[dict[str, Any]]:
     then, while the state's ``dialogue`` block allows it, ``ask_user``); a state without a ``dialogue`` block
     (every non-dialogue episode) gets exactly the reference tools.
 
-    Raises ObservationError when ``state`` is not a mapping or ``actions`` is not a list of non-empty
+    Raises DataError when ``state`` is not a mapping or ``actions`` is not a list of non-empty
     strings. An empty result (the terminal page) is returned, not raised: the turn loop decides.
     """
     if not isinstance(state, Mapping):
-        raise ObservationError("tools need an observation_state mapping")
+        raise DataError("tools need an observation_state mapping", code="observation")
     actions = state.get("actions")
     if not isinstance(actions, list) or not all(isinstance(action, str) and action for action in actions):
-        raise ObservationError("observation_state.actions must be a list of non-empty strings")
+        raise DataError("observation_state.actions must be a list of non-empty strings", code="observation")
     return [tool.schema(state) for tool in TOOLS if tool.offered(state)]
 
 
