@@ -123,12 +123,11 @@ def test_old_import_paths_are_the_same_objects():
     from shopsimrl.agent import turn, validation
     from shopsimrl.agent.policies import heuristic, oracle
     from shopsimrl.env import _actions as actions
-    from shopsimrl.env import _session as session
     from shopsimrl.env import _state as state
     from shopsimrl.env import interface, tools
     from shopsimrl.server import models
 
-    assert interface.TERMINATION_REASONS is contract.TERMINATION_REASONS is session.TERMINATION_REASONS
+    assert interface.TERMINATION_REASONS is contract.TERMINATION_REASONS
     assert interface.INTERACTION_MODES is contract.INTERACTION_MODES
     assert interface.END_REASONS is contract.END_REASONS
     assert interface.TerminationReason is contract.TerminationReason is models.TerminationReason
