@@ -140,3 +140,16 @@ def test_v8_tag_rules() -> None:
     assert rule_violations({"年龄段": "25-34", "性别": "男", "职业": "工程师"}, ["学生党"])
     assert not rule_violations({"年龄段": "18-24", "性别": "男", "职业": "学生"}, ["学生党"])
     assert not rule_violations({"年龄段": "35-44", "性别": "男", "职业": "个体经营者"}, ["夜市经营者"])
+
+
+def test_confusers_are_priced_around_their_targets_budget(medium: GeneratedCatalog) -> None:
+    """v8.1 (issue 41 item 1): a confuser's lowest price sits under its target's ceiling like a gold's (v8: median
+    0.49 of the ceiling, 31% over it), and its own task still admits its own gold SKU."""
+    figures = budget_figures(medium.records, medium.audits, medium.confusers)
+    assert 0.6 <= figures["confuser_to_ceiling_p50"] <= 0.9
+    assert figures["confuser_over_ceiling_share"] < 0.02
+    audit_of = {a.position: a for a in medium.audits}
+    for confuser in medium.confusers:
+        own = audit_of[confuser.position]
+        assert own.ceiling is None or own.gold_price <= own.ceiling
+        assert parse_budget(own.budget_phrase) == own.ceiling or own.ceiling is None

@@ -11,7 +11,8 @@ Computed from a generated catalog (``build_catalog``: records, private audits, c
   the leaf holding every required attribute costs more than the ceiling; ``binding_share``: either of the two.
 - ``range_ratio_p50`` / ``range_over_2x_share``: high/low of range budgets (``750-3800元之间``).
 - ``budget_shapes_span`` (tasks ``0..SPAN``, the real annotations' span) — real: 416.
-- ``confuser_to_ceiling_p50``: a confuser's lowest price over its target's ceiling.
+- ``confuser_to_ceiling_p50``: a confuser's lowest price over its target's ceiling; ``confuser_over_ceiling_share``:
+  confusers whose lowest price is over it (the budget alone rules them out; v8.1 reprices them, ``reprice``).
 - ``ceiling_over_range_max_share`` / ``..._2x_share`` / ``ceiling_under_range_min_share``: against 价格区间;
   ``low_level_over_5x_avg_share``: 消费等级=低 users whose ceiling is over 5× their 平均客单价;
   ``avg_outside_range_share``: 平均客单价 outside 价格区间; ``range_holds_gold_share`` / ``range_holds_rival_share``:
@@ -105,6 +106,7 @@ def budget_figures(records: Sequence[Mapping[str, Any]], audits: Sequence[Any], 
         "range_ratio_p50": _q(ranges, 0.5), "range_over_2x_share": _share(sum(r > 2 for r in ranges), len(ranges)),
         "budget_shapes_span": float(len(shapes)),
         "confuser_to_ceiling_p50": _q(conf, 0.5),
+        "confuser_over_ceiling_share": _share(sum(r > 1 for r in conf), len(conf)),
     }
 
 
