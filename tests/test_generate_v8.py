@@ -153,3 +153,29 @@ def test_confusers_are_priced_around_their_targets_budget(medium: GeneratedCatal
         own = audit_of[confuser.position]
         assert own.ceiling is None or own.gold_price <= own.ceiling
         assert parse_budget(own.budget_phrase) == own.ceiling or own.ceiling is None
+
+
+@pytest.mark.parametrize(
+    "text, odd",
+    [
+        ("最近想入手送礼和压榨的食用油", True),
+        ("看看一级又拿得出手送礼的食用油", True),
+        ("想要便携、不分男女和防缠绕的", True),
+        ("最近想入手压榨、适合送礼的食用油", False),
+        ("想要牛油和重庆、老人小孩都适合的火锅底料", False),
+    ],
+)
+def test_the_validator_rejects_a_purpose_joined_to_a_property(text: str, odd: bool) -> None:
+    assert (text_check.odd_join(text) is not None) is odd
+
+
+def test_attribute_lists_put_purposes_after_properties() -> None:
+    """v8.1 (issue 41 item 4): 压榨、适合送礼 (or 送礼用), never 送礼和压榨."""
+    from shopsimrl.generate.instructions import join_attributes
+
+    vocab = load_vocabulary()
+    rng = random.Random(5)
+    for _ in range(200):
+        text = join_attributes(("送礼", "压榨"), vocab, rng)
+        assert text_check.odd_join(text + "的食用油") is None
+        assert text.endswith(("送礼", "送礼用", "送人")), text
