@@ -179,3 +179,28 @@ def test_attribute_lists_put_purposes_after_properties() -> None:
         text = join_attributes(("送礼", "压榨"), vocab, rng)
         assert text_check.odd_join(text + "的食用油") is None
         assert text.endswith(("送礼", "送礼用", "送人")), text
+
+
+@pytest.mark.parametrize(
+    "value, amount",
+    [("1L", 1000.0), ("600ml", 600.0), ("2T【热卖】", 2048.0), ("500G", 500.0), ("1万毫安", 10000.0),
+     ("5斤装 新米", 2500.0), ("3本装", 3.0), ("苹果14 升级版", None), ("44码", None), ("经典款", None)],
+)
+def test_unit_amount_reads_the_amount_with_its_unit(value: str, amount: float | None) -> None:
+    from shopsimrl.generate.amounts import unit_amount
+
+    assert unit_amount(value) == amount
+
+
+def test_amount_axes_are_priced_by_their_amount(medium: GeneratedCatalog) -> None:
+    """v8.1 (issue 41 item 6): no amount axis at one price (v8: 500G/2T/4T all 1,599), and a priced one rises."""
+    from shopsimrl.generate.amounts import amounts_of, flat_amount_share
+
+    assert flat_amount_share(medium.records) == 0.0
+    for record in medium.records:
+        for axis, entries in record["customization_options"].items():
+            amounts = amounts_of(axis, [str(e["value"]) for e in entries])
+            if amounts is None or entries[0].get("price") is None:
+                continue
+            prices = [p for _, p in sorted(zip(amounts, [e["price"] for e in entries], strict=True))]
+            assert prices == sorted(prices) and len(set(prices)) == len(prices), (axis, entries)

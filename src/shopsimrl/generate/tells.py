@@ -27,6 +27,9 @@ Computed from a generated catalog (``build_catalog``: records, private audits, c
 - ``size_field_empty_share``; ``work_tag_mother_student_share``: business tags on 全职妈妈 / 学生 users;
   ``student_tag_non_student_share``: 学生党 on users who are not students.
 - ``text_problem_share``: persona tasks with a broken form (``text_check``).
+- ``flat_quantity_share``: priced axes whose values carry rising numbers, at one price; v8.1 ``flat_amount_share``:
+  amount axes read with their units (``amounts.unit_amount``: 1L, 2T, 1万毫安), sizes left out, whose values all give
+  one price (one listed price or none), over the whole archive.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .amounts import flat_amount_share
 from .bundles import is_bundle_axis, parts_of
 from .realism import BUSINESS_TAGS, budget_shape
 from .text_check import catalog_text_problems, persona_text_problems
@@ -370,6 +374,7 @@ def tells_figures(records: Sequence[Mapping[str, Any]], audits: Sequence[Any], c
         **option_figures(records, audits),
         **cue_figures(records, audits),
         "flat_quantity_share": flat_quantity_share(records),
+        "flat_amount_share": flat_amount_share(records),
         "text_problems": float(sum(problems.values())),
         **{f"text_problems[{kind}]": float(n) for kind, n in sorted(problems.items())},
     }
