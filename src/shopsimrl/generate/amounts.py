@@ -62,10 +62,13 @@ def _rises(amounts: Sequence[float], prices: Sequence[Any]) -> bool:
     return all(p is not None for p in prices) and all(b[1] > a[1] for a, b in pairwise(pairs))
 
 
-def price_amounts(draft: ProductDraft, rng: random.Random) -> ProductDraft:
-    """Price every amount axis of ``draft`` by its amount (in place; the draft is returned for chaining)."""
+def price_amounts(draft: ProductDraft, stream: str) -> ProductDraft:
+    """Price every amount axis of ``draft`` by its amount (in place; the draft is returned for chaining). Draws come
+    from a stream of the product's own (``stream`` and its ASIN), so the leaf's stream, and every later product,
+    stay as they were in v8."""
     if draft.two_axis:
         return draft
+    rng = random.Random(f"{stream}:{draft.record['asin']}")
     options: dict[str, list[dict[str, Any]]] = draft.record["customization_options"]
     for axis, entries in options.items():
         amounts = amounts_of(axis, [str(e["value"]) for e in entries])

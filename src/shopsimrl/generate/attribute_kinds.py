@@ -8,13 +8,11 @@ Up to v8 a request joined its attributes with 和/又/而且/、 whatever they w
 
 from __future__ import annotations
 
-import random
 import re
+import zlib
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
-
-from .rng import pick
 
 PROPERTY = "property"
 PURPOSE_KINDS = ("use", "audience")
@@ -31,27 +29,30 @@ def kind_of(attribute: str, text: Mapping[str, Any]) -> str:
     return PROPERTY
 
 
-def purpose_form(attribute: str, form: str, text: Mapping[str, Any], rng: random.Random) -> str:
+def purpose_form(attribute: str, form: str, text: Mapping[str, Any], context: str = "") -> str:
     """A purpose as a request says it: a bare one (送礼) as ``适合送礼``/``送礼用``; a paraphrase or a formed one
-    (家用, 老少皆宜) as it is."""
+    (家用, 老少皆宜) as it is. The form is chosen by a hash of ``context`` (the whole list), not by a draw, so the
+    generator's streams, and every later task, stay as they were in v8."""
     table: Mapping[str, Any] = text["attribute_kinds"]
     kind = kind_of(attribute, text)
     if form != attribute or kind == PROPERTY or attribute not in table[kind]["bare"]:
         return form
-    return str(pick(rng, table["bare_forms"][kind])).format(a=attribute)
+    forms: list[str] = table["bare_forms"][kind]
+    return forms[zlib.crc32(f"{context}|{attribute}".encode()) % len(forms)].format(a=attribute)
 
 
 def split_by_kind(
-    attributes: Sequence[str], forms: Sequence[str], text: Mapping[str, Any], rng: random.Random
+    attributes: Sequence[str], forms: Sequence[str], text: Mapping[str, Any]
 ) -> tuple[list[str], list[str]]:
     """(property forms, purpose forms) in the given order; purposes already said as purposes."""
     properties: list[str] = []
     purposes: list[str] = []
+    context = "、".join(forms)
     for attribute, form in zip(attributes, forms, strict=True):
         if kind_of(attribute, text) == PROPERTY:
             properties.append(form)
         else:
-            purposes.append(purpose_form(attribute, form, text, rng))
+            purposes.append(purpose_form(attribute, form, text, context))
     return properties, purposes
 
 

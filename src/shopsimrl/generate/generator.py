@@ -308,7 +308,7 @@ class CatalogStream:
                     brand = rng.choices(shops, weights)[0]
                     draft = price_amounts(make_product(  # v8.1: amount axes priced by their amount
                         leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng, near
-                    ), rng)
+                    ), f"{seed}:amounts")
                     req = choose_requirements(draft, vocab, rng)
                     near = (draft.record["attribute"], req.attributes)
                     store.put(position, (draft, req, full_instruction(draft, req, vocab, rng)))

@@ -74,7 +74,7 @@ def join_attributes(
     """The attributes as a request lists them. v8.1: properties first (joined by 、/和/又/而且), then uses and audiences
     said as purposes after a 、 (压榨、适合送礼, never 送礼和压榨: ``attribute_kinds``)."""
     forms = [describe_attribute(attribute, vocab, rng, phrasing) for attribute in attributes]
-    items, purposes = split_by_kind(attributes, forms, vocab.text, rng)
+    items, purposes = split_by_kind(attributes, forms, vocab.text)
     joined = _join_properties(items, vocab, rng, bool(purposes))
     return "、".join(part for part in (joined, *purposes) if part)
 
@@ -86,7 +86,8 @@ def _join_properties(items: list[str], vocab: Vocabulary, rng: random.Random, li
     if len(items) == 2:
         joiner = str(pick(rng, vocab.text["attr_joiners"]))
         return (joiner if not _runs_on(items[0], joiner) else "、").join(items)
-    if not listed and rng.random() < 0.5 and not _runs_on(items[-2], "和"):
+    roll = rng.random()  # drawn before a purpose too, so the stream (and every later task) stays as in v8
+    if not listed and roll < 0.5 and not _runs_on(items[-2], "和"):
         return "、".join(items[:-1]) + "和" + items[-1]
     return "、".join(items)
 
