@@ -27,7 +27,7 @@ _FACTORS = {
     "GB": 1.0, "G": 1.0, "TB": 1024.0, "T": 1024.0, "毫安": 1.0, "mAh": 1.0,
     "厘米": 1.0, "cm": 1.0, "mm": 0.1, "米": 100.0, "寸": 1.0, "W": 1.0, "瓦": 1.0,
 }
-_COUNTS = "个支包格片只张双条块本头抽杯管盘色键合线粒瓶袋盒罐卷层人型号"
+_COUNTS = "个支包格片只张双条块本头抽杯管盘色键合线粒瓶袋盒罐卷层人型"
 _UNIT = "|".join(sorted(_FACTORS, key=len, reverse=True)) + "|刷头|[" + _COUNTS + "]"
 _AMOUNT = re.compile(rf"(\d+(?:\.\d+)?)(千|万)?({_UNIT})")
 _MULTIPLIERS = {"": 1.0, "千": 1000.0, "万": 10000.0}
@@ -35,7 +35,8 @@ _MULTIPLIERS = {"": 1.0, "千": 1000.0, "万": 10000.0}
 
 def unit_amount(value: str) -> float | None:
     """The amount an option value names, in its unit's base (``1L`` → 1000, ``2T`` → 2048, ``1万毫安`` → 10000,
-    ``5斤装`` → 2500, ``3本装`` → 3); None without a number followed by a unit (``苹果14``, ``44码``)."""
+    ``5斤装`` → 2500, ``3本装`` → 3); None without a number followed by a unit (``苹果14``, ``44码``, ball sizes
+    ``6号``, which are sizes)."""
     match = _AMOUNT.search(value)
     if match is None:
         return None
