@@ -568,6 +568,18 @@ def test_the_whole_default_catalog_has_no_broken_text(full: GeneratedCatalog) ->
     assert catalog_text_problems(full.records) == []
 
 
+def test_the_whole_default_catalog_has_no_odd_attribute_joins(full: GeneratedCatalog) -> None:
+    """v8.1 (issue 41 item 4): no use or audience joined by 和/又/而且 to a property (``送礼和压榨的食用油``) in any
+    full request, short request or recent search (v8: 1,357 by the same validator)."""
+    from shopsimrl.generate.text_check import odd_join
+
+    texts = []
+    for record in full.records:
+        texts += [_instruction(record)["instruction"], _instruction(record).get("instruction_simple") or ""]
+        texts += (record.get("user_persona") or {}).get("行为特征", {}).get("最近14天搜索关键词", [])
+    assert [text for text in texts if odd_join(str(text))] == []
+
+
 def test_the_whole_default_catalog_meets_the_v8_targets(full: GeneratedCatalog) -> None:
     """Issue 41 over the whole default catalog (v7.1 figures in docs/catalog.md, by ``benchmarks/bench_tells.py``)."""
     from shopsimrl.generate.tells import tells_figures

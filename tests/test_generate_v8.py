@@ -140,3 +140,67 @@ def test_v8_tag_rules() -> None:
     assert rule_violations({"年龄段": "25-34", "性别": "男", "职业": "工程师"}, ["学生党"])
     assert not rule_violations({"年龄段": "18-24", "性别": "男", "职业": "学生"}, ["学生党"])
     assert not rule_violations({"年龄段": "35-44", "性别": "男", "职业": "个体经营者"}, ["夜市经营者"])
+
+
+def test_confusers_are_priced_around_their_targets_budget(medium: GeneratedCatalog) -> None:
+    """v8.1 (issue 41 item 1): a confuser's lowest price sits under its target's ceiling like a gold's (v8: median
+    0.49 of the ceiling, 31% over it), and its own task still admits its own gold SKU."""
+    figures = budget_figures(medium.records, medium.audits, medium.confusers)
+    assert 0.6 <= figures["confuser_to_ceiling_p50"] <= 0.9
+    assert figures["confuser_over_ceiling_share"] < 0.02
+    audit_of = {a.position: a for a in medium.audits}
+    for confuser in medium.confusers:
+        own = audit_of[confuser.position]
+        assert own.ceiling is None or own.gold_price <= own.ceiling
+        assert parse_budget(own.budget_phrase) == own.ceiling or own.ceiling is None
+
+
+@pytest.mark.parametrize(
+    "text, odd",
+    [
+        ("最近想入手送礼和压榨的食用油", True),
+        ("看看一级又拿得出手送礼的食用油", True),
+        ("想要便携、不分男女和防缠绕的", True),
+        ("最近想入手压榨、适合送礼的食用油", False),
+        ("想要牛油和重庆、老人小孩都适合的火锅底料", False),
+    ],
+)
+def test_the_validator_rejects_a_purpose_joined_to_a_property(text: str, odd: bool) -> None:
+    assert (text_check.odd_join(text) is not None) is odd
+
+
+def test_attribute_lists_put_purposes_after_properties() -> None:
+    """v8.1 (issue 41 item 4): 压榨、适合送礼 (or 送礼用), never 送礼和压榨."""
+    from shopsimrl.generate.instructions import join_attributes
+
+    vocab = load_vocabulary()
+    rng = random.Random(5)
+    for _ in range(200):
+        text = join_attributes(("送礼", "压榨"), vocab, rng)
+        assert text_check.odd_join(text + "的食用油") is None
+        assert text.endswith(("送礼", "送礼用", "送人")), text
+
+
+@pytest.mark.parametrize(
+    "value, amount",
+    [("1L", 1000.0), ("600ml", 600.0), ("2T【热卖】", 2048.0), ("500G", 500.0), ("1万毫安", 10000.0),
+     ("5斤装 新米", 2500.0), ("3本装", 3.0), ("苹果14 升级版", None), ("44码", None), ("经典款", None)],
+)
+def test_unit_amount_reads_the_amount_with_its_unit(value: str, amount: float | None) -> None:
+    from shopsimrl.generate.amounts import unit_amount
+
+    assert unit_amount(value) == amount
+
+
+def test_amount_axes_are_priced_by_their_amount(medium: GeneratedCatalog) -> None:
+    """v8.1 (issue 41 item 6): no amount axis at one price (v8: 500G/2T/4T all 1,599), and a priced one rises."""
+    from shopsimrl.generate.amounts import amounts_of, flat_amount_share
+
+    assert flat_amount_share(medium.records) == 0.0
+    for record in medium.records:
+        for axis, entries in record["customization_options"].items():
+            amounts = amounts_of(axis, [str(e["value"]) for e in entries])
+            if amounts is None or entries[0].get("price") is None:
+                continue
+            prices = [p for _, p in sorted(zip(amounts, [e["price"] for e in entries], strict=True))]
+            assert prices == sorted(prices) and len(set(prices)) == len(prices), (axis, entries)

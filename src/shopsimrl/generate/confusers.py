@@ -10,8 +10,9 @@ also has (never an exclusive sibling of one it has, never one that conflicts wit
 
 Why r_type < 1 holds: the title overlap with the target's gold title is checked with the reward's own
 ``title_terms``/``type_reward`` at generation time, and a confuser that would score r_type = 1 for its target
-is not made. Why no task breaks: a confuser keeps its own noun, required attributes, options and prices, so
-its own task keeps its gold SKU; targets are never modified, and no product is both a target and a confuser.
+is not made. Why no task breaks: a confuser keeps its own noun, required attributes and options, so its own task
+keeps its gold SKU; v8.1 reprices it around the target's budget (``reprice``) and rewrites its own budget to match;
+targets are never modified, and no product is both a target and a confuser.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 from ..env import title_terms, type_reward
 from .instructions import Requirements
 from .products import ProductDraft, no_repeats, plain_value
+from .reprice import reprice_confusers
 from .rng import pick, pick_many
 from .vocabulary import Leaf, Vocabulary, read_vocab_file
 
@@ -241,6 +243,8 @@ def add_confusers(
                 confusers.append(Confuser(source, target, r_type))
                 break
     _genuine_phrases(leaves, by_leaf, store, {c.position for c in confusers} | targets, rng)
+    # v8.1: priced around the target's budget, from a stream of its own (the draws above stay as in v8)
+    reprice_confusers([(c.position, c.target) for c in confusers], store, vocab, random.Random(rng.random()))
     return confusers
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.splits import normalize_text
 from ..errors import DataError
+from .amounts import price_amounts
 from .confusers import Confuser, add_confusers
 from .instructions import Requirements, choose_requirements, full_instruction
 from .personas import PersonaTask, persona_task
@@ -37,7 +38,7 @@ from .spill import DraftStore, MemoryStore, SpillStore
 from .users import User, make_user
 from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
-GENERATOR_VERSION = "shopsimrl-catalog-generator-v8"
+GENERATOR_VERSION = "shopsimrl-catalog-generator-v8.1"
 DEFAULT_SEED = 20240521
 LEAF_MIN_ITEMS = 60
 LEAF_MAX_ITEMS = 200
@@ -305,9 +306,9 @@ class CatalogStream:
                 for _ in range(sizes[li]):
                     position = self.position_of[slot_index]
                     brand = rng.choices(shops, weights)[0]
-                    draft = make_product(
+                    draft = price_amounts(make_product(  # v8.1: amount axes priced by their amount
                         leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng, near
-                    )
+                    ), f"{seed}:amounts")
                     req = choose_requirements(draft, vocab, rng)
                     near = (draft.record["attribute"], req.attributes)
                     store.put(position, (draft, req, full_instruction(draft, req, vocab, rng)))

@@ -12,6 +12,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from .attribute_kinds import split_by_kind
 from .budgets import Budget, make_budget, weighted_choice
 from .bundles import DESCRIBED_MARK
 from .phrasing import Phrasing, pick_form
@@ -70,15 +71,23 @@ def describe_attribute(
 def join_attributes(
     attributes: tuple[str, ...] | list[str], vocab: Vocabulary, rng: random.Random, phrasing: Phrasing | None = None
 ) -> str:
-    items = [describe_attribute(attribute, vocab, rng, phrasing) for attribute in attributes]
-    if not items:
-        return ""
-    if len(items) == 1:
-        return items[0]
+    """The attributes as a request lists them. v8.1: properties first (joined by 、/和/又/而且), then uses and audiences
+    said as purposes after a 、 (压榨、适合送礼, never 送礼和压榨: ``attribute_kinds``)."""
+    forms = [describe_attribute(attribute, vocab, rng, phrasing) for attribute in attributes]
+    items, purposes = split_by_kind(attributes, forms, vocab.text)
+    joined = _join_properties(items, vocab, rng, bool(purposes))
+    return "、".join(part for part in (joined, *purposes) if part)
+
+
+def _join_properties(items: list[str], vocab: Vocabulary, rng: random.Random, listed: bool) -> str:
+    """Properties joined as v8 joined every attribute; three or more before a purpose (``listed``) with 、 only."""
+    if len(items) <= 1:
+        return "".join(items)
     if len(items) == 2:
         joiner = str(pick(rng, vocab.text["attr_joiners"]))
         return (joiner if not _runs_on(items[0], joiner) else "、").join(items)
-    if rng.random() < 0.5 and not _runs_on(items[-2], "和"):
+    roll = rng.random()  # drawn before a purpose too, so the stream (and every later task) stays as in v8
+    if not listed and roll < 0.5 and not _runs_on(items[-2], "和"):
         return "、".join(items[:-1]) + "和" + items[-1]
     return "、".join(items)
 

@@ -11,7 +11,8 @@ Computed from a generated catalog (``build_catalog``: records, private audits, c
   the leaf holding every required attribute costs more than the ceiling; ``binding_share``: either of the two.
 - ``range_ratio_p50`` / ``range_over_2x_share``: high/low of range budgets (``750-3800元之间``).
 - ``budget_shapes_span`` (tasks ``0..SPAN``, the real annotations' span) — real: 416.
-- ``confuser_to_ceiling_p50``: a confuser's lowest price over its target's ceiling.
+- ``confuser_to_ceiling_p50``: a confuser's lowest price over its target's ceiling; ``confuser_over_ceiling_share``:
+  confusers whose lowest price is over it (the budget alone rules them out; v8.1 reprices them, ``reprice``).
 - ``ceiling_over_range_max_share`` / ``..._2x_share`` / ``ceiling_under_range_min_share``: against 价格区间;
   ``low_level_over_5x_avg_share``: 消费等级=低 users whose ceiling is over 5× their 平均客单价;
   ``avg_outside_range_share``: 平均客单价 outside 价格区间; ``range_holds_gold_share`` / ``range_holds_rival_share``:
@@ -26,6 +27,9 @@ Computed from a generated catalog (``build_catalog``: records, private audits, c
 - ``size_field_empty_share``; ``work_tag_mother_student_share``: business tags on 全职妈妈 / 学生 users;
   ``student_tag_non_student_share``: 学生党 on users who are not students.
 - ``text_problem_share``: persona tasks with a broken form (``text_check``).
+- ``flat_quantity_share``: priced axes whose values carry rising numbers, at one price; v8.1 ``flat_amount_share``:
+  amount axes read with their units (``amounts.unit_amount``: 1L, 2T, 1万毫安), sizes left out, whose values all give
+  one price (one listed price or none), over the whole archive.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .amounts import flat_amount_share
 from .bundles import is_bundle_axis, parts_of
 from .realism import BUSINESS_TAGS, budget_shape
 from .text_check import catalog_text_problems, persona_text_problems
@@ -105,6 +110,7 @@ def budget_figures(records: Sequence[Mapping[str, Any]], audits: Sequence[Any], 
         "range_ratio_p50": _q(ranges, 0.5), "range_over_2x_share": _share(sum(r > 2 for r in ranges), len(ranges)),
         "budget_shapes_span": float(len(shapes)),
         "confuser_to_ceiling_p50": _q(conf, 0.5),
+        "confuser_over_ceiling_share": _share(sum(r > 1 for r in conf), len(conf)),
     }
 
 
@@ -368,6 +374,7 @@ def tells_figures(records: Sequence[Mapping[str, Any]], audits: Sequence[Any], c
         **option_figures(records, audits),
         **cue_figures(records, audits),
         "flat_quantity_share": flat_quantity_share(records),
+        "flat_amount_share": flat_amount_share(records),
         "text_problems": float(sum(problems.values())),
         **{f"text_problems[{kind}]": float(n) for kind, n in sorted(problems.items())},
     }

@@ -4,7 +4,7 @@ A review of generator v7.1 found them in ~3–4% of searches and preference list
 ``的那套的``), dangling particles (a search ending in ``自己``), whole sentences inside a preference list
 (``套餐:["选主机配滤芯的那套"]``), budgets inside recent searches (``最近看吹风枪 价格不超过240元``), repeated
 title phrases (``防胀气奶瓶防胀气奶瓶``) and titles that end with another product (``…汽车坐垫搭档 座垫`` on a car
-vacuum). :func:`record_problems` names every one found in an archive record; the generator draws again (persona
+vacuum); v8.1: a use joined by 和 to a property (``送礼和压榨的食用油``, :func:`odd_join`, also in full requests). :func:`record_problems` names every one found in an archive record; the generator draws again (persona
 text) or never writes the form (titles), and ``tests/test_generate_v8.py`` counts 0 over the whole default catalog.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from .attribute_kinds import odd_join_pattern
 
 _CJK = "\u4e00-\u9fff"
 DOUBLED = re.compile(r"(的的|用用|和和|要要|选选|装装|款款|套套|买买|的那套的|那套那套|了了|是是|在在|给给|也也)")
@@ -30,6 +32,12 @@ PREFERENCE_MAX_CHARS = 12
 def doubled(text: str) -> str | None:
     """The first function word said twice in a row, or None."""
     match = DOUBLED.search(text)
+    return match.group() if match else None
+
+
+def odd_join(text: str) -> str | None:
+    """v8.1: a use or audience joined by 和/又/而且 to a property (``送礼和压榨的食用油``), or None."""
+    match = odd_join_pattern().search(text)
     return match.group() if match else None
 
 
@@ -84,6 +92,9 @@ def persona_text_problems(simple: str, persona: Mapping[str, Any]) -> list[str]:
         end = dangling(text) if form == "search" else None
         if end:
             problems.append(f"{form} ends on {end!r}: {text}")
+        joined = odd_join(text)
+        if joined:
+            problems.append(f"{form} joins {joined!r}: {text}")
         if form == "search" and names_budget(text):
             problems.append(f"search names a budget: {text}")
     prefs = persona.get("兴趣偏好", {}).get("商品属性偏好", {})
@@ -127,6 +138,9 @@ def catalog_text_problems(records: Iterable[Mapping[str, Any]]) -> list[str]:
             others = [n for name, words in nouns.items() if name != leaf.name for n in words if len(n) >= 2]
             own = [*nouns[leaf.name], *map(str, record.get("attribute", [])), *leaf.uses]
             problems.extend(title_problems(str(record["title"]), own, others))
+        joined = odd_join(str(record["instructions"][0]["instruction"])) if record.get("instructions") else None
+        if joined:
+            problems.append(f"instruction joins {joined!r}: {record['instructions'][0]['instruction']}")
         persona = record.get("user_persona")
         if persona:
             simple = record["instructions"][0].get("instruction_simple") or ""
