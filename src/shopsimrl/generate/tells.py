@@ -270,7 +270,7 @@ def option_figures(records: Sequence[Mapping[str, Any]], audits: Sequence[Any]) 
 
 
 def _rising(values: Sequence[str]) -> bool:
-    from .products import is_quantity
+    from .option_prices import is_quantity
 
     return is_quantity(list(values))
 
