@@ -610,7 +610,7 @@ def test_quantity_axes_are_priced_by_amount_sub_linearly() -> None:
 
 
 def test_personas_are_coherent_and_name_real_districts(medium: GeneratedCatalog) -> None:
-    from shopsimrl.generate.realism import rule_violations
+    from shopsimrl.generate.persona_rules import rule_violations
 
     data = load_vocabulary().personas
     for record in medium.records:

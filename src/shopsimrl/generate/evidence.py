@@ -119,52 +119,17 @@ def _persona_dict(
     return persona
 
 
-def build_persona(
-    draft: ProductDraft,
-    req: Requirements,
-    user: User,
-    omitted: list[tuple[str, str]],
-    siblings: list[ProductDraft],
-    unrelated_nouns: list[str],
-    vocab: Vocabulary,
-    rng: random.Random,
-    phrasing: Phrasing | None = None,
-    hidden_budget: str = "",
-) -> tuple[dict[str, Any], str]:
-    """The persona dict for one task, with evidence for every omitted requirement; returns (persona, evidence).
-
-    v7: every omitted requirement gets one decisive piece of evidence and nothing in the persona competes with it
-    (liked rival option values are ones the gold does not offer, distractor attributes come from slots the gold
-    does not use, cues and paraphrases shared by two attributes of the leaf are not used); a budget the short
-    request leaves out is in a recent search; price fields and tags are the user's.
-    """
+def _omitted_evidence(
+    draft: ProductDraft, req: Requirements, omitted: list[tuple[str, str]], searches: list[str],
+    add_option_pref: Callable[[str, str, str], None], search_for: Callable[[str, str], str],
+    vocab: Vocabulary, phrasing: Phrasing, rng: random.Random,
+) -> list[str]:
+    """One decisive piece of evidence per omitted requirement (an implied cue, a paraphrase, a preference or a
+    search), added to ``searches`` and the preferences; returns the evidence sentences."""
     data = vocab.personas
     leaf = draft.leaf
-    phrasing = phrasing or Phrasing()
-    prefs: dict[str, Any] = {"价格区间": user_price_range(user, leaf.price_range, leaf.name, req.budget.ceiling, rng)}
-    searches: list[str] = []
-    evidence: list[str] = []
     leaf_attributes = leaf.all_attributes()
-
-    def add_pref(facet: str, value: str) -> None:
-        bucket = prefs.setdefault(facet, [])
-        if value not in bucket:
-            bucket.append(value)
-
-    def add_option_pref(facet: str, axis: str, value: str) -> None:
-        """The gold value, sometimes with one or two values the gold product does not offer."""
-        others = _rivals(draft, axis, value) if axis else []
-        if others and rng.random() < MULTI_VALUE_SHARE:
-            liked = [value, *pick_many(rng, others, min(len(others), rng.randint(1, 2)))]
-            rng.shuffle(liked)
-            for item in liked:
-                add_pref(facet, item)
-        else:
-            add_pref(facet, value)
-
-    def search_for(value: str, noun: str) -> str:
-        return no_repeats(phrasing.pick(rng, data["search_templates"]).format(value=value, noun=noun, use=req.use))
-
+    evidence: list[str] = []
     paraphrases = vocab.paraphrases["phrases"]
     implied: dict[str, Any] = data["implied_cues"]
     for axis, seller in omitted:
@@ -202,6 +167,54 @@ def build_persona(
             add_option_pref(facet, axis, value)
             searches.append(search_for(value, leaf.noun))
             evidence.append(f"{facet}偏好与最近搜索都指向“{value}”")
+    return evidence
+
+
+def build_persona(
+    draft: ProductDraft,
+    req: Requirements,
+    user: User,
+    omitted: list[tuple[str, str]],
+    siblings: list[ProductDraft],
+    unrelated_nouns: list[str],
+    vocab: Vocabulary,
+    rng: random.Random,
+    phrasing: Phrasing | None = None,
+    hidden_budget: str = "",
+) -> tuple[dict[str, Any], str]:
+    """The persona dict for one task, with evidence for every omitted requirement; returns (persona, evidence).
+
+    v7: every omitted requirement gets one decisive piece of evidence and nothing in the persona competes with it
+    (liked rival option values are ones the gold does not offer, distractor attributes come from slots the gold
+    does not use, cues and paraphrases shared by two attributes of the leaf are not used); a budget the short
+    request leaves out is in a recent search; price fields and tags are the user's.
+    """
+    data = vocab.personas
+    leaf = draft.leaf
+    phrasing = phrasing or Phrasing()
+    prefs: dict[str, Any] = {"价格区间": user_price_range(user, leaf.price_range, leaf.name, req.budget.ceiling, rng)}
+    searches: list[str] = []
+
+    def add_pref(facet: str, value: str) -> None:
+        bucket = prefs.setdefault(facet, [])
+        if value not in bucket:
+            bucket.append(value)
+
+    def add_option_pref(facet: str, axis: str, value: str) -> None:
+        """The gold value, sometimes with one or two values the gold product does not offer."""
+        others = _rivals(draft, axis, value) if axis else []
+        if others and rng.random() < MULTI_VALUE_SHARE:
+            liked = [value, *pick_many(rng, others, min(len(others), rng.randint(1, 2)))]
+            rng.shuffle(liked)
+            for item in liked:
+                add_pref(facet, item)
+        else:
+            add_pref(facet, value)
+
+    def search_for(value: str, noun: str) -> str:
+        return no_repeats(phrasing.pick(rng, data["search_templates"]).format(value=value, noun=noun, use=req.use))
+
+    evidence = _omitted_evidence(draft, req, omitted, searches, add_option_pref, search_for, vocab, phrasing, rng)
     if hidden_budget:
         search = phrasing.pick(rng, data["budget_search_templates"]).format(noun=req.noun, budget=hidden_budget)
         searches.append(search)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import price_step, weighted_choice
-from .realism import rule_violations
+from .persona_rules import rule_violations
 from .rng import pick, pick_many
 from .vocabulary import Vocabulary
 
