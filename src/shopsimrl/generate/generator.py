@@ -56,11 +56,11 @@ class TaskAudit:
     user_id: str | None
     omitted: tuple[str, ...]
     problems: tuple[str, ...] = ()
-    """v7: what the decidability check found for a persona task (empty: decidable from public information)."""
+    """What the decidability check found for a persona task (empty: decidable from public information)."""
     held_out: bool = False
-    """v7: the task's user is predicted to fall into the val/test persona split."""
+    """The task's user is predicted to fall into the val/test persona split."""
     forms: tuple[str, ...] = ()
-    """v7: the table forms (cues, paraphrases, templates) the persona task was written with."""
+    """The table forms (cues, paraphrases, templates) the persona task was written with."""
 
 
 @dataclass
@@ -71,7 +71,7 @@ class GeneratedCatalog:
     leaf_sizes: dict[str, int]
     user_task_counts: dict[str, int] = field(default_factory=dict)
     confusers: list[Confuser] = field(default_factory=list)
-    """v6 cross-leaf confusers (archive positions of the confuser and of the task it confuses)."""
+    """Cross-leaf confusers (archive positions of the confuser and of the task it confuses)."""
 
 
 
@@ -171,7 +171,7 @@ class CatalogStream:
             for _ in range(sizes[li]):
                 position = self.position_of[slot_index]
                 brand = rng.choices(shops, weights)[0]
-                draft = price_amounts(make_product(  # v8.1: amount axes priced by their amount
+                draft = price_amounts(make_product(  # an amount axis is priced by its amount
                     leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng, near
                 ), f"{seed}:amounts")
                 req = choose_requirements(draft, vocab, rng)
@@ -253,7 +253,7 @@ class CatalogStream:
 
 
 def _budget_levels(owner_of: dict[int, int], store: DraftStore[tuple[ProductDraft, Requirements, str]]) -> dict[int, list[float]]:
-    """v8: each user's budget levels, one per task: the stated ceiling, or the leaf's middle price without one
+    """Each user's budget levels, one per task: the stated ceiling, or the leaf's middle price without one
     (平均客单价 and 消费等级 follow them, ``users.spend_level``)."""
     levels: dict[int, list[float]] = {}
     for position, owner in owner_of.items():
