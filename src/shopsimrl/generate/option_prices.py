@@ -21,7 +21,7 @@ def is_quantity(values: list[str] | tuple[str, ...]) -> bool:
 
 
 def amounts_rise(values: list[str] | tuple[str, ...]) -> bool:
-    """v7: values whose numbers rise along the list (无卡, 加64G卡, 加128G卡) are priced in that order too."""
+    """Values whose numbers rise along the list (无卡, 加64G卡, 加128G卡) are priced in that order too."""
     amounts = [a for a in (amount_of(v) for v in values) if a is not None]
     return len(amounts) >= 2 and all(b > a for a, b in pairwise(amounts))
 

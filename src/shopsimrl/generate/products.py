@@ -24,13 +24,13 @@ from .vocabulary import DEFAULT_FACET, Axis, Leaf, Vocabulary
 IMAGE_HOST = "https://img.shopsim.local"
 _WINDOW_AXES = ("尺码", "鞋码", "参考身高")
 COLOUR_PRICED_SHARE = 0.12
-"""v4: an unordered 颜色分类 axis carries different prices this rarely (real colour axes are price-neutral)."""
+"""An unordered 颜色分类 axis carries different prices this rarely (real colour axes are price-neutral)."""
 NEAR_MISS_SHARE = 0.25
-"""v5.1: share of products listed as a near miss of the leaf's previous product: the same selling points except
+"""Share of products listed as a near miss of the leaf's previous product: the same selling points except
 one that the previous product's task requires (成犬 for 幼犬, or a missing 静音), so titles tie and only the
 product page tells them apart (as a shop's own variants and its competitors' copies do on Taobao)."""
 SIZE_PRICED_SHARE = 0.1
-"""v7: a size axis (尺码, 鞋码, 参考身高) carries different prices this rarely (v6.1: 94% of shoe-size products)."""
+"""A size axis (尺码, 鞋码, 参考身高) carries different prices this rarely (real sizes are nearly always one price)."""
 
 
 _REPEAT = re.compile(r"([\u4e00-\u9fff]{2,10}) ?\1")
@@ -219,12 +219,12 @@ def _priced_axes(leaf: Leaf, two_axis: bool, vocab: Vocabulary, rng: random.Rand
         axes = [leaf.axes[i] for i in sorted(pick_many(rng, range(len(leaf.axes)), count))]
         price_axes = []
         quantity = [axis for axis in axes if is_quantity(axis.values) and axis.name not in _WINDOW_AXES]
-        if quantity:  # v4: an amount axis is always priced (one price for 1 kg and 20 kg is no listing)
+        if quantity:  # an amount axis is always priced (one price for 1 kg and 20 kg is no listing)
             price_axes = [quantity[0].name]
-            # v8: a second amount axis would be listed at one price (500G/2T/4T all 1,599): one amount axis only
+            # a second amount axis would be listed at one price (500G/2T/4T all 1,599): one amount axis only
             axes = [axis for axis in axes if axis is quantity[0] or not is_quantity(axis.values)]
         elif axes and rng.random() < 0.82:
-            # v7: a size axis is priced rarely (real sizes are nearly always one price): prefer another axis
+            # a size axis is priced rarely (real sizes are nearly always one price): prefer another axis
             ordered = [axis for axis in axes if axis.ordered and axis.name not in _WINDOW_AXES]
             chosen = ordered[0] if ordered else next((a for a in axes if a.name not in _WINDOW_AXES), axes[0])
             if chosen.name in _WINDOW_AXES and rng.random() >= SIZE_PRICED_SHARE:
@@ -233,7 +233,7 @@ def _priced_axes(leaf: Leaf, two_axis: bool, vocab: Vocabulary, rng: random.Rand
                 price_axes = [chosen.name]
 
     bundle = None if two_axis else draw_bundle(leaf.name, vocab.text, rng)
-    if bundle is not None:  # v7.1: a priced axis of package contents (主机＋充电器), described in requests
+    if bundle is not None:  # a priced axis of package contents (主机＋充电器), described in requests
         others = [a for a in axes if a.name != bundle.name and not is_quantity(a.values)]  # amounts stay priced
         axes = [Axis(bundle.name, bundle.values, True), *others[:1]]
         price_axes = [bundle.name]
@@ -252,7 +252,7 @@ def _options(
     banned = {value for attribute in attributes for value in conflicts.get(attribute, ())}
     for axis in axes:
         values = list(bundle.values) if bundle is not None and axis.name == bundle.name else _axis_values(axis, rng)
-        if banned & set(values):  # v5: no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
+        if banned & set(values):  # no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
             kept = [v for v in values if v not in banned]
             spare = [v for v in axis.values if v not in banned and v not in kept]
             topped = kept if len(kept) >= 2 else [v for v in axis.values if v in kept or v in spare[: 2 - len(kept)]]
@@ -312,7 +312,7 @@ def _gold(
     for axis_name, entries in options.items():
         if axis_name in price_axes and axis_name == price_axes[0]:
             prices = priced[axis_name]
-            index = rng.randrange(len(prices))  # v8: any value (v7.1 took a cheaper one 80% of the time)
+            index = rng.randrange(len(prices))  # any value, so the gold price tells nothing
             gold[axis_name] = entries[index]["value"]
             gold_price = prices[index]
             above = [p for p in prices if p > gold_price]

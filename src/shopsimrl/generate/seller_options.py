@@ -12,11 +12,11 @@ from .rng import pick, pick_many
 from .vocabulary import Vocabulary
 
 SELLER_OPTION_SHARE = 0.6
-"""v5: share of option axes whose values are seller strings (``5斤装 新米``, ``黑色【现货速发】``), not plain words."""
+"""Share of option axes whose values are seller strings (``5斤装 新米``, ``黑色【现货速发】``), not plain words."""
 FEATURED_SHARE = 0.35
-"""v5: of those, the share written as plain values with one featured value (``双缸22格【送赠品】``)."""
+"""Of those, the share written as plain values with one featured value (``双缸22格【送赠品】``)."""
 LONG_OPTION_SHARE = 0.5
-"""v6: of the seller-style axes, the share whose values are long seller strings (a spec and a gift per value)."""
+"""Of the seller-style axes, the share whose values are long seller strings (a spec and a gift per value)."""
 SELLER_FUZZY_LIMIT = 80
 """Two values of one axis must stay this dissimilar, so a wrong click never passes the reward's fuzzy match (> 85)."""
 
@@ -66,7 +66,7 @@ def _long_values(
     axis: str, values: list[str], domain: str, table: dict[str, Any], rng: random.Random,
     foreign: tuple[str, ...] = (),
 ) -> list[str] | None:
-    """v6: every value with the axis's spec words and its own gift (``黑色 升级加厚款【送清洁刷】``); None when the
+    """Every value with the axis's spec words and its own gift (``黑色 升级加厚款【送清洁刷】``); None when the
     gifts run out or two values would pass the reward's fuzzy match."""
     gifts: list[str] = [g for g in table["long_gifts"]["_common"] + table["long_gifts"].get(domain, [])
                         if not any(word in g for word in foreign)]  # no 逗猫棒 with dog food
