@@ -254,7 +254,8 @@ def test_shopper_says_the_plain_option_value_not_the_seller_string(seller: str, 
 
 def test_option_phrases_on_a_generated_catalog_are_the_words_of_the_instruction() -> None:
     from shopsimrl.dialogue.slots import _SPOKEN
-    from shopsimrl.generate.generator import GeneratorConfig, build_catalog
+    from shopsimrl.generate.generator import build_catalog
+    from shopsimrl.generate.layout import GeneratorConfig
 
     catalog = build_catalog(7, GeneratorConfig(products=600, two_axis_products=20, persona_tasks=150))
     checked = decorated = 0

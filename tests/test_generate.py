@@ -600,17 +600,17 @@ def test_the_whole_default_catalog_meets_the_v8_targets(full: GeneratedCatalog) 
 
 
 def test_quantity_axes_are_priced_by_amount_sub_linearly() -> None:
-    from shopsimrl.generate.products import _quantity_prices
+    from shopsimrl.generate.option_prices import quantity_prices
 
     rng = random.Random(3)
     for _ in range(200):
-        prices = _quantity_prices([1.5, 5, 10, 20], rng.uniform(20, 500), rng)
+        prices = quantity_prices([1.5, 5, 10, 20], rng.uniform(20, 500), rng)
         assert prices == sorted(prices) and len(set(prices)) == 4
         assert prices[-1] / prices[0] < 20 / 1.5  # per-unit price falls with the amount
 
 
 def test_personas_are_coherent_and_name_real_districts(medium: GeneratedCatalog) -> None:
-    from shopsimrl.generate.realism import rule_violations
+    from shopsimrl.generate.persona_rules import rule_violations
 
     data = load_vocabulary().personas
     for record in medium.records:
@@ -625,7 +625,7 @@ def test_personas_are_coherent_and_name_real_districts(medium: GeneratedCatalog)
 def test_streamed_archive_equals_the_canonical_bytes(tmp_path: Path) -> None:
     """``write_catalog`` streams record by record (issue 14 item 4) but writes the canonical archive bytes."""
     from shopsimrl.catalog.archive import dump_archive_json
-    from shopsimrl.generate.generator import _gzip
+    from shopsimrl.generate.writer import _gzip
 
     config = GeneratorConfig(products=300)
     records = build_catalog(5, config).records
@@ -681,7 +681,7 @@ def test_seller_option_strings_stay_distinguishable_and_requests_name_their_plai
 
 
 def test_seller_values_fall_back_to_plain_when_a_pattern_would_make_values_fuzzy_equal() -> None:
-    from shopsimrl.generate.products import seller_values
+    from shopsimrl.generate.seller_options import seller_values
 
     vocab = load_vocabulary()
     for seed in range(300):

@@ -13,14 +13,14 @@ from pathlib import Path
 from statistics import mean
 
 from shopsimrl.generate import DEFAULT_SEED, GeneratorConfig, write_catalog
-from shopsimrl.generate.generator import (
+from shopsimrl.generate.generator import CatalogStream
+from shopsimrl.generate.layout import (
     LEAF_MAX_ITEMS,
     LEAF_MIN_ITEMS,
     REAL_PERSONA,
     REAL_PRODUCTS,
     REAL_TWO_AXIS,
-    CatalogStream,
-    _leaf_sizes,
+    split_leaf_sizes,
 )
 from shopsimrl.generate.spill import SpillStore
 
@@ -80,10 +80,10 @@ def _spread(sizes: list[int]) -> tuple[float, float, float]:
 
 def test_leaf_sizes_keep_the_default_spread_at_50x() -> None:
     leaves = 170
-    default = _leaf_sizes(REAL_PRODUCTS, leaves, random.Random(3))
+    default = split_leaf_sizes(REAL_PRODUCTS, leaves, random.Random(3))
     assert sum(default) == REAL_PRODUCTS and min(default) >= LEAF_MIN_ITEMS and max(default) <= LEAF_MAX_ITEMS
     for scale in (2, 10, 50):
-        sizes = _leaf_sizes(REAL_PRODUCTS * scale, leaves, random.Random(3))
+        sizes = split_leaf_sizes(REAL_PRODUCTS * scale, leaves, random.Random(3))
         assert sum(sizes) == REAL_PRODUCTS * scale
         for got, want in zip(_spread(sizes), _spread(default), strict=True):
             assert abs(got - want) < 0.1, (scale, _spread(sizes), _spread(default))

@@ -11,9 +11,10 @@ import pytest
 from shopsimrl.budget import resolve_price_upper
 from shopsimrl.generate import DEFAULT_SEED, GeneratedCatalog, GeneratorConfig, build_catalog, write_catalog
 from shopsimrl.generate.decidable import plain_of, task_problems
+from shopsimrl.generate.persona_rules import rule_violations
 from shopsimrl.generate.phrasing import held_out_form, split_forms
 from shopsimrl.generate.products import no_repeats
-from shopsimrl.generate.realism import rule_violations, v7_figures
+from shopsimrl.generate.realism import v7_figures
 from shopsimrl.generate.tells import price_field_figures
 from shopsimrl.generate.vocabulary import load_vocabulary
 

@@ -16,8 +16,8 @@ from shopsimrl.budget import parse_budget
 from shopsimrl.generate import DEFAULT_SEED, GeneratedCatalog, GeneratorConfig, build_catalog, text_check
 from shopsimrl.generate.budgets import make_budget
 from shopsimrl.generate.confusers import with_phrase
+from shopsimrl.generate.persona_rules import rule_violations
 from shopsimrl.generate.products import no_repeats
-from shopsimrl.generate.realism import rule_violations
 from shopsimrl.generate.tells import budget_figures, cue_figures, option_figures, price_field_figures
 from shopsimrl.generate.vocabulary import load_vocabulary
 

@@ -9,14 +9,12 @@ from .generator import (
     GENERATOR_VERSION,
     CatalogStream,
     GeneratedCatalog,
-    GeneratorConfig,
     TaskAudit,
     build_catalog,
-    catalog_statistics,
     generate_catalog,
-    manifest_path_for,
-    write_catalog,
 )
+from .layout import GeneratorConfig
+from .writer import catalog_statistics, manifest_path_for, write_catalog
 
 __all__ = [
     "DEFAULT_SEED",

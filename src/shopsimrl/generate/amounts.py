@@ -4,7 +4,7 @@ v8 priced an option axis as an amount axis only when the leaf's own values carri
 order, read without units: 300ml / 600ml / 1L or 500G / 1T / 2T / 4T (1 < 600) and 5千毫安 / 1万毫安 were not amounts,
 so such an axis could be listed at one price (500G/2T/4T all 1,599). :func:`unit_amount` reads the amount with its
 unit (1L = 1000ml, 2T = 2048G, 1万毫安 = 10000毫安), and :func:`price_amounts` makes every amount axis of a product
-either its price axis, priced rising with the amount (``products._quantity_prices``), or, where another axis already
+either its price axis, priced rising with the amount (``products.quantity_prices``), or, where another axis already
 carries the price (a bundle), an axis of the gold's one value (a shop sells that amount only).
 """
 
@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from .products import ProductDraft, _quantity_prices
+from .option_prices import quantity_prices
+from .products import ProductDraft
 
 SIZE_AXES = ("尺码", "鞋码", "参考身高")
 """Size axes: real shops list every size at one price, so they are no amount axes."""
@@ -88,7 +89,7 @@ def _price_axis(draft: ProductDraft, axis: str, amounts: list[float], rng: rando
     options: dict[str, list[dict[str, Any]]] = draft.record["customization_options"]
     level = math.sqrt(min(draft.record["pricing"]) * max(draft.record["pricing"]))
     ordered = sorted(amounts)
-    by_amount = dict(zip(ordered, _quantity_prices(ordered, float(level), rng), strict=True))
+    by_amount = dict(zip(ordered, quantity_prices(ordered, float(level), rng), strict=True))
     prices = [by_amount[a] for a in amounts]
     low = min(prices)
     for name, entries in options.items():

@@ -16,14 +16,9 @@ from typing import Any
 from ..catalog.archive import file_sha256
 from ..catalog.prepare import PrepareOptions, prepare_dataset
 from ..errors import DataError
-from .generator import (
-    DEFAULT_SEED,
-    GENERATOR_VERSION,
-    GeneratorConfig,
-    manifest_path_for,
-    vocabulary_sha256,
-    write_catalog,
-)
+from .generator import DEFAULT_SEED, GENERATOR_VERSION
+from .layout import GeneratorConfig
+from .writer import manifest_path_for, vocabulary_sha256, write_catalog
 
 SOURCE_DIR = "source"
 ARCHIVE_NAME = "default_catalog.json.gz"

@@ -8,6 +8,7 @@ searches, preferences this task does not need. v7: nothing competes with the evi
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from .bundles import parts_of
@@ -16,7 +17,7 @@ from .phrasing import Phrasing
 from .products import ProductDraft, no_repeats, plain_value
 from .rng import pick, pick_many
 from .users import User, user_price_range
-from .vocabulary import Vocabulary
+from .vocabulary import Leaf, Vocabulary
 
 PARAPHRASE_EVIDENCE_SHARE = 0.5
 """v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
@@ -52,52 +53,83 @@ def _decisive(table: dict[str, Any], value: str, leaf_attributes: tuple[str, ...
     ]
 
 
-def build_persona(
-    draft: ProductDraft,
-    req: Requirements,
-    user: User,
-    omitted: list[tuple[str, str]],
-    siblings: list[ProductDraft],
-    unrelated_nouns: list[str],
-    vocab: Vocabulary,
-    rng: random.Random,
-    phrasing: Phrasing | None = None,
-    hidden_budget: str = "",
-) -> tuple[dict[str, Any], str]:
-    """The persona dict for one task, with evidence for every omitted requirement; returns (persona, evidence).
+def _noise(
+    draft: ProductDraft, req: Requirements, prefs: dict[str, Any], searches: list[str], unrelated_nouns: list[str],
+    add_pref: Callable[[str, str], None], data: dict[str, Any], phrasing: Phrasing, rng: random.Random,
+) -> list[str]:
+    """Realistic noise around the evidence: unneeded preferences, plain and unrelated searches, the size field."""
+    leaf = draft.leaf
+    noise: list[str] = []
+    others = distractor_values(draft, req)
+    if others and rng.random() < DISTRACTOR_SHARE:  # preferences this task does not need, never a goal rival
+        chosen = pick_many(rng, others, min(len(others), rng.randint(1, 3)))
+        own = [a for a in draft.record["attribute"] if a in others and a not in chosen]
+        if own and rng.random() < OWN_DISTRACTOR_SHARE:
+            # v8: the gold holds a preference word as often as a random listing of its leaf (the gold has fewer free
+            # slots than a rival, since its required attributes fill some)
+            chosen[rng.randrange(len(chosen))] = pick(rng, own)
+        for distractor in chosen:
+            add_pref(leaf.facet_of(distractor), distractor)
+            noise.append(f"“{distractor}”是无关偏好")
+    if rng.random() < 0.5 or not searches:  # every persona has searched for what it is about to buy
+        searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use)))
+    for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(0, 1))):
+        searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(
+            noun=noun, use=pick(rng, ("家用", "自用", "送人"))  # v8: no search ending on a bare 自己
+        )))
+    rng.shuffle(searches)
+    noise.extend(_size_field(draft, req, prefs, data["size_fields"], rng))
+    return noise
 
-    v7: every omitted requirement gets one decisive piece of evidence and nothing in the persona competes with it
-    (liked rival option values are ones the gold does not offer, distractor attributes come from slots the gold
-    does not use, cues and paraphrases shared by two attributes of the leaf are not used); a budget the short
-    request leaves out is in a recent search; price fields and tags are the user's.
-    """
+
+def _persona_dict(
+    user: User, leaf: Leaf, siblings: list[ProductDraft], prefs: dict[str, Any], searches: list[str],
+    data: dict[str, Any], rng: random.Random,
+) -> dict[str, Any]:
+    """The persona dict around the preferences and searches: the user's fields, brands, listings, activity."""
+    category_prefs = {leaf.domain: "高"}
+    for domain in user.domains[-2:]:
+        category_prefs.setdefault(domain, pick(rng, data["category_levels"]))
+    names = list(dict.fromkeys(s.brand.name + s.leaf.noun for s in siblings))
+    viewed = names[:3]
+    saved = names[3:4] if rng.random() < 0.5 else []
+    brands = list(user.brand_noise)
+    liked = pick(rng, siblings).brand.name if siblings else ""
+    if liked and rng.random() < float(data["brand_gold_share"]) and liked not in brands:
+        # v8: a brand of the leaf the user likes, drawn from its listings: the gold's brand at the rate of any rival
+        # (v4–v7.1 named the gold's own brand in 30% of tasks, 52% with viewed and saved listings, rivals 32%)
+        brands.insert(rng.randrange(len(brands) + 1), liked)
+    day = rng.randint(1, 28)
+    persona: dict[str, Any] = {
+        "用户ID": user.user_id,
+        "人口属性": dict(user.demographics),
+        "地区信息": dict(user.region),
+        "交易特征": dict(user.trading),
+        "兴趣偏好": {"品牌偏好": brands, "商品属性偏好": prefs, "类目偏好": category_prefs},
+        "行为特征": {
+            "最近14天搜索关键词": searches,
+            "最近浏览商品": viewed,
+            "收藏商品": saved,
+            "活跃时段": pick(rng, data["active_times"]),
+            "访问频率": pick(rng, data["visit_frequencies"]),
+            "最近活跃时间": f"2024-{rng.randint(1, 12):02d}-{day:02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00",
+        },
+        "用户标签": list(user.tags),
+    }
+    return persona
+
+
+def _omitted_evidence(
+    draft: ProductDraft, req: Requirements, omitted: list[tuple[str, str]], searches: list[str],
+    add_option_pref: Callable[[str, str, str], None], search_for: Callable[[str, str], str],
+    vocab: Vocabulary, phrasing: Phrasing, rng: random.Random,
+) -> list[str]:
+    """One decisive piece of evidence per omitted requirement (an implied cue, a paraphrase, a preference or a
+    search), added to ``searches`` and the preferences; returns the evidence sentences."""
     data = vocab.personas
     leaf = draft.leaf
-    phrasing = phrasing or Phrasing()
-    prefs: dict[str, Any] = {"价格区间": user_price_range(user, leaf.price_range, leaf.name, req.budget.ceiling, rng)}
-    searches: list[str] = []
-    evidence: list[str] = []
     leaf_attributes = leaf.all_attributes()
-
-    def add_pref(facet: str, value: str) -> None:
-        bucket = prefs.setdefault(facet, [])
-        if value not in bucket:
-            bucket.append(value)
-
-    def add_option_pref(facet: str, axis: str, value: str) -> None:
-        """The gold value, sometimes with one or two values the gold product does not offer."""
-        others = _rivals(draft, axis, value) if axis else []
-        if others and rng.random() < MULTI_VALUE_SHARE:
-            liked = [value, *pick_many(rng, others, min(len(others), rng.randint(1, 2)))]
-            rng.shuffle(liked)
-            for item in liked:
-                add_pref(facet, item)
-        else:
-            add_pref(facet, value)
-
-    def search_for(value: str, noun: str) -> str:
-        return no_repeats(phrasing.pick(rng, data["search_templates"]).format(value=value, noun=noun, use=req.use))
-
+    evidence: list[str] = []
     paraphrases = vocab.paraphrases["phrases"]
     implied: dict[str, Any] = data["implied_cues"]
     for axis, seller in omitted:
@@ -135,61 +167,61 @@ def build_persona(
             add_option_pref(facet, axis, value)
             searches.append(search_for(value, leaf.noun))
             evidence.append(f"{facet}偏好与最近搜索都指向“{value}”")
+    return evidence
+
+
+def build_persona(
+    draft: ProductDraft,
+    req: Requirements,
+    user: User,
+    omitted: list[tuple[str, str]],
+    siblings: list[ProductDraft],
+    unrelated_nouns: list[str],
+    vocab: Vocabulary,
+    rng: random.Random,
+    phrasing: Phrasing | None = None,
+    hidden_budget: str = "",
+) -> tuple[dict[str, Any], str]:
+    """The persona dict for one task, with evidence for every omitted requirement; returns (persona, evidence).
+
+    v7: every omitted requirement gets one decisive piece of evidence and nothing in the persona competes with it
+    (liked rival option values are ones the gold does not offer, distractor attributes come from slots the gold
+    does not use, cues and paraphrases shared by two attributes of the leaf are not used); a budget the short
+    request leaves out is in a recent search; price fields and tags are the user's.
+    """
+    data = vocab.personas
+    leaf = draft.leaf
+    phrasing = phrasing or Phrasing()
+    prefs: dict[str, Any] = {"价格区间": user_price_range(user, leaf.price_range, leaf.name, req.budget.ceiling, rng)}
+    searches: list[str] = []
+
+    def add_pref(facet: str, value: str) -> None:
+        bucket = prefs.setdefault(facet, [])
+        if value not in bucket:
+            bucket.append(value)
+
+    def add_option_pref(facet: str, axis: str, value: str) -> None:
+        """The gold value, sometimes with one or two values the gold product does not offer."""
+        others = _rivals(draft, axis, value) if axis else []
+        if others and rng.random() < MULTI_VALUE_SHARE:
+            liked = [value, *pick_many(rng, others, min(len(others), rng.randint(1, 2)))]
+            rng.shuffle(liked)
+            for item in liked:
+                add_pref(facet, item)
+        else:
+            add_pref(facet, value)
+
+    def search_for(value: str, noun: str) -> str:
+        return no_repeats(phrasing.pick(rng, data["search_templates"]).format(value=value, noun=noun, use=req.use))
+
+    evidence = _omitted_evidence(draft, req, omitted, searches, add_option_pref, search_for, vocab, phrasing, rng)
     if hidden_budget:
         search = phrasing.pick(rng, data["budget_search_templates"]).format(noun=req.noun, budget=hidden_budget)
         searches.append(search)
         evidence.append(f"最近搜索“{search}”给出预算")
 
-    noise: list[str] = []
-    others = distractor_values(draft, req)
-    if others and rng.random() < DISTRACTOR_SHARE:  # preferences this task does not need, never a goal rival
-        chosen = pick_many(rng, others, min(len(others), rng.randint(1, 3)))
-        own = [a for a in draft.record["attribute"] if a in others and a not in chosen]
-        if own and rng.random() < OWN_DISTRACTOR_SHARE:
-            # v8: the gold holds a preference word as often as a random listing of its leaf (the gold has fewer free
-            # slots than a rival, since its required attributes fill some)
-            chosen[rng.randrange(len(chosen))] = pick(rng, own)
-        for distractor in chosen:
-            add_pref(leaf.facet_of(distractor), distractor)
-            noise.append(f"“{distractor}”是无关偏好")
-    if rng.random() < 0.5 or not searches:  # every persona has searched for what it is about to buy
-        searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use)))
-    for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(0, 1))):
-        searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(
-            noun=noun, use=pick(rng, ("家用", "自用", "送人"))  # v8: no search ending on a bare 自己
-        )))
-    rng.shuffle(searches)
-    noise.extend(_size_field(draft, req, prefs, data["size_fields"], rng))
-
-    category_prefs = {leaf.domain: "高"}
-    for domain in user.domains[-2:]:
-        category_prefs.setdefault(domain, pick(rng, data["category_levels"]))
-    names = list(dict.fromkeys(s.brand.name + s.leaf.noun for s in siblings))
-    viewed = names[:3]
-    saved = names[3:4] if rng.random() < 0.5 else []
-    brands = list(user.brand_noise)
-    liked = pick(rng, siblings).brand.name if siblings else ""
-    if liked and rng.random() < float(data["brand_gold_share"]) and liked not in brands:
-        # v8: a brand of the leaf the user likes, drawn from its listings: the gold's brand at the rate of any rival
-        # (v4–v7.1 named the gold's own brand in 30% of tasks, 52% with viewed and saved listings, rivals 32%)
-        brands.insert(rng.randrange(len(brands) + 1), liked)
-    day = rng.randint(1, 28)
-    persona: dict[str, Any] = {
-        "用户ID": user.user_id,
-        "人口属性": dict(user.demographics),
-        "地区信息": dict(user.region),
-        "交易特征": dict(user.trading),
-        "兴趣偏好": {"品牌偏好": brands, "商品属性偏好": prefs, "类目偏好": category_prefs},
-        "行为特征": {
-            "最近14天搜索关键词": searches,
-            "最近浏览商品": viewed,
-            "收藏商品": saved,
-            "活跃时段": pick(rng, data["active_times"]),
-            "访问频率": pick(rng, data["visit_frequencies"]),
-            "最近活跃时间": f"2024-{rng.randint(1, 12):02d}-{day:02d} {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:00",
-        },
-        "用户标签": list(user.tags),
-    }
+    noise = _noise(draft, req, prefs, searches, unrelated_nouns, add_pref, data, phrasing, rng)
+    persona = _persona_dict(user, leaf, siblings, prefs, searches, data, rng)
     omitted_text = "、".join(value for _, value in omitted) or "无"
     persona["__reasoning__"] = data["reasoning"].format(
         evidence="；".join(evidence) or "无", omitted=omitted_text, noise="；".join(noise)

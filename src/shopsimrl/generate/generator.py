@@ -10,29 +10,24 @@ kept products; every other kept product carries a standard task.
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
-import json
 import math
 import os
 import random
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.splits import normalize_text
 from ..errors import DataError
 from .amounts import price_amounts
 from .confusers import Confuser, add_confusers
 from .instructions import Requirements, choose_requirements, full_instruction
+from .layout import GeneratorConfig, choose_leaves, split_leaf_sizes, user_group_sizes
 from .personas import PersonaTask, persona_task
 from .phrasing import predicted_held_out_users
-from .products import ProductDraft, make_brands, make_product
+from .products import Brand, ProductDraft, make_brands, make_product
 from .rng import pick_many
 from .spill import DraftStore, MemoryStore, SpillStore
 from .users import User, make_user
@@ -40,69 +35,7 @@ from .vocabulary import Leaf, Vocabulary, load_vocabulary
 
 GENERATOR_VERSION = "shopsimrl-catalog-generator-v8.1"
 DEFAULT_SEED = 20240521
-LEAF_MIN_ITEMS = 60
-LEAF_MAX_ITEMS = 200
-LEAF_TYPICAL_ITEMS = 140
-"""The default catalog's mean leaf size (23,421 / 170); larger catalogs scale their leaf bounds by it."""
 BRANDS_PER_DOMAIN = 40
-MANIFEST_SUFFIX = ".manifest.json"
-REAL_PRODUCTS, REAL_TWO_AXIS, REAL_PERSONA = 23421, 695, 4526
-
-
-@dataclass(frozen=True)
-class GeneratorConfig:
-    """Scale knobs. The defaults reproduce the shape of the real archive (23,421 / 695 / 4,526)."""
-
-    products: int = 23421
-    two_axis_products: int | None = None
-    """None: the real archive's share, ``round(products * 695 / 23421)``."""
-    persona_tasks: int | None = None
-    """None: the real archive's share, ``round(products * 4526 / 23421)``."""
-    leaf_count: int | None = None
-    """How many leaves to use; None: all leaves when they can hold 60–200 items each, else ``products // 80``."""
-    large_group_share: float = 0.067
-    """Share of the persona tasks owned by one very active user (a linked group that stays in train)."""
-    mid_groups: int = 3
-    """Users with 25–45 tasks each (also too large for a held-out split)."""
-    small_multi_groups: int = 68
-    """Users with 2–9 tasks each, at the default persona count (scaled with ``persona_tasks``)."""
-
-    def __post_init__(self) -> None:
-        # Errors name the CLI flags (``data generate``), which is where these values come from.
-        if self.products < 1:
-            raise DataError(f"--products must be positive (got {self.products})", code="generator_config")
-        two_axis = self.two_axis_products
-        if two_axis is None:
-            two_axis = round(self.products * REAL_TWO_AXIS / REAL_PRODUCTS)
-            object.__setattr__(self, "two_axis_products", two_axis)
-        persona = self.persona_tasks
-        if persona is None:
-            persona = round(self.products * REAL_PERSONA / REAL_PRODUCTS)
-            object.__setattr__(self, "persona_tasks", persona)
-        if not 0 <= two_axis <= self.products:
-            raise DataError(
-                f"--two-axis-products must be between 0 and --products ({self.products}); got {two_axis}", code="generator_config"
-            )
-        kept = self.products - two_axis
-        if not 0 <= persona <= kept:
-            raise DataError(
-                f"--persona-tasks must be between 0 and --products minus --two-axis-products ({kept}); "
-                f"got {persona}", code="generator_config"
-            )
-
-    @property
-    def two_axis_count(self) -> int:
-        """``two_axis_products`` as resolved by ``__post_init__`` (never None after construction)."""
-        return self.two_axis_products if self.two_axis_products is not None else 0
-
-    @property
-    def persona_count(self) -> int:
-        """``persona_tasks`` as resolved by ``__post_init__`` (never None after construction)."""
-        return self.persona_tasks if self.persona_tasks is not None else 0
-
-    @property
-    def standard_tasks(self) -> int:
-        return self.products - self.two_axis_count - self.persona_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +56,11 @@ class TaskAudit:
     user_id: str | None
     omitted: tuple[str, ...]
     problems: tuple[str, ...] = ()
-    """v7: what the decidability check found for a persona task (empty: decidable from public information)."""
+    """What the decidability check found for a persona task (empty: decidable from public information)."""
     held_out: bool = False
-    """v7: the task's user is predicted to fall into the val/test persona split."""
+    """The task's user is predicted to fall into the val/test persona split."""
     forms: tuple[str, ...] = ()
-    """v7: the table forms (cues, paraphrases, templates) the persona task was written with."""
+    """The table forms (cues, paraphrases, templates) the persona task was written with."""
 
 
 @dataclass
@@ -138,77 +71,8 @@ class GeneratedCatalog:
     leaf_sizes: dict[str, int]
     user_task_counts: dict[str, int] = field(default_factory=dict)
     confusers: list[Confuser] = field(default_factory=list)
-    """v6 cross-leaf confusers (archive positions of the confuser and of the task it confuses)."""
+    """Cross-leaf confusers (archive positions of the confuser and of the task it confuses)."""
 
-
-def _choose_leaves(vocab: Vocabulary, config: GeneratorConfig, rng: random.Random) -> list[Leaf]:
-    leaves = list(vocab.leaves)
-    count = config.leaf_count
-    if count is None:
-        count = len(leaves) if config.products >= LEAF_MIN_ITEMS * len(leaves) else config.products // 80
-    count = max(1, min(len(leaves), count))
-    if count == len(leaves):
-        return leaves
-    by_domain: dict[str, list[Leaf]] = {}
-    for leaf in leaves:
-        by_domain.setdefault(leaf.domain, []).append(leaf)
-    for items in by_domain.values():
-        rng.shuffle(items)
-    chosen: list[Leaf] = []
-    while len(chosen) < count:
-        for domain in vocab.domains:
-            if by_domain[domain] and len(chosen) < count:
-                chosen.append(by_domain[domain].pop())
-    return sorted(chosen, key=leaves.index)
-
-
-def _leaf_sizes(total: int, count: int, rng: random.Random) -> list[int]:
-    """Split ``total`` over ``count`` leaves with the default catalog's spread (at any size).
-
-    Up to 200 items a leaf: each leaf gets 60–200 (weights 0.45–1.55 around the mean), evenly when even 60
-    each is too many. Beyond that the same weights and bounds are scaled by ``mean / LEAF_TYPICAL_ITEMS``, so
-    a 50× catalog has leaves of ~3,000–10,000 products in the same proportions instead of equal leaves.
-    """
-    low, high = LEAF_MIN_ITEMS, LEAF_MAX_ITEMS
-    if total > high * count:
-        factor = total / count / LEAF_TYPICAL_ITEMS
-        low, high = math.floor(LEAF_MIN_ITEMS * factor), math.ceil(LEAF_MAX_ITEMS * factor)
-    if not low * count <= total <= high * count:
-        base, extra = divmod(total, count)
-        return [base + (1 if i < extra else 0) for i in range(count)]
-    weights = [rng.uniform(0.45, 1.55) for _ in range(count)]
-    scale = total / sum(weights)
-    sizes = [min(high, max(low, int(w * scale))) for w in weights]
-    order = list(range(count))
-    rng.shuffle(order)
-    while (gap := total - sum(sizes)) != 0:
-        step = 1 if gap > 0 else -1
-        for i in order:
-            if sizes[i] + step < low or sizes[i] + step > high:
-                continue
-            sizes[i] += step
-            gap -= step
-            if gap == 0:
-                break
-    return sizes
-
-
-def _group_sizes(config: GeneratorConfig, rng: random.Random) -> list[int]:
-    """Tasks per user: one large user, a few mid-size ones, some small multi-task ones, the rest singletons."""
-    total = config.persona_count
-    scale = total / 4526
-    sizes: list[int] = []
-    large = round(total * config.large_group_share)
-    if large >= 2:
-        sizes.append(large)
-    if total >= 1000:
-        sizes.extend(rng.randint(25, 45) for _ in range(config.mid_groups))
-    for _ in range(round(config.small_multi_groups * scale)):
-        sizes.append(rng.randint(2, 9))
-    while sum(sizes) > total:
-        sizes.pop()
-    sizes.extend([1] * (total - sum(sizes)))
-    return sizes
 
 
 def _unique_full(
@@ -249,8 +113,8 @@ class CatalogStream:
         self.spill_dir = spill_dir
         self.vocab = vocab = load_vocabulary()
         master = random.Random(f"shopsimrl-generate:{seed}:layout")
-        self.leaves = leaves = _choose_leaves(vocab, config, master)
-        self.sizes = sizes = _leaf_sizes(config.products, len(leaves), master)
+        self.leaves = leaves = choose_leaves(vocab, config, master)
+        self.sizes = sizes = split_leaf_sizes(config.products, len(leaves), master)
         self.leaf_sizes = {leaf.name: size for leaf, size in zip(leaves, sizes, strict=True)}
         self.user_task_counts: dict[str, int] = {}
         self.confusers: list[Confuser] = []
@@ -283,45 +147,56 @@ class CatalogStream:
         self.asins = array("q", master.sample(range(10**11, 10**12), total))
         self.persona_positions = sorted(position_of[i] for i in persona)
 
+    def _draft_products(
+        self, store: DraftStore[tuple[ProductDraft, Requirements, str]]
+    ) -> tuple[dict[str, list[Brand]], dict[int, list[int]], array[int]]:
+        """Make every product leaf by leaf into ``store`` (each leaf its own random stream), then add the confusers.
+
+        Returns the brands per domain, the archive positions per leaf index and the leaf index per position."""
+        seed, vocab, leaves, sizes = self.seed, self.vocab, self.leaves, self.sizes
+        total = len(self.position_of)
+        brands = {
+            domain: make_brands(vocab, domain, BRANDS_PER_DOMAIN, random.Random(f"{seed}:brands:{domain}"))
+            for domain in vocab.domains
+        }
+        by_leaf: dict[int, list[int]] = {}
+        leaf_of = array("i", bytes(4 * total))
+        slot_index = 0
+        for li, leaf in enumerate(leaves):
+            rng = random.Random(f"{seed}:leaf:{leaf.name}")
+            pool = brands[leaf.domain]
+            shops = pick_many(rng, pool, rng.randint(12, min(24, len(pool))))
+            weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(shops))]
+            near: tuple[list[str], tuple[str, ...]] | None = None
+            for _ in range(sizes[li]):
+                position = self.position_of[slot_index]
+                brand = rng.choices(shops, weights)[0]
+                draft = price_amounts(make_product(  # an amount axis is priced by its amount
+                    leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng, near
+                ), f"{seed}:amounts")
+                req = choose_requirements(draft, vocab, rng)
+                near = (draft.record["attribute"], req.attributes)
+                store.put(position, (draft, req, full_instruction(draft, req, vocab, rng)))
+                by_leaf.setdefault(li, []).append(position)
+                leaf_of[position] = li
+                slot_index += 1
+        self.confusers = add_confusers(
+            leaves, by_leaf, store, vocab, random.Random(f"{seed}:confusers"), set(self.persona_positions)
+        )
+        return brands, by_leaf, leaf_of
+
     def __iter__(self) -> Iterator[tuple[dict[str, Any], TaskAudit]]:
-        seed, config, vocab, leaves, sizes = self.seed, self.config, self.vocab, self.leaves, self.sizes
+        seed, config, vocab = self.seed, self.config, self.vocab
         total = len(self.position_of)
         store: DraftStore[tuple[ProductDraft, Requirements, str]] = (
             MemoryStore(total) if self.in_memory else SpillStore(total, vocab, self.spill_dir)
         )
         try:
-            brands = {
-                domain: make_brands(vocab, domain, BRANDS_PER_DOMAIN, random.Random(f"{seed}:brands:{domain}"))
-                for domain in vocab.domains
-            }
-            by_leaf: dict[int, list[int]] = {}
-            leaf_of = array("i", bytes(4 * total))
-            slot_index = 0
-            for li, leaf in enumerate(leaves):
-                rng = random.Random(f"{seed}:leaf:{leaf.name}")
-                pool = brands[leaf.domain]
-                shops = pick_many(rng, pool, rng.randint(12, min(24, len(pool))))
-                weights = [1.0 / (rank + 1) ** 0.8 for rank in range(len(shops))]
-                near: tuple[list[str], tuple[str, ...]] | None = None
-                for _ in range(sizes[li]):
-                    position = self.position_of[slot_index]
-                    brand = rng.choices(shops, weights)[0]
-                    draft = price_amounts(make_product(  # v8.1: amount axes priced by their amount
-                        leaf, str(self.asins[position]), brand, slot_index in self.two_axis, vocab, rng, near
-                    ), f"{seed}:amounts")
-                    req = choose_requirements(draft, vocab, rng)
-                    near = (draft.record["attribute"], req.attributes)
-                    store.put(position, (draft, req, full_instruction(draft, req, vocab, rng)))
-                    by_leaf.setdefault(li, []).append(position)
-                    leaf_of[position] = li
-                    slot_index += 1
-            self.confusers = add_confusers(
-                leaves, by_leaf, store, vocab, random.Random(f"{seed}:confusers"), set(self.persona_positions)
-            )
+            brands, by_leaf, leaf_of = self._draft_products(store)
 
             prng = random.Random(f"{seed}:personas")
             owners: list[int] = []
-            for user_index, size in enumerate(_group_sizes(config, prng)):
+            for user_index, size in enumerate(user_group_sizes(config, prng)):
                 owners.extend([user_index] * size)
             prng.shuffle(owners)
             noise_brands = [b.name for domain in vocab.domains for b in brands[domain][:6]]
@@ -378,7 +253,7 @@ class CatalogStream:
 
 
 def _budget_levels(owner_of: dict[int, int], store: DraftStore[tuple[ProductDraft, Requirements, str]]) -> dict[int, list[float]]:
-    """v8: each user's budget levels, one per task: the stated ceiling, or the leaf's middle price without one
+    """Each user's budget levels, one per task: the stated ceiling, or the leaf's middle price without one
     (平均客单价 and 消费等级 follow them, ``users.spend_level``)."""
     levels: dict[int, list[float]] = {}
     for position, owner in owner_of.items():
@@ -443,180 +318,3 @@ def build_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = Non
 def generate_catalog(seed: int = DEFAULT_SEED, config: GeneratorConfig | None = None) -> list[dict[str, Any]]:
     """The raw source archive records (docs/contract.md#catalog-archive) of the default catalog for ``seed``."""
     return build_catalog(seed, config).records
-
-
-def _gzip(data: bytes) -> bytes:
-    """Gzip with mtime 0 and no file name, so equal data gives equal bytes (level 6: fast enough for 60 s)."""
-    buffer = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=6) as handle:
-        handle.write(data)
-    return buffer.getvalue()
-
-
-def manifest_path_for(path: str | os.PathLike[str]) -> Path:
-    """The manifest sits next to the archive: ``<archive path>.manifest.json``."""
-    target = Path(path)
-    return target.with_name(target.name + MANIFEST_SUFFIX)
-
-
-def vocabulary_sha256() -> str:
-    """SHA-256 over the vocabulary data files (a changed vocabulary means a different catalog)."""
-    from importlib import resources
-
-    digest = hashlib.sha256()
-    folder = resources.files(__package__).joinpath("vocab")
-    for name in sorted(entry.name for entry in folder.iterdir() if entry.name.endswith(".json")):
-        digest.update(name.encode())
-        digest.update(folder.joinpath(name).read_bytes())
-    return digest.hexdigest()
-
-
-class _Counts:
-    """The manifest's counts, accumulated one audit at a time (so a streamed catalog need not be held)."""
-
-    def __init__(self) -> None:
-        self.raw = self.two_axis = self.persona = self.standard = 0
-        self.budget_kinds: Counter[str] = Counter()
-        self.persona_budget_kinds: Counter[str] = Counter()
-        self.undecidable = 0
-
-    def add(self, audit: TaskAudit) -> None:
-        self.raw += 1
-        self.two_axis += audit.two_axis
-        self.persona += audit.persona
-        self.standard += not audit.persona and not audit.two_axis
-        if not audit.two_axis:
-            self.budget_kinds[audit.budget_kind] += 1
-        if audit.persona:
-            self.persona_budget_kinds[audit.budget_kind] += 1
-            self.undecidable += bool(audit.problems)
-
-    def statistics(self, leaves: list[Leaf], leaf_sizes: dict[str, int], user_task_counts: dict[str, int]) -> dict[str, Any]:
-        sizes = list(leaf_sizes.values())
-        group_sizes = sorted(user_task_counts.values(), reverse=True)
-        return {
-            "raw_products": self.raw,
-            "two_axis_products": self.two_axis,
-            "kept_products": self.raw - self.two_axis,
-            "persona_tasks": self.persona,
-            "standard_tasks": self.standard,
-            "domains": len({leaf.domain: None for leaf in leaves}),
-            "leaf_categories": len(leaves),
-            "leaf_size_min": min(sizes),
-            "leaf_size_max": max(sizes),
-            "budget_kinds": dict(sorted(self.budget_kinds.items())),
-            "persona_budget_kinds": dict(sorted(self.persona_budget_kinds.items())),
-            "persona_users": len(group_sizes),
-            "multi_task_users": sum(1 for size in group_sizes if size > 1),
-            "largest_user_tasks": group_sizes[0] if group_sizes else 0,
-            "undecidable_persona_tasks": self.undecidable,
-        }
-
-
-def catalog_statistics(catalog: GeneratedCatalog) -> dict[str, Any]:
-    """Counts and shape figures of a generated catalog (what the manifest reports)."""
-    counts = _Counts()
-    for audit in catalog.audits:
-        counts.add(audit)
-    return counts.statistics(catalog.leaves, catalog.leaf_sizes, catalog.user_task_counts)
-
-
-class _HashingWriter(io.RawIOBase):
-    """A binary sink that hashes what passes through it into the file under it."""
-
-    def __init__(self, handle: Any) -> None:
-        self.handle = handle
-        self.digest = hashlib.sha256()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self.digest.update(data)
-        self.handle.write(data)
-        return len(data)
-
-
-def _stream_archive(target: Path, records: Iterable[dict[str, Any]]) -> tuple[str, str]:
-    """Write the canonical archive record by record (no whole-archive byte string in memory).
-
-    The bytes equal ``dump_archive_json`` (compact list, sorted keys) and, for ``.gz``, the deterministic gzip
-    of ``_gzip`` (zlib's output does not depend on how the input is chunked). Temp file + rename, as before.
-    Returns (archive SHA-256, decompressed data SHA-256).
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(target.name + ".building")
-    data_digest = hashlib.sha256()
-    with open(temporary, "wb") as handle:
-        sink = _HashingWriter(handle)
-        stream: Any = (
-            gzip.GzipFile(filename="", mode="wb", fileobj=sink, mtime=0, compresslevel=6)
-            if str(target).endswith(".gz")
-            else sink
-        )
-        index = -1
-        for index, record in enumerate(records):
-            chunk = ("[" if index == 0 else ",") + json.dumps(
-                record, sort_keys=True, ensure_ascii=False, separators=(",", ":")
-            )
-            data = chunk.encode("utf-8")
-            data_digest.update(data)
-            stream.write(data)
-        tail = ("]" if index >= 0 else "[]").encode("utf-8") + b"\n"
-        data_digest.update(tail)
-        stream.write(tail)
-        if stream is not sink:
-            stream.close()
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, target)
-    return sink.digest.hexdigest(), data_digest.hexdigest()
-
-
-def write_catalog(
-    path: str | os.PathLike[str],
-    seed: int = DEFAULT_SEED,
-    config: GeneratorConfig | None = None,
-    *,
-    in_memory: bool = False,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Write the archive and ``<path>.manifest.json`` atomically (temp file + rename); returns the manifest.
-
-    A path ending in ``.gz`` gets a deterministic gzip (mtime 0, no file name), any other path plain JSON.
-    The manifest holds the generator version, seed, config, counts and the SHA-256 of the archive file and
-    of its decompressed data; it has no timestamps, so it is byte-identical for the same seed too.
-    Products are streamed (``CatalogStream``): drafts wait in an unlinked spill file next to the archive
-    unless ``in_memory`` (the reference the byte-identity test compares with). ``progress(n)``: ``n`` more
-    records were written (every 500, and the rest at the end).
-    """
-    config = config or GeneratorConfig()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    stream = CatalogStream(seed, config, in_memory=in_memory, spill_dir=target.parent)
-    counts = _Counts()
-
-    def records() -> Iterator[dict[str, Any]]:
-        written = 0
-        for record, audit in stream:
-            counts.add(audit)
-            yield record
-            written += 1
-            if progress is not None and written % 500 == 0:
-                progress(500)
-        if progress is not None and written % 500:
-            progress(written % 500)
-
-    archive_sha, data_sha = _stream_archive(target, records())
-    manifest = {
-        "generator_version": GENERATOR_VERSION,
-        "seed": seed,
-        "config": asdict(config),
-        "archive": target.name,
-        "archive_sha256": archive_sha,
-        "data_sha256": data_sha,
-        "vocabulary_sha256": vocabulary_sha256(),
-        "counts": counts.statistics(stream.leaves, stream.leaf_sizes, stream.user_task_counts),
-    }
-    atomic_write_bytes(manifest_path_for(target), dump_json_file_bytes(manifest))
-    return manifest

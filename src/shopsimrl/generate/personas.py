@@ -18,8 +18,9 @@ from .budgets import weighted_choice
 from .decidable import task_problems
 from .evidence import build_persona
 from .instructions import Requirements, join_attributes, option_phrase, tidy
+from .option_prices import is_quantity
 from .phrasing import Phrasing, pick_form
-from .products import ProductDraft, is_quantity, plain_value
+from .products import ProductDraft, plain_value
 from .rng import pick, pick_many
 from .text_check import persona_text_problems
 from .users import User

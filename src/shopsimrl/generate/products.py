@@ -12,48 +12,25 @@ import math
 import random
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
-from itertools import accumulate, pairwise
+from itertools import accumulate
 from typing import Any
 
-from ..env.fuzzy import token_set_ratio
 from .bundles import draw_bundle
+from .option_prices import amount_of, amounts_rise, axis_prices, is_quantity, quantity_prices, taobao_price
 from .rng import pick, pick_many
+from .seller_options import seller_values
 from .vocabulary import DEFAULT_FACET, Axis, Leaf, Vocabulary
 
 IMAGE_HOST = "https://img.shopsim.local"
 _WINDOW_AXES = ("尺码", "鞋码", "参考身高")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 COLOUR_PRICED_SHARE = 0.12
-"""v4: an unordered 颜色分类 axis carries different prices this rarely (real colour axes are price-neutral)."""
-SELLER_OPTION_SHARE = 0.6
-"""v5: share of option axes whose values are seller strings (``5斤装 新米``, ``黑色【现货速发】``), not plain words."""
-FEATURED_SHARE = 0.35
-"""v5: of those, the share written as plain values with one featured value (``双缸22格【送赠品】``)."""
+"""An unordered 颜色分类 axis carries different prices this rarely (real colour axes are price-neutral)."""
 NEAR_MISS_SHARE = 0.25
-"""v5.1: share of products listed as a near miss of the leaf's previous product: the same selling points except
+"""Share of products listed as a near miss of the leaf's previous product: the same selling points except
 one that the previous product's task requires (成犬 for 幼犬, or a missing 静音), so titles tie and only the
 product page tells them apart (as a shop's own variants and its competitors' copies do on Taobao)."""
 SIZE_PRICED_SHARE = 0.1
-"""v7: a size axis (尺码, 鞋码, 参考身高) carries different prices this rarely (v6.1: 94% of shoe-size products)."""
-LONG_OPTION_SHARE = 0.5
-"""v6: of the seller-style axes, the share whose values are long seller strings (a spec and a gift per value)."""
-SELLER_FUZZY_LIMIT = 80
-"""Two values of one axis must stay this dissimilar, so a wrong click never passes the reward's fuzzy match (> 85)."""
-
-
-def is_quantity(values: list[str] | tuple[str, ...]) -> bool:
-    """Every value carries a number and the numbers rise strictly along the listed order (规格/容量/重量…)."""
-    amounts = [amount_of(v) for v in values]
-    return all(a is not None and a > 0 for a in amounts) and all(
-        b > a for a, b in pairwise(amounts)  # type: ignore[operator]
-    )
-
-
-def _amounts_rise(values: list[str] | tuple[str, ...]) -> bool:
-    """v7: values whose numbers rise along the list (无卡, 加64G卡, 加128G卡) are priced in that order too."""
-    amounts = [a for a in (amount_of(v) for v in values) if a is not None]
-    return len(amounts) >= 2 and all(b > a for a, b in pairwise(amounts))
+"""A size axis (尺码, 鞋码, 参考身高) carries different prices this rarely (real sizes are nearly always one price)."""
 
 
 _REPEAT = re.compile(r"([\u4e00-\u9fff]{2,10}) ?\1")
@@ -99,18 +76,6 @@ class ProductDraft:
     two_axis: bool
     extras: dict[str, Any] = field(default_factory=dict)
 
-
-def taobao_price(value: float, rng: random.Random) -> float:
-    """Round a raw price the way shops list them (9.9, 39.9, 128, 1099 …)."""
-    if value < 20:
-        price = math.floor(value) + pick(rng, (0.9, 0.9, 0.5, 0.0))
-    elif value < 200:
-        price = math.floor(value) + pick(rng, (0.0, 0.9, 0.0, 0.8))
-    elif value < 1000:
-        price = math.floor(value / 10) * 10 + pick(rng, (9, 8, 0, 5))
-    else:
-        price = math.floor(value / 100) * 100 + pick(rng, (99, 88, 0, 50))
-    return round(float(max(price, 1.0)), 2)
 
 
 def make_brands(vocab: Vocabulary, domain: str, count: int, rng: random.Random) -> list[Brand]:
@@ -159,97 +124,6 @@ def _axis_values(axis: Axis, rng: random.Random) -> list[str]:
     keep = sorted(pick_many(rng, range(len(values)), count))
     return [values[i] for i in keep]
 
-
-def amount_of(value: str) -> float | None:
-    """The first number of an option value (``5斤装`` → 5.0), None when it has none."""
-    match = _NUMBER.search(value)
-    return float(match.group()) if match else None
-
-
-def _quantity_prices(amounts: list[float], base: float, rng: random.Random) -> list[float]:
-    """Prices rising with the amount and sub-linearly per unit: ``base * (a / a0) ** e``, e in 0.7–0.9."""
-    exponent = rng.uniform(0.7, 0.9)
-    middle = amounts[(len(amounts) - 1) // 2]  # the leaf's price level describes a mid-size listing
-    prices = [taobao_price(base * (a / middle) ** exponent * rng.uniform(0.98, 1.02), rng) for a in amounts]
-    for i in range(1, len(prices)):  # rounding must not let a larger amount cost the same or less
-        if prices[i] <= prices[i - 1]:
-            prices[i] = round(prices[i - 1] + max(1.0, prices[i - 1] * 0.05), 2)
-    return prices
-
-
-@lru_cache(maxsize=16384)
-def _distinct_tuple(values: tuple[str, ...]) -> bool:
-    return all(token_set_ratio(a, b) <= SELLER_FUZZY_LIMIT for i, a in enumerate(values) for b in values[i + 1 :])
-
-
-def _distinct(values: list[str]) -> bool:
-    """No two values fuzzy-equal under the reward's matcher (memoised: leaves repeat the same value lists)."""
-    return _distinct_tuple(tuple(values))
-
-
-def seller_values(axis: str, values: list[str], vocab: Vocabulary, rng: random.Random, domain: str = "",
-                  foreign: tuple[str, ...] = ()) -> list[str]:
-    """The values as a seller lists them: one pattern for the axis, or one featured value; plain when ambiguous.
-
-    A pattern is kept only when every pair of values stays below the reward's fuzzy threshold, so the
-    decorated gold value is still the only right click; the plain value stays a substring (``5斤`` in
-    ``5斤装``), which is what a shopper's request names.
-    """
-    table = vocab.text["seller_options"]
-    if rng.random() >= SELLER_OPTION_SHARE or not _distinct(values):
-        return values
-    if rng.random() < LONG_OPTION_SHARE:
-        long = _long_values(axis, values, domain, table, rng, foreign)
-        if long is not None:
-            return long
-    if rng.random() < FEATURED_SHARE:
-        featured = rng.randrange(len(values))
-        shown = [v + pick(rng, table["featured"]) if i == featured else v for i, v in enumerate(values)]
-        return shown if _distinct(shown) else values
-    if axis in table:
-        templates = table[axis]
-    elif is_quantity(values):
-        templates = table["_amount"]
-    else:
-        templates = table["_default"]
-    template = pick(rng, templates)
-    shown = [template.format(v=v) for v in values]
-    shown = [s.replace("装装", "装").replace("码码", "码") for s in shown]
-    return shown if _distinct(shown) and len(set(shown)) == len(shown) else values
-
-
-def _long_values(
-    axis: str, values: list[str], domain: str, table: dict[str, Any], rng: random.Random,
-    foreign: tuple[str, ...] = (),
-) -> list[str] | None:
-    """v6: every value with the axis's spec words and its own gift (``黑色 升级加厚款【送清洁刷】``); None when the
-    gifts run out or two values would pass the reward's fuzzy match."""
-    gifts: list[str] = [g for g in table["long_gifts"]["_common"] + table["long_gifts"].get(domain, [])
-                        if not any(word in g for word in foreign)]  # no 逗猫棒 with dog food
-    if len(values) > len(gifts):
-        return None
-    specs = table["long_specs"]
-    key = axis if axis in specs else "_amount" if is_quantity(values) else "_default"
-    spec = pick(rng, specs[key])
-    shown = [v + spec + gift for v, gift in zip(values, pick_many(rng, gifts, len(values)), strict=True)]
-    shown = [s.replace("装装", "装").replace("码码", "码") for s in shown]
-    return shown if _distinct(shown) and len(set(shown)) == len(shown) else None
-
-
-def _axis_prices(count: int, base: float, ordered: bool, rng: random.Random) -> list[float]:
-    raw: list[float] = []
-    current = base
-    for index in range(count):
-        if ordered:
-            if index:
-                current *= 1 + rng.uniform(0.06, 0.3)
-            raw.append(current)
-        else:
-            raw.append(base if index == 0 else base * (1 + rng.uniform(0.0, 0.45)))
-    prices = [taobao_price(value, rng) for value in raw]
-    if len(set(prices)) < 2:
-        prices[-1] = round(prices[-1] + max(1.0, prices[-1] * 0.1), 2)
-    return prices
 
 
 def _attributes(leaf: Leaf, rng: random.Random) -> list[str]:
@@ -334,27 +208,9 @@ def _axis_count(leaf: Leaf, rng: random.Random) -> int:
     return min(wanted, len(leaf.axes))
 
 
-def make_product(
-    leaf: Leaf,
-    asin: str,
-    brand: Brand,
-    two_axis: bool,
-    vocab: Vocabulary,
-    rng: random.Random,
-    near: tuple[list[str], tuple[str, ...]] | None = None,
-) -> ProductDraft:
-    """One product of ``leaf``; ``two_axis`` products get two price-affecting axes (cleaning excludes them).
-
-    ``near`` is the leaf's previous product (its attributes, the attributes its task requires): in a share of
-    products this one copies them but one (a near miss, :data:`NEAR_MISS_SHARE`).
-    """
-    attributes = _attributes(leaf, rng)
-    if near is not None and rng.random() < NEAR_MISS_SHARE:
-        attributes = near_miss_attributes(leaf, near[0], near[1], rng) or attributes
-    code = _model_code(rng) if leaf.has_model_code else ""
-    low, high = leaf.price_range
-    base = math.exp(rng.uniform(math.log(low), math.log(high)))
-
+def _priced_axes(leaf: Leaf, two_axis: bool, vocab: Vocabulary, rng: random.Random) -> tuple[list[Axis], list[str], Any]:
+    """The option axes, which of them carry prices, and the package-contents bundle axis (None without one)."""
+    price_axes: list[str]
     if two_axis:
         axes = list(leaf.axes[:2])
         price_axes = [axis.name for axis in axes]
@@ -363,12 +219,12 @@ def make_product(
         axes = [leaf.axes[i] for i in sorted(pick_many(rng, range(len(leaf.axes)), count))]
         price_axes = []
         quantity = [axis for axis in axes if is_quantity(axis.values) and axis.name not in _WINDOW_AXES]
-        if quantity:  # v4: an amount axis is always priced (one price for 1 kg and 20 kg is no listing)
+        if quantity:  # an amount axis is always priced (one price for 1 kg and 20 kg is no listing)
             price_axes = [quantity[0].name]
-            # v8: a second amount axis would be listed at one price (500G/2T/4T all 1,599): one amount axis only
+            # a second amount axis would be listed at one price (500G/2T/4T all 1,599): one amount axis only
             axes = [axis for axis in axes if axis is quantity[0] or not is_quantity(axis.values)]
         elif axes and rng.random() < 0.82:
-            # v7: a size axis is priced rarely (real sizes are nearly always one price): prefer another axis
+            # a size axis is priced rarely (real sizes are nearly always one price): prefer another axis
             ordered = [axis for axis in axes if axis.ordered and axis.name not in _WINDOW_AXES]
             chosen = ordered[0] if ordered else next((a for a in axes if a.name not in _WINDOW_AXES), axes[0])
             if chosen.name in _WINDOW_AXES and rng.random() >= SIZE_PRICED_SHARE:
@@ -377,10 +233,18 @@ def make_product(
                 price_axes = [chosen.name]
 
     bundle = None if two_axis else draw_bundle(leaf.name, vocab.text, rng)
-    if bundle is not None:  # v7.1: a priced axis of package contents (主机＋充电器), described in requests
+    if bundle is not None:  # a priced axis of package contents (主机＋充电器), described in requests
         others = [a for a in axes if a.name != bundle.name and not is_quantity(a.values)]  # amounts stay priced
         axes = [Axis(bundle.name, bundle.values, True), *others[:1]]
         price_axes = [bundle.name]
+    return axes, price_axes, bundle
+
+
+def _options(
+    leaf: Leaf, asin: str, axes: list[Axis], price_axes: list[str], bundle: Any, attributes: list[str], base: float,
+    two_axis: bool, vocab: Vocabulary, rng: random.Random,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[float]], dict[str, str]]:
+    """The listed option entries per axis, the prices of the priced axes, and seller string → plain word."""
     options: dict[str, list[dict[str, Any]]] = {}
     priced: dict[str, list[float]] = {}
     spoken: dict[str, str] = {}
@@ -388,7 +252,7 @@ def make_product(
     banned = {value for attribute in attributes for value in conflicts.get(attribute, ())}
     for axis in axes:
         values = list(bundle.values) if bundle is not None and axis.name == bundle.name else _axis_values(axis, rng)
-        if banned & set(values):  # v5: no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
+        if banned & set(values):  # no 单录款 on a 前后双录 recorder (attribute–option exclusivity)
             kept = [v for v in values if v not in banned]
             spare = [v for v in axis.values if v not in banned and v not in kept]
             topped = kept if len(kept) >= 2 else [v for v in axis.values if v in kept or v in spare[: 2 - len(kept)]]
@@ -397,9 +261,9 @@ def make_product(
         if axis.name in price_axes:
             scale = base if axis.name == price_axes[0] else base * rng.uniform(0.05, 0.3)
             if is_quantity(values):
-                prices = _quantity_prices([amount_of(v) or 1.0 for v in values], scale, rng)
+                prices = quantity_prices([amount_of(v) or 1.0 for v in values], scale, rng)
             else:
-                prices = _axis_prices(len(values), scale, axis.ordered or _amounts_rise(values), rng)
+                prices = axis_prices(len(values), scale, axis.ordered or amounts_rise(values), rng)
                 if bundle is not None and axis.name == bundle.name:  # more parts, dearer (rounding kept no order)
                     prices = list(accumulate(prices, lambda a, b: b if b > a else round(a + max(1.0, a * 0.05), 2)))
             if axis.name != price_axes[0]:
@@ -420,7 +284,14 @@ def make_product(
             for position, entry in enumerate(entries):
                 entry["image"] = f"{IMAGE_HOST}/{asin}/sku/{len(options)}-{position}.jpg"
         options[axis.name] = entries
+    return options, priced, spoken
 
+
+def _gold(
+    options: dict[str, list[dict[str, Any]]], priced: dict[str, list[float]], price_axes: list[str], base: float,
+    rng: random.Random,
+) -> tuple[dict[str, str], float, float | None, list[float]]:
+    """Prices for the unpriced axes, then the task's gold values, its price, the next dearer price and ``pricing``."""
     if price_axes:
         main = price_axes[0]
         constant = min(priced[main])
@@ -441,7 +312,7 @@ def make_product(
     for axis_name, entries in options.items():
         if axis_name in price_axes and axis_name == price_axes[0]:
             prices = priced[axis_name]
-            index = rng.randrange(len(prices))  # v8: any value (v7.1 took a cheaper one 80% of the time)
+            index = rng.randrange(len(prices))  # any value, so the gold price tells nothing
             gold[axis_name] = entries[index]["value"]
             gold_price = prices[index]
             above = [p for p in prices if p > gold_price]
@@ -454,6 +325,32 @@ def make_product(
         pricing = [min(main_prices), max(main_prices)]
     else:
         pricing = [constant]
+    return gold, gold_price, dearer, pricing
+
+
+def make_product(
+    leaf: Leaf,
+    asin: str,
+    brand: Brand,
+    two_axis: bool,
+    vocab: Vocabulary,
+    rng: random.Random,
+    near: tuple[list[str], tuple[str, ...]] | None = None,
+) -> ProductDraft:
+    """One product of ``leaf``; ``two_axis`` products get two price-affecting axes (cleaning excludes them).
+
+    ``near`` is the leaf's previous product (its attributes, the attributes its task requires): in a share of
+    products this one copies them but one (a near miss, :data:`NEAR_MISS_SHARE`).
+    """
+    attributes = _attributes(leaf, rng)
+    if near is not None and rng.random() < NEAR_MISS_SHARE:
+        attributes = near_miss_attributes(leaf, near[0], near[1], rng) or attributes
+    code = _model_code(rng) if leaf.has_model_code else ""
+    low, high = leaf.price_range
+    base = math.exp(rng.uniform(math.log(low), math.log(high)))
+    axes, price_axes, bundle = _priced_axes(leaf, two_axis, vocab, rng)
+    options, priced, spoken = _options(leaf, asin, axes, price_axes, bundle, attributes, base, two_axis, vocab, rng)
+    gold, gold_price, dearer, pricing = _gold(options, priced, price_axes, base, rng)
 
     title, use, syn = _title(leaf, brand, attributes, code, vocab, rng)
     images = [f"{IMAGE_HOST}/{asin}/{i}.jpg" for i in range(rng.randint(1, 5))]

@@ -41,6 +41,7 @@ from itertools import pairwise
 from typing import Any
 
 from .bundles import bundle_axis_share
+from .persona_rules import rule_violations
 
 SIZE_AXES = ("尺码", "鞋码", "参考身高")
 QUANTITY_AXES = ("规格", "容量", "重量", "净含量", "数量", "包装规格", "尺寸", "长度", "功率")
@@ -61,49 +62,6 @@ def _option_conflicts() -> dict[str, list[str]]:
     return {attribute: values for attribute, values in table.items() if not attribute.startswith("_")}
 
 
-def tag_clashes(gender: str, tags: Iterable[str]) -> list[str]:
-    """User tags that contradict the gender (v5: a 男 user tagged 宝妈 / 孕期准备, a 女 user tagged 宝爸)."""
-    marks = ("妈", "孕") if gender == "男" else ("爸",) if gender == "女" else ()
-    return [tag for tag in tags if any(mark in tag for mark in marks)]
-
-
-def rule_violations(demographics: dict[str, Any], tags: Iterable[str] = ()) -> list[str]:
-    """Demographic combinations (and, v5, user tags) a real user profile would not show."""
-    age = str(demographics.get("年龄段", ""))
-    job = str(demographics.get("职业", ""))
-    gender = str(demographics.get("性别", ""))
-    problems: list[str] = []
-    if job == "全职妈妈" and gender != "女":
-        problems.append("male full-time mother")
-    if job == "退休人员" and age in ("18-24", "25-34"):
-        problems.append("retired under 35")
-    if job == "学生" and age in ("45-54", "55+"):
-        problems.append("student aged 45+")
-    problems.extend(f"tag {tag} for {gender}" for tag in tag_clashes(gender, tags))
-    for tag in tags:  # v7: tags against age and occupation too
-        if tag in _STUDENT_TAGS and age in ("45-54", "55+"):
-            problems.append(f"tag {tag} aged {age}")
-        if tag == "教师" and job != "教师":
-            problems.append(f"tag 教师 for a {job}")
-        if any(mark in tag for mark in ("妈", "爸", "孕", "育儿")) and age == "55+":
-            problems.append(f"tag {tag} aged 55+")
-        if tag == "中老年" and age in ("18-24", "25-34", "35-44"):
-            problems.append(f"tag 中老年 aged {age}")
-        if tag in _WORK_TAGS and job in ("学生", "退休人员"):
-            problems.append(f"tag {tag} for a {job}")
-        if tag in BUSINESS_TAGS and job in ("学生", "退休人员", "全职妈妈"):  # v8
-            problems.append(f"business tag {tag} for a {job}")
-        if tag in _STUDENT_TAGS and job != "学生":  # v8
-            problems.append(f"tag {tag} for a {job}")
-    return problems
-
-
-_STUDENT_TAGS = ("学生党", "考研党")
-_WORK_TAGS = ("上班族", "办公室白领", "职场通勤", "长途通勤")
-BUSINESS_TAGS = ("夜市经营者", "小餐饮创业", "早餐店主", "餐饮连锁采购", "小微企业主", "工厂采购", "网约车司机", "装修师傅", "电工")
-"""v8: tags of a trade or a business, which a student, a retiree or a full-time mother does not carry."""
-
-
 def budget_shape(phrase: str) -> str:
     return _AMOUNT.sub("#", phrase) if phrase else ""
 
@@ -114,8 +72,8 @@ def _mask(text: str, words: Iterable[str]) -> str:
     return _AMOUNT.sub("#", text)
 
 
-def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, float]:
-    """All figures above for one generated catalog (``build_catalog`` output)."""
+def _option_figures(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Option figures: priced colour axes, amount axes (flat, monotone, exponent), value length, conflicts."""
     colour_priced = colour_varying = 0
     quantity_priced = quantity_flat = quantity_monotone = 0
     exponents: list[float] = []
@@ -148,6 +106,19 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
                 (low_amount, low_price), (high_amount, high_price) = pairs[0], pairs[-1]
                 if low_amount > 0 and high_amount >= 2 * low_amount and low_price > 0:
                     exponents.append(math.log(high_price / low_price) / math.log(high_amount / low_amount))
+    return {
+        "colour_axis_price_varying_share": colour_varying / max(1, colour_priced),
+        "quantity_axis_flat_share": quantity_flat / max(1, quantity_priced),
+        "quantity_axis_monotone_share": quantity_monotone / max(1, quantity_priced),
+        "quantity_price_exponent": statistics.median(exponents) if exponents else float("nan"),
+        "mean_option_value_chars": statistics.fmean(value_lengths) if value_lengths else 0.0,
+        "attribute_option_conflict_share": conflicting / max(1, len(records)),
+    }
+
+
+def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, float]:
+    """All figures above for one generated catalog (``build_catalog`` output)."""
+    option = _option_figures(records)
     persona_records = [r for r in records if r.get("user_persona")]
     incoherent = sum(
         bool(rule_violations(r["user_persona"].get("人口属性", {}), r["user_persona"].get("用户标签", [])))
@@ -183,11 +154,11 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
     count = max(1, len(persona_records))
     v7 = v7_figures(records, audits)
     return {
-        "colour_axis_price_varying_share": colour_varying / max(1, colour_priced),
-        "quantity_axis_flat_share": quantity_flat / max(1, quantity_priced),
-        "quantity_axis_monotone_share": quantity_monotone / max(1, quantity_priced),
-        "quantity_price_exponent": statistics.median(exponents) if exponents else float("nan"),
-        "mean_option_value_chars": statistics.fmean(value_lengths) if value_lengths else 0.0,
+        "colour_axis_price_varying_share": option["colour_axis_price_varying_share"],
+        "quantity_axis_flat_share": option["quantity_axis_flat_share"],
+        "quantity_axis_monotone_share": option["quantity_axis_monotone_share"],
+        "quantity_price_exponent": option["quantity_price_exponent"],
+        "mean_option_value_chars": option["mean_option_value_chars"],
         "bundle_axis_share": bundle_axis_share(records),
         "budget_shapes": float(len(shape_counts)),
         "budget_shape_singletons": float(sum(n == 1 for n in shape_counts.values())),
@@ -195,7 +166,7 @@ def realism_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[st
         "request_openings": float(len(openings)),
         "still_want_joiner_share": joiner / count,
         "two_sentence_request_share": two_sentence / count,
-        "attribute_option_conflict_share": conflicting / max(1, len(records)),
+        "attribute_option_conflict_share": option["attribute_option_conflict_share"],
         "option_copied_share": copied / max(1, options),
         "persona_incoherent_share": incoherent / count,
         "gold_brand_in_preference_share": brand_hits / count,
@@ -217,27 +188,8 @@ def _log_correlation(pairs: list[tuple[float, float]]) -> float:
         return float("nan")
 
 
-def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, float]:
-    """v7 figures: decidability, tells of the gold price, held-out phrasing, user-level fields, option prices.
-
-    - ``decidable_share``: persona tasks whose generation-time check (``generate.decidable``) found nothing.
-    - ``gold_dearest_in_budget_share`` / ``gold_dearest_chance``: persona tasks with a ceiling whose gold listing
-      (lowest price) is the dearest of its leaf's listings within the ceiling, and the mean of 1 / (listings in
-      budget), what a random choice would give.
-    - ``gold_budget_rank``: the gold's mean rank among those listings (0 cheapest, 1 dearest; chance 0.5).
-    - ``gold_to_ceiling_median`` / ``others_to_ceiling_median``: the lowest price over the ceiling, gold / the rest.
-    - ``avg_order_gold_log_correlation``: log 平均客单价 against log gold price (v6.1: 0.947).
-    - ``price_range_contains_gold_share``: personas whose 价格区间 holds the gold price (v6.1: 100%).
-    - ``user_fields_fixed_share``: multi-task users whose tags, demographics and 平均客单价 never change.
-    - ``held_out_unseen_form_share``: val/test persona tasks (predicted) with at least one form never used by a
-      train persona; ``held_out_form_unseen_share``: their form uses that no train persona makes.
-    - ``size_axis_priced_share``: size axes (尺码/鞋码/参考身高) with more than one price.
-    - ``numbered_axis_misordered_share``: priced axes whose numbered values do not get dearer with the number.
-    - ``mean_preference_items``: mean length of a persona's attribute preference lists (功能, 材质 …; the seed: 2–4).
-    - ``material_preference_share``: personas with a 材质 preference (v6.1: 2.3%).
-    - ``search_names_product_share``: recent searches naming the product (noun or synonym) or its use.
-    """
-    persona = [(r, a) for r, a in zip(records, audits, strict=True) if a.persona and r.get("user_persona")]
+def _budget_tells(records: list[dict[str, Any]], persona: list[tuple[dict[str, Any], Any]]) -> dict[str, float]:
+    """Tells of the gold price among its leaf's listings in budget, and the persona's spend and price range."""
     by_leaf: dict[str, list[float]] = {}
     for record in records:
         by_leaf.setdefault(record["product_category"], []).append(min(record["pricing"]))
@@ -267,16 +219,19 @@ def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, fl
         rank_sum += below / max(1, len(fitting) - 1)
         gold_ratio.append(low / audit.ceiling)
         other_ratio.extend(p / audit.ceiling for p in fitting if p != low)
-    users: dict[str, set[str]] = {}
-    for record, audit in persona:
-        fields = record["user_persona"]
-        key = json.dumps([fields.get("用户标签"), fields.get("人口属性"), fields.get("交易特征", {}).get("平均客单价")],
-                         ensure_ascii=False, sort_keys=True)
-        users.setdefault(str(audit.user_id), set()).add(key)
-    multi = [keys for user, keys in users.items() if sum(1 for _, a in persona if str(a.user_id) == user) > 1]
-    train_forms = {form for _, a in persona if not a.held_out for form in a.forms}
-    held = [a for _, a in persona if a.held_out]
-    form_uses = [form for a in held for form in a.forms]
+    return {
+        "gold_dearest_in_budget_share": dearest / max(1, bounded),
+        "gold_dearest_chance": chance / max(1, bounded),
+        "gold_budget_rank": rank_sum / max(1, bounded),
+        "gold_to_ceiling_median": statistics.median(gold_ratio) if gold_ratio else float("nan"),
+        "others_to_ceiling_median": statistics.median(other_ratio) if other_ratio else float("nan"),
+        "avg_order_gold_log_correlation": _log_correlation(corr),
+        "price_range_contains_gold_share": contains / max(1, len(persona)),
+    }
+
+
+def _axis_price_shares(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, float]:
+    """Size axes with several prices, and priced numbered axes that do not get dearer with the number."""
     size_priced = size_axes = misordered = numbered = 0
     for record, audit in zip(records, audits, strict=True):
         if audit.two_axis:  # raw-only products that cleaning drops
@@ -293,6 +248,45 @@ def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, fl
             if len(known) >= 2 and len({p for _, p in known}) > 1:
                 numbered += 1
                 misordered += any(b[1] < a[1] for a, b in pairwise(known))
+    return {
+        "size_axis_priced_share": size_priced / max(1, size_axes),
+        "numbered_axis_misordered_share": misordered / max(1, numbered),
+    }
+
+
+def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, float]:
+    """v7 figures: decidability, tells of the gold price, held-out phrasing, user-level fields, option prices.
+
+    - ``decidable_share``: persona tasks whose generation-time check (``generate.decidable``) found nothing.
+    - ``gold_dearest_in_budget_share`` / ``gold_dearest_chance``: persona tasks with a ceiling whose gold listing
+      (lowest price) is the dearest of its leaf's listings within the ceiling, and the mean of 1 / (listings in
+      budget), what a random choice would give.
+    - ``gold_budget_rank``: the gold's mean rank among those listings (0 cheapest, 1 dearest; chance 0.5).
+    - ``gold_to_ceiling_median`` / ``others_to_ceiling_median``: the lowest price over the ceiling, gold / the rest.
+    - ``avg_order_gold_log_correlation``: log 平均客单价 against log gold price (v6.1: 0.947).
+    - ``price_range_contains_gold_share``: personas whose 价格区间 holds the gold price (v6.1: 100%).
+    - ``user_fields_fixed_share``: multi-task users whose tags, demographics and 平均客单价 never change.
+    - ``held_out_unseen_form_share``: val/test persona tasks (predicted) with at least one form never used by a
+      train persona; ``held_out_form_unseen_share``: their form uses that no train persona makes.
+    - ``size_axis_priced_share``: size axes (尺码/鞋码/参考身高) with more than one price.
+    - ``numbered_axis_misordered_share``: priced axes whose numbered values do not get dearer with the number.
+    - ``mean_preference_items``: mean length of a persona's attribute preference lists (功能, 材质 …; the seed: 2–4).
+    - ``material_preference_share``: personas with a 材质 preference (v6.1: 2.3%).
+    - ``search_names_product_share``: recent searches naming the product (noun or synonym) or its use.
+    """
+    persona = [(r, a) for r, a in zip(records, audits, strict=True) if a.persona and r.get("user_persona")]
+    tells = _budget_tells(records, persona)
+    axis = _axis_price_shares(records, audits)
+    users: dict[str, set[str]] = {}
+    for record, audit in persona:
+        fields = record["user_persona"]
+        key = json.dumps([fields.get("用户标签"), fields.get("人口属性"), fields.get("交易特征", {}).get("平均客单价")],
+                         ensure_ascii=False, sort_keys=True)
+        users.setdefault(str(audit.user_id), set()).add(key)
+    multi = [keys for user, keys in users.items() if sum(1 for _, a in persona if str(a.user_id) == user) > 1]
+    train_forms = {form for _, a in persona if not a.held_out for form in a.forms}
+    held = [a for _, a in persona if a.held_out]
+    form_uses = [form for a in held for form in a.forms]
     count = max(1, len(persona))
     lists = [
         value
@@ -316,18 +310,18 @@ def v7_figures(records: list[dict[str, Any]], audits: list[Any]) -> dict[str, fl
         "material_preference_share": material / count,
         "search_names_product_share": naming / max(1, searched),
         "decidable_share": sum(not a.problems for _, a in persona) / count,
-        "gold_dearest_in_budget_share": dearest / max(1, bounded),
-        "gold_dearest_chance": chance / max(1, bounded),
-        "gold_budget_rank": rank_sum / max(1, bounded),
-        "gold_to_ceiling_median": statistics.median(gold_ratio) if gold_ratio else float("nan"),
-        "others_to_ceiling_median": statistics.median(other_ratio) if other_ratio else float("nan"),
-        "avg_order_gold_log_correlation": _log_correlation(corr),
-        "price_range_contains_gold_share": contains / count,
+        "gold_dearest_in_budget_share": tells["gold_dearest_in_budget_share"],
+        "gold_dearest_chance": tells["gold_dearest_chance"],
+        "gold_budget_rank": tells["gold_budget_rank"],
+        "gold_to_ceiling_median": tells["gold_to_ceiling_median"],
+        "others_to_ceiling_median": tells["others_to_ceiling_median"],
+        "avg_order_gold_log_correlation": tells["avg_order_gold_log_correlation"],
+        "price_range_contains_gold_share": tells["price_range_contains_gold_share"],
         "user_fields_fixed_share": sum(len(keys) == 1 for keys in multi) / max(1, len(multi)),
         "held_out_unseen_form_share": sum(any(f not in train_forms for f in a.forms) for a in held) / max(1, len(held)),
         "held_out_form_unseen_share": sum(f not in train_forms for f in form_uses) / max(1, len(form_uses)),
-        "size_axis_priced_share": size_priced / max(1, size_axes),
-        "numbered_axis_misordered_share": misordered / max(1, numbered),
+        "size_axis_priced_share": axis["size_axis_priced_share"],
+        "numbered_axis_misordered_share": axis["numbered_axis_misordered_share"],
     }
 
 

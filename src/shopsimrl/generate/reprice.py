@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 from .budgets import UPPER_KINDS, make_budget, near_ceiling
 from .instructions import Requirements, full_instruction
-from .products import ProductDraft, taobao_price
+from .option_prices import taobao_price
+from .products import ProductDraft
 from .vocabulary import Vocabulary
 
 

@@ -43,7 +43,8 @@ from typing import Any
 
 from .amounts import flat_amount_share
 from .bundles import is_bundle_axis, parts_of
-from .realism import BUSINESS_TAGS, budget_shape
+from .persona_rules import BUSINESS_TAGS
+from .realism import budget_shape
 from .text_check import catalog_text_problems, persona_text_problems
 
 SPAN = 2470
@@ -270,7 +271,7 @@ def option_figures(records: Sequence[Mapping[str, Any]], audits: Sequence[Any]) 
 
 
 def _rising(values: Sequence[str]) -> bool:
-    from .products import is_quantity
+    from .option_prices import is_quantity
 
     return is_quantity(list(values))
 

@@ -25,7 +25,8 @@ from typing import Any
 from ..catalog.archive import atomic_write_bytes, dump_json_file_bytes
 from ..catalog.store import check_versions, read_manifest
 from .default import build_default_catalog
-from .generator import DEFAULT_SEED, GENERATOR_VERSION, GeneratorConfig
+from .generator import DEFAULT_SEED, GENERATOR_VERSION
+from .layout import GeneratorConfig
 
 CACHE_ENV = "SHOPSIMRL_CACHE_DIR"
 COMPLETE_FILE = ".default-catalog-complete.json"

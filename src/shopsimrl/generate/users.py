@@ -2,7 +2,7 @@
 
 In v6.1 a repeat user's tags and 平均客单价 changed from task to task and the price fields followed the gold price
 (log correlation 0.947; 价格区间 held the gold in 100% of tasks). Here demographics, region, trading habits
-(平均客单价 from the consumption level), tags (one rule set, ``realism.rule_violations``) and a price level
+(平均客单价 from the consumption level), tags (one rule set, ``persona_rules.rule_violations``) and a price level
 within any leaf's range are drawn once per user, before any of their tasks.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budgets import price_step, weighted_choice
-from .realism import rule_violations
+from .persona_rules import rule_violations
 from .rng import pick, pick_many
 from .vocabulary import Vocabulary
 
