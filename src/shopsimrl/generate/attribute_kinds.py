@@ -1,6 +1,6 @@
-"""v8.1: attribute kinds, so that attribute lists in requests read as Chinese (issue 41 item 4).
+"""Attribute kinds, so that attribute lists in requests read as Chinese (issue 41 item 4).
 
-Up to v8 a request joined its attributes with 和/又/而且/、 whatever they were (``送礼和压榨的食用油``). A property
+Joined with 和/又/而且/、 whatever they are, attributes read wrongly (``送礼和压榨的食用油``). A property
 (压榨, 静音) is an adjective; a use (送礼, 户外, 家用) or an audience (学生, 幼犬, 男女通用) is a purpose, said as one
 (``适合送礼``, ``送礼用``) and listed after the properties with a 、: ``压榨、适合送礼的食用油``. The table is
 ``attribute_kinds`` in ``vocab/text.json``; :func:`odd_join_pattern` finds the joins it forbids (``text_check``).

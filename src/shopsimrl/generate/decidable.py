@@ -136,7 +136,7 @@ def _option_problem(
     if axis is None:
         return f"option {value}: not offered by the gold"
     entries = [str(e.get("value")) for e in options[axis]]
-    if is_bundle_axis(entries):  # v7.1: the contents are described; exactly one value may hold those parts
+    if is_bundle_axis(entries):  # the contents are described; exactly one value may hold those parts
         if any(entry != value and entry in text for entry in entries):
             return f"option {value}: another {axis} value is named"
         matched = described_match(text, entries)
