@@ -66,7 +66,7 @@ def _rises(amounts: Sequence[float], prices: Sequence[Any]) -> bool:
 def price_amounts(draft: ProductDraft, stream: str) -> ProductDraft:
     """Price every amount axis of ``draft`` by its amount (in place; the draft is returned for chaining). Draws come
     from a stream of the product's own (``stream`` and its ASIN), so the leaf's stream, and every later product,
-    stay as they were in v8."""
+    are not shifted by them."""
     if draft.two_axis:
         return draft
     rng = random.Random(f"{stream}:{draft.record['asin']}")

@@ -32,7 +32,7 @@ def kind_of(attribute: str, text: Mapping[str, Any]) -> str:
 def purpose_form(attribute: str, form: str, text: Mapping[str, Any], context: str = "") -> str:
     """A purpose as a request says it: a bare one (送礼) as ``适合送礼``/``送礼用``; a paraphrase or a formed one
     (家用, 老少皆宜) as it is. The form is chosen by a hash of ``context`` (the whole list), not by a draw, so the
-    generator's streams, and every later task, stay as they were in v8."""
+    generator's streams, and every later task, are not shifted by it."""
     table: Mapping[str, Any] = text["attribute_kinds"]
     kind = kind_of(attribute, text)
     if form != attribute or kind == PROPERTY or attribute not in table[kind]["bare"]:

@@ -1,8 +1,8 @@
-"""v7 decidability: is every scored requirement of a persona task decided by what the agent can see?
+"""Decidability: is every scored requirement of a persona task decided by what the agent can see?
 
-In v6.1 15–20% of the persona test tasks had no single right answer from public information (the persona
-liked two of the gold's option values, the budget was only in the private full instruction, a cue was listed
-under several attributes), so the reward paid for guessing. :func:`task_problems` reads the short request and
+Without this check a persona task can have no single right answer from public information (the persona likes
+two of the gold's option values, the budget is only in the private full instruction, a cue is listed under
+several attributes), so the reward would pay for guessing. :func:`task_problems` reads the short request and
 the public persona the way a careful shopper would, and for each requirement the reward scores asks:
 
 * an attribute: named verbatim, by a paraphrase or by an implied situation that belongs to it alone among the
