@@ -79,7 +79,7 @@ def join_attributes(
 
 
 def _join_properties(items: list[str], vocab: Vocabulary, rng: random.Random, listed: bool) -> str:
-    """Properties joined as v8 joined every attribute; three or more before a purpose (``listed``) with 、 only."""
+    """Properties joined by 、/和/又/而且; three or more before a purpose (``listed``) with 、 only."""
     if len(items) <= 1:
         return "".join(items)
     if len(items) == 2:
