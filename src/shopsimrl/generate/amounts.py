@@ -1,7 +1,6 @@
-"""v8.1: amount axes priced by their amount (issue 41 item 6: "flat-priced quantity axes only where real shops do that").
+"""Amount axes priced by their amount (issue 41 item 6: "flat-priced quantity axes only where real shops do that").
 
-v8 priced an option axis as an amount axis only when the leaf's own values carried numbers rising in the listed
-order, read without units: 300ml / 600ml / 1L or 500G / 1T / 2T / 4T (1 < 600) and 5千毫安 / 1万毫安 were not amounts,
+Read without units, 300ml / 600ml / 1L or 500G / 1T / 2T / 4T (1 < 600) and 5千毫安 / 1万毫安 are no rising amounts,
 so such an axis could be listed at one price (500G/2T/4T all 1,599). :func:`unit_amount` reads the amount with its
 unit (1L = 1000ml, 2T = 2048G, 1万毫安 = 10000毫安), and :func:`price_amounts` makes every amount axis of a product
 either its price axis, priced rising with the amount (``products.quantity_prices``), or, where another axis already
@@ -67,7 +66,7 @@ def _rises(amounts: Sequence[float], prices: Sequence[Any]) -> bool:
 def price_amounts(draft: ProductDraft, stream: str) -> ProductDraft:
     """Price every amount axis of ``draft`` by its amount (in place; the draft is returned for chaining). Draws come
     from a stream of the product's own (``stream`` and its ASIN), so the leaf's stream, and every later product,
-    stay as they were in v8."""
+    are not shifted by them."""
     if draft.two_axis:
         return draft
     rng = random.Random(f"{stream}:{draft.record['asin']}")

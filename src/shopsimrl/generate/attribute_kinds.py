@@ -1,6 +1,6 @@
-"""v8.1: attribute kinds, so that attribute lists in requests read as Chinese (issue 41 item 4).
+"""Attribute kinds, so that attribute lists in requests read as Chinese (issue 41 item 4).
 
-Up to v8 a request joined its attributes with 和/又/而且/、 whatever they were (``送礼和压榨的食用油``). A property
+Joined with 和/又/而且/、 whatever they are, attributes read wrongly (``送礼和压榨的食用油``). A property
 (压榨, 静音) is an adjective; a use (送礼, 户外, 家用) or an audience (学生, 幼犬, 男女通用) is a purpose, said as one
 (``适合送礼``, ``送礼用``) and listed after the properties with a 、: ``压榨、适合送礼的食用油``. The table is
 ``attribute_kinds`` in ``vocab/text.json``; :func:`odd_join_pattern` finds the joins it forbids (``text_check``).
@@ -32,7 +32,7 @@ def kind_of(attribute: str, text: Mapping[str, Any]) -> str:
 def purpose_form(attribute: str, form: str, text: Mapping[str, Any], context: str = "") -> str:
     """A purpose as a request says it: a bare one (送礼) as ``适合送礼``/``送礼用``; a paraphrase or a formed one
     (家用, 老少皆宜) as it is. The form is chosen by a hash of ``context`` (the whole list), not by a draw, so the
-    generator's streams, and every later task, stay as they were in v8."""
+    generator's streams, and every later task, are not shifted by it."""
     table: Mapping[str, Any] = text["attribute_kinds"]
     kind = kind_of(attribute, text)
     if form != attribute or kind == PROPERTY or attribute not in table[kind]["bare"]:

@@ -5,8 +5,7 @@ evidence). The ceiling a phrase implies is the one the budget parser computes: a
 gives ``round(A * 1.1, 8)``, a hard bound or a range gives its upper end, and per-unit, lower-only and
 missing budgets give no ceiling. Amounts are "round" numbers that admit the gold SKU.
 
-v7 drew the ceiling at a random log-position of the leaf's range (up to 5× the gold price), so budgets rarely bound.
-v8: the ceiling is near the gold price (:func:`near_ceiling`, median about 1.25×), so dearer SKUs and listings of
+The ceiling is near the gold price (:func:`near_ceiling`, median about 1.25×), so dearer SKUs and listings of
 the leaf often do not fit and the price must be checked; a leaf holds enough listings between the gold and the
 ceiling that the gold is rarely the dearest one that fits (``realism.v7_figures``, ``tells.budget_figures``).
 """
@@ -112,12 +111,12 @@ def _weighted_template(rng: random.Random, rows: Sequence[Sequence[Any]]) -> str
 
 
 def composed_template(rng: random.Random, groups: Sequence[Mapping[str, Sequence[str]]]) -> str:
-    """A rare shape put together from parts (``预算`` + ``尽量控制在`` + amount + ``之内最好``): v7.1's long tail.
+    """A rare shape put together from parts (``预算`` + ``尽量控制在`` + amount + ``之内最好``): the long tail of real shapes.
     Each group's heads, links and tails combine freely; a group is drawn by its number of combinations."""
     sizes = [len(g["heads"]) * len(g["links"]) * len(g["tails"]) for g in groups]
     group = weighted_choice(rng, list(zip(map(float, sizes), groups, strict=True)))
     head, link = str(pick(rng, group["heads"])), str(pick(rng, group["links"]))
-    if head and link and head[-1] == link[0]:  # v8: 预算在 + 在… would say 在 twice
+    if head and link and head[-1] == link[0]:  # 预算在 + 在… would say 在 twice
         link = link[1:]
     return f"{head}{link}{{n}}{{cur}}{pick(rng, group['tails'])}"
 
@@ -127,22 +126,22 @@ def _ceiling_of(kind: str, amount: float) -> float:
 
 
 CEILING_LOG_MEAN = 0.28
-"""v8: the ceiling over the gold SKU's price is ``exp(0.02 + Exponential(mean 0.28))``, capped at 4×: median 1.24×,
-p75 1.5×, p95 2.4× before rounding (v7.1: a log-position in the leaf's range, median 2.13×, 28% at the 5× cap).
+"""The ceiling over the gold SKU's price is ``exp(0.02 + Exponential(mean 0.28))``, capped at 4×: median 1.24×,
+p75 1.5×, p95 2.4× before rounding, with no spike at the cap.
 Real shoppers state a budget near what they buy, so the dearer SKUs and listings of the leaf often do not fit."""
 MAX_CEILING_RATIO = 4.0
 APPROXIMATE_LOG_MEAN = 0.22
-"""v8: a ``左右`` amount over the gold price is ``exp(-0.09 + Exponential(mean 0.22))`` (its ceiling, 1.1× the
-amount, still admits the gold): median 1.05×, rarely above 2× (v7.1: half at 2× or more)."""
+"""A ``左右`` amount over the gold price is ``exp(-0.09 + Exponential(mean 0.22))`` (its ceiling, 1.1× the
+amount, still admits the gold): median 1.05×, rarely above 2×, as an approximate budget names about the price."""
 RANGE_LOW_LOG = (0.0, 0.12)
 RANGE_HIGH_LOG = (0.02, 0.15)
-"""v8: a range (``价格在750-880元之间``) runs from the gold price over ``exp(U(0, 0.12))`` (rounded down) to the gold
+"""A range (``价格在750-880元之间``) runs from the gold price over ``exp(U(0, 0.12))`` (rounded down) to the gold
 price times ``exp(U(0.02, 0.15))`` (rounded up to a fitting amount): median high/low about 1.15 before rounding, as
-in the real annotations (v7.1: the ceiling minus 1–3 steps, median 1.95, 48% over 2×)."""
+in the real annotations (rarely over 2×)."""
 
 
 def near_ceiling(gold: float, kind: str, rng: random.Random) -> float:
-    """v8: a target ceiling near the gold price (the distribution above); the amount is rounded from it."""
+    """A target ceiling near the gold price (the distribution above); the amount is rounded from it."""
     if kind == "approximate_upper":
         ratio = math.exp(-0.09 + rng.expovariate(1 / APPROXIMATE_LOG_MEAN)) * APPROXIMATE_MULTIPLIER
     else:
@@ -177,7 +176,8 @@ def make_budget(
 ) -> Budget:
     """Draw a budget kind (unless given) and write its clause for a gold SKU costing ``gold_price``.
 
-    v8: the ceiling is drawn near the gold price (:func:`near_ceiling`); ``price_range`` is kept for callers.
+    The ceiling is drawn near the gold price (:func:`near_ceiling`); ``price_range`` is unused, kept so callers
+    that pass the leaf's range need not change.
     """
     if kind is None:
         kind = weighted_choice(rng, [(w, k) for k, w in table["kind_weights"].items()])
@@ -217,7 +217,7 @@ def make_budget(
         per_unit = gold_price / rng.randint(2, 10)
         small = price_step(per_unit)
         amount = max(small, round(per_unit / small) * small)
-        # v5 leaves have their own classifiers; the parser reads 单X as a unit price only for its own list
+        # leaves have their own classifiers; the parser reads 单X as a unit price only for its own list
         word = unit if unit in PER_UNIT_WORDS else "个"
         phrase = _weighted_template(rng, table[kind]).format(n=_format_amount(amount), unit=word)
         return Budget(kind, phrase, float(amount), None)

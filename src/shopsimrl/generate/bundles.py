@@ -1,4 +1,4 @@
-"""v7.1 bundle option axes: values that say what a listing's package contains (``三件套小吃车＋关东煮＋油炸``).
+"""Bundle option axes: values that say what a listing's package contains (``三件套小吃车＋关东煮＋油炸``).
 
 A share of the products of the leaves in ``vocab/text.json``'s ``bundle_options`` get a priced axis (套餐, 配置 …)
 whose values are a base plus ＋-joined parts. The values of one axis differ in which parts they hold (nested:

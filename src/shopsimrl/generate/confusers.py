@@ -11,7 +11,7 @@ also has (never an exclusive sibling of one it has, never one that conflicts wit
 Why r_type < 1 holds: the title overlap with the target's gold title is checked with the reward's own
 ``title_terms``/``type_reward`` at generation time, and a confuser that would score r_type = 1 for its target
 is not made. Why no task breaks: a confuser keeps its own noun, required attributes and options, so its own task
-keeps its gold SKU; v8.1 reprices it around the target's budget (``reprice``) and rewrites its own budget to match;
+keeps its gold SKU; it is repriced around the target's budget (``reprice``) and rewrites its own budget to match;
 targets are never modified, and no product is both a target and a confuser.
 """
 
@@ -38,12 +38,12 @@ SOURCE_TRIES = 4
 """Partner products tried per target before giving up (a product whose own title shares too many words fails)."""
 FIT_ATTRIBUTES = 2
 PHRASE_AT_END_SHARE = 0.4
-"""v7: share of confusers whose seller phrase is not the title's first word (v7: at the end; v8: after the first
-word, since a title ending with another product reads as that product)."""
+"""Share of confusers whose seller phrase is not the title's first word: it comes after the first word, never at
+the end, since a title ending with another product reads as that product."""
 BARE_SHARE = 0.15
-"""v7: share of confusers with no seller phrase in the title at all (only the compatibility bullet)."""
+"""Share of confusers with no seller phrase in the title at all (only the compatibility bullet)."""
 GENUINE_PHRASE_SHARE = 0.15
-"""v7: share of a paired leaf's other listings that carry a seller phrase of their own (适用夜市摆摊, 家用专用), so
+"""Share of a paired leaf's other listings that carry a seller phrase of their own (适用夜市摆摊, 家用专用), so
 a phrase is no perfect marker of a confuser."""
 """At most this many requested attributes are named in the compatibility line and added to the attributes."""
 
@@ -65,7 +65,7 @@ class Confuser:
 
 
 def with_phrase(title: str, phrase: str, inside: bool) -> str:
-    """``title`` with a seller phrase first, or (``inside``) after its first word: v8 never at the end, where a
+    """``title`` with a seller phrase first, or (``inside``) after its first word, never at the end, where a
     title would end with another product (``…汽车坐垫搭档 座垫`` on a car vacuum); said once (``no_repeats``)."""
     title = no_repeats(" ".join(title.split()))
     if not phrase:
@@ -243,7 +243,7 @@ def add_confusers(
                 confusers.append(Confuser(source, target, r_type))
                 break
     _genuine_phrases(leaves, by_leaf, store, {c.position for c in confusers} | targets, rng)
-    # v8.1: priced around the target's budget, from a stream of its own (the draws above stay as in v8)
+    # priced around the target's budget, from a stream of its own so that the draws above are not shifted
     reprice_confusers([(c.position, c.target) for c in confusers], store, vocab, random.Random(rng.random()))
     return confusers
 
@@ -251,7 +251,7 @@ def add_confusers(
 def _genuine_phrases(
     leaves: list[Leaf], by_leaf: dict[int, list[int]], store: _Store, skip: set[int], rng: random.Random
 ) -> None:
-    """v7: some genuine listings of every paired leaf carry a seller phrase: a use (适用夜市摆摊, 家用专用) or what
+    """Some genuine listings of every paired leaf carry a seller phrase: a use (适用夜市摆摊, 家用专用) or what
     comes with them (配数据线, 搭配收纳袋: a partner leaf's noun), at the start or the end of the title.
 
     Confusers and their targets are skipped: a target's title is its goal's name, which the confuser's r_type

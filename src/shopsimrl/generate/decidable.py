@@ -1,8 +1,8 @@
-"""v7 decidability: is every scored requirement of a persona task decided by what the agent can see?
+"""Decidability: is every scored requirement of a persona task decided by what the agent can see?
 
-In v6.1 15–20% of the persona test tasks had no single right answer from public information (the persona
-liked two of the gold's option values, the budget was only in the private full instruction, a cue was listed
-under several attributes), so the reward paid for guessing. :func:`task_problems` reads the short request and
+Without this check a persona task can have no single right answer from public information (the persona likes
+two of the gold's option values, the budget is only in the private full instruction, a cue is listed under
+several attributes), so the reward would pay for guessing. :func:`task_problems` reads the short request and
 the public persona the way a careful shopper would, and for each requirement the reward scores asks:
 
 * an attribute: named verbatim, by a paraphrase or by an implied situation that belongs to it alone among the
@@ -136,7 +136,7 @@ def _option_problem(
     if axis is None:
         return f"option {value}: not offered by the gold"
     entries = [str(e.get("value")) for e in options[axis]]
-    if is_bundle_axis(entries):  # v7.1: the contents are described; exactly one value may hold those parts
+    if is_bundle_axis(entries):  # the contents are described; exactly one value may hold those parts
         if any(entry != value and entry in text for entry in entries):
             return f"option {value}: another {axis} value is named"
         matched = described_match(text, entries)

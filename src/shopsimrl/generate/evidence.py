@@ -2,7 +2,7 @@
 
 Each omitted requirement gets one decisive piece of public evidence (an attribute preference, a recent search,
 a paraphrase or an implied situation), next to realistic noise: unrelated brands, empty size fields, unrelated
-searches, preferences this task does not need. v7: nothing competes with the evidence (see ``build_persona``).
+searches, preferences this task does not need. Nothing competes with the evidence (see ``build_persona``).
 """
 
 from __future__ import annotations
@@ -20,31 +20,30 @@ from .users import User, user_price_range
 from .vocabulary import Leaf, Vocabulary
 
 PARAPHRASE_EVIDENCE_SHARE = 0.5
-"""v4.1: share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
+"""Share of omitted attributes (with a paraphrase) whose only persona evidence is that paraphrase."""
 IMPLIED_EVIDENCE_SHARE = 0.8
-"""v5: share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
+"""Share of omitted attributes (with an implied cue) whose only persona evidence is a situation that implies
 them (晚上用不吵人的风扇 for 静音): no attribute word, no paraphrase of the table; reading it needs inference."""
 MULTI_VALUE_SHARE = 0.75
-"""v5.1: share of option preferences that list one or two more values of the same axis next to the gold one
-(颜色偏好 黑色、白色, as real personas do); v7: only values the gold product does not offer."""
+"""Share of option preferences that list one or two more values of the same axis next to the gold one
+(颜色偏好 黑色、白色, as real personas do); only values the gold product does not offer, so none competes."""
 DISTRACTOR_SHARE = 0.75
-"""v7: share of personas with 1–3 attribute preferences this task does not need, from slots the gold does not use
-(v6.1: 1–2 in 60%, possibly a rival of a gold attribute; the gold's own qualities are never listed, which would
-point at the gold listing)."""
+"""Share of personas with 1–3 attribute preferences this task does not need (:func:`distractor_values`: never a
+rival of a required attribute)."""
 OWN_DISTRACTOR_SHARE = 0.4
-"""v8: share of distractor lists in which one item is an attribute the gold has but the task does not require."""
+"""Share of distractor lists in which one item is an attribute the gold has but the task does not require."""
 _OPTION_FACETS = {"颜色分类": "颜色", "尺码": "尺码", "鞋码": "鞋码", "参考身高": "尺码"}
 
 
 def _rivals(draft: ProductDraft, axis: str, value: str) -> list[str]:
-    """Other values of ``axis`` a persona may also like: only ones the gold product does not offer (v7), so a
+    """Other values of ``axis`` a persona may also like: only ones the gold product does not offer, so a
     liked rival never competes with the gold value on the gold's own option list."""
     offered = {plain_value(draft, entry["value"]) for entry in draft.record["customization_options"].get(axis, [])}
     return [v for a in draft.leaf.axes if a.name == axis for v in a.values if v != value and v not in offered]
 
 
 def _decisive(table: dict[str, Any], value: str, leaf_attributes: tuple[str, ...]) -> list[str]:
-    """Forms of ``value`` in a cue/paraphrase table that no other attribute of the leaf shares (v7: a cue listed
+    """Forms of ``value`` in a cue/paraphrase table that no other attribute of the leaf shares (a cue listed
     under 耐用 and 厚实 does not decide which one the shopper means) and that spell no attribute word."""
     others = {form for attribute in leaf_attributes if attribute != value for form in table.get(attribute, ())}
     return [
@@ -65,7 +64,7 @@ def _noise(
         chosen = pick_many(rng, others, min(len(others), rng.randint(1, 3)))
         own = [a for a in draft.record["attribute"] if a in others and a not in chosen]
         if own and rng.random() < OWN_DISTRACTOR_SHARE:
-            # v8: the gold holds a preference word as often as a random listing of its leaf (the gold has fewer free
+            # the gold holds a preference word as often as a random listing of its leaf (the gold has fewer free
             # slots than a rival, since its required attributes fill some)
             chosen[rng.randrange(len(chosen))] = pick(rng, own)
         for distractor in chosen:
@@ -75,7 +74,7 @@ def _noise(
         searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(noun=leaf.noun, use=req.use)))
     for noun in pick_many(rng, unrelated_nouns, min(len(unrelated_nouns), rng.randint(0, 1))):
         searches.append(no_repeats(phrasing.pick(rng, data["plain_search_templates"]).format(
-            noun=noun, use=pick(rng, ("家用", "自用", "送人"))  # v8: no search ending on a bare 自己
+            noun=noun, use=pick(rng, ("家用", "自用", "送人"))  # no search ending on a bare 自己
         )))
     rng.shuffle(searches)
     noise.extend(_size_field(draft, req, prefs, data["size_fields"], rng))
@@ -96,8 +95,8 @@ def _persona_dict(
     brands = list(user.brand_noise)
     liked = pick(rng, siblings).brand.name if siblings else ""
     if liked and rng.random() < float(data["brand_gold_share"]) and liked not in brands:
-        # v8: a brand of the leaf the user likes, drawn from its listings: the gold's brand at the rate of any rival
-        # (v4–v7.1 named the gold's own brand in 30% of tasks, 52% with viewed and saved listings, rivals 32%)
+        # a brand of the leaf the user likes, drawn from its listings: the gold's brand at the rate of any rival,
+        # so a liked brand does not point at the gold
         brands.insert(rng.randrange(len(brands) + 1), liked)
     day = rng.randint(1, 28)
     persona: dict[str, Any] = {
@@ -135,7 +134,7 @@ def _omitted_evidence(
     for axis, seller in omitted:
         value = plain_value(draft, seller) if axis else seller  # a shopper prefers 黑色, not 黑色【现货速发】
         if axis and axis == draft.extras.get("bundle_axis"):
-            value = bundle_words(draft, axis, seller)  # v8: 带充电器和收纳包, not the sentence 要带…的那套
+            value = bundle_words(draft, axis, seller)  # 带充电器和收纳包, not the sentence 要带…的那套
         facet = _OPTION_FACETS.get(axis, axis) if axis else leaf.facet_of(value)
         cues = phrasing.allowed(_decisive(implied, value, leaf_attributes), implied.get(value, [])) if not axis else []
         if cues and rng.random() < IMPLIED_EVIDENCE_SHARE:
@@ -145,7 +144,7 @@ def _omitted_evidence(
             continue
         said = phrasing.allowed(_decisive(paraphrases, value, leaf_attributes), paraphrases.get(value, [])) if not axis else []
         if said and rng.random() < PARAPHRASE_EVIDENCE_SHARE:
-            # v4.1: the only evidence is a paraphrase (用得久 for 耐用), never the attribute word itself
+            # the only evidence is a paraphrase (用得久 for 耐用), never the attribute word itself
             phrase = phrasing.pick(rng, said, paraphrases.get(value, []))
             search = search_for(phrase, req.noun)
             searches.append(search)
@@ -161,7 +160,7 @@ def _omitted_evidence(
             evidence.append(f"最近搜索“{search}”")
             rival = _rivals(draft, axis, value) if axis else []
             if rival and rng.random() < MULTI_VALUE_SHARE:
-                # v5.1: the shopper compared values before deciding (v7: with one the gold does not offer)
+                # the shopper compared values before deciding (with one the gold does not offer)
                 searches.append(search_for(pick(rng, rival), req.noun))
         else:
             add_option_pref(facet, axis, value)
@@ -184,9 +183,9 @@ def build_persona(
 ) -> tuple[dict[str, Any], str]:
     """The persona dict for one task, with evidence for every omitted requirement; returns (persona, evidence).
 
-    v7: every omitted requirement gets one decisive piece of evidence and nothing in the persona competes with it
-    (liked rival option values are ones the gold does not offer, distractor attributes come from slots the gold
-    does not use, cues and paraphrases shared by two attributes of the leaf are not used); a budget the short
+    Every omitted requirement gets one decisive piece of evidence and nothing in the persona competes with it
+    (liked rival option values are ones the gold does not offer, distractor attributes come from slots that hold
+    no required attribute, cues and paraphrases shared by two attributes of the leaf are not used); a budget the short
     request leaves out is in a recent search; price fields and tags are the user's.
     """
     data = vocab.personas
@@ -230,7 +229,7 @@ def build_persona(
 
 
 def bundle_words(draft: ProductDraft, axis: str, value: str) -> str:
-    """v8: a bundle value as a preference or search names it: ``带充电器和收纳包`` (its parts beyond those every value
+    """A bundle value as a preference or search names it: ``带充电器和收纳包`` (its parts beyond those every value
     of the axis shares), ``单主机`` for the base alone; never the request's sentence (要带…的那套)."""
     entries = [str(e["value"]) for e in draft.record["customization_options"].get(axis, [])]
     common = set.intersection(*(set(parts_of(v)) for v in entries)) if entries else set()
@@ -241,9 +240,9 @@ def bundle_words(draft: ProductDraft, axis: str, value: str) -> str:
 
 
 def distractor_values(draft: ProductDraft, req: Requirements) -> list[str]:
-    """v8: attribute values a persona may like without needing them: any value of a slot that holds no required
-    attribute (so none competes with the goal), whether the gold has it or not. v7 took only slots the gold does
-    not use, so the gold never held a preference word (0.49% against 28.8% for a random listing of its leaf)."""
+    """Attribute values a persona may like without needing them: any value of a slot that holds no required
+    attribute (so none competes with the goal), whether the gold has it or not, so the gold holds a preference
+    word about as often as a random listing of its leaf."""
     wanted = set(req.attributes)
     return [value for slot in draft.leaf.slots if not wanted & set(slot.values) for value in slot.values]
 
@@ -251,8 +250,8 @@ def distractor_values(draft: ProductDraft, req: Requirements) -> list[str]:
 def _size_field(
     draft: ProductDraft, req: Requirements, prefs: dict[str, Any], fields: list[str], rng: random.Random
 ) -> list[str]:
-    """v8: the size field is filled where the leaf has sizes (a shopper's usual size, the goal's when the task asks
-    for one), left empty elsewhere (v7.1: empty in 97% of personas, whatever the category)."""
+    """The size field is filled where the leaf has sizes (a shopper's usual size, the goal's when the task asks
+    for one), left empty elsewhere."""
     sizes = [axis for axis in draft.leaf.axes if axis.name in ("尺码", "鞋码", "参考身高")]
     if not sizes:
         field = pick(rng, fields)

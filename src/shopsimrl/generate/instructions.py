@@ -26,13 +26,12 @@ _LEADING = re.compile(r"^[，,。\s]+")
 _AFTER_STOP = re.compile(r"([？！。])[，,]+")
 _COUNTED = re.compile(r"^(\d{1,2})(?=[个只包袋双支瓶盒斤件条片罐桶套张盘格管层人卷])")
 OTHER_SYNONYM_SHARE = 0.05
-"""v6.1: share of short requests that name the product by a synonym its listing need not carry. In v6 the short
-request shared the full instruction's noun, a random synonym in ~32% of tasks, which put the gold of those short
-requests below same-leaf listings that happen to carry that synonym (Recall@20 37% for them, 74% for the rest).
-The full instruction keeps the v6 choice (its other words find the gold). v8: 5% (persona test Recall@20 of the
-short request 63.75% at 10% on the v8 catalog, 69.07% on the real one; the train split's 3,726 tasks: 68.9%)."""
+"""Share of short requests that name the product by a synonym its listing need not carry. A synonym the listing
+lacks puts the gold below same-leaf listings that happen to carry it (Recall@20 37% for such requests, 74% for the
+rest), and at 10% the persona test Recall@20 of the short request was 63.75% against the real 69.07% (train 68.9%),
+hence 5%. The full instruction may name any synonym (its other words find the gold)."""
 SPOKEN_NUMBER_SHARE = 0.35
-"""v5: share of small counted amounts said in words (``两个装`` for the option ``2个装``), as shoppers write them."""
+"""Share of small counted amounts said in words (``两个装`` for the option ``2个装``), as shoppers write them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +44,7 @@ class Requirements:
     noun: str
     use: str
     simple_noun: str = ""
-    """v6.1: the name the short request uses (a search-box query names the product as listings do); empty: ``noun``."""
+    """The name the short request uses (a search-box query names the product as listings do); empty: ``noun``."""
 
 
 def tidy(text: str) -> str:
@@ -71,7 +70,7 @@ def describe_attribute(
 def join_attributes(
     attributes: tuple[str, ...] | list[str], vocab: Vocabulary, rng: random.Random, phrasing: Phrasing | None = None
 ) -> str:
-    """The attributes as a request lists them. v8.1: properties first (joined by 、/和/又/而且), then uses and audiences
+    """The attributes as a request lists them: properties first (joined by 、/和/又/而且), then uses and audiences
     said as purposes after a 、 (压榨、适合送礼, never 送礼和压榨: ``attribute_kinds``)."""
     forms = [describe_attribute(attribute, vocab, rng, phrasing) for attribute in attributes]
     items, purposes = split_by_kind(attributes, forms, vocab.text)
@@ -80,7 +79,7 @@ def join_attributes(
 
 
 def _join_properties(items: list[str], vocab: Vocabulary, rng: random.Random, listed: bool) -> str:
-    """Properties joined as v8 joined every attribute; three or more before a purpose (``listed``) with 、 only."""
+    """Properties joined by 、/和/又/而且; three or more before a purpose (``listed``) with 、 only."""
     if len(items) <= 1:
         return "".join(items)
     if len(items) == 2:
@@ -93,7 +92,7 @@ def _join_properties(items: list[str], vocab: Vocabulary, rng: random.Random, li
 
 
 def _runs_on(item: str, joiner: str) -> bool:
-    """v8: a joiner that would double the item's last character (温和 + 和 → 温和和男女都能用)."""
+    """A joiner that would double the item's last character (温和 + 和 → 温和和男女都能用)."""
     return bool(joiner) and item.endswith(joiner[0])
 
 
@@ -109,7 +108,7 @@ def spoken_amount(value: str, vocab: Vocabulary, rng: random.Random) -> str:
 def option_phrase(axis: str, value: str, vocab: Vocabulary, rng: random.Random, seller: str = "") -> str:
     """The option as a request says it: ``value`` is the plain word (never the seller string ``seller``)."""
     if seller and value != seller and DESCRIBED_MARK in value:
-        return value  # v7.1: a bundle's contents, described (要带充电器和收纳包的那套)
+        return value  # a bundle's contents, described (要带充电器和收纳包的那套)
     value = spoken_amount(value, vocab, rng)
     templates = vocab.text["option_templates"]
     phrase = str(pick(rng, templates.get(axis, templates["_default"]))).format(axis=axis, v=value)

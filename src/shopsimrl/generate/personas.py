@@ -54,7 +54,7 @@ _DESCRIBED_PRICE = {
     "low2": ("要便宜点的那个{axis}", "两个{axis}里选便宜的那个", "{axis}要便宜点的那个"),
     "high2": ("{axis}要贵一点的那个", "要贵一点的那个{axis}", "两个{axis}里选贵的那个"),
 }
-"""v8: size words (小的, 大一点) describe an end only of an amount axis (规格 5斤/10斤); another ordered axis (单锅基础款 …
+"""Size words (小的, 大一点) describe an end only of an amount axis (规格 5斤/10斤); another ordered axis (单锅基础款 …
 四锅豪华款) is described by price (最便宜的那个, 贵一点的那个); an unordered one (淡色款 / 亮色款) never."""
 
 
@@ -75,7 +75,7 @@ def _described_option(draft: ProductDraft, axis: str, value: str, vocab: Vocabul
         prices = [entry.get("price") for entry in draft.record["customization_options"][axis]]
         kind = _ordered_axis(draft, axis, [plain_value(draft, v) for v in values])
         if end and kind and all(p is not None for p in prices) and prices == sorted(prices) and len(set(prices)) == len(prices):
-            # v5: of two values, "the bigger one" (大一点的那个) names the gold exactly
+            # of two values, "the bigger one" (大一点的那个) names the gold exactly
             table = _DESCRIBED if kind == "amount" else _DESCRIBED_PRICE
             return pick(rng, table[end + ("2" if len(values) == 2 else "")]).format(axis=axis)
     return option_phrase(axis, plain_value(draft, value), vocab, rng, seller=value)
@@ -115,14 +115,14 @@ class PersonaTask:
     persona: dict[str, Any]
     omitted: list[tuple[str, str]]
     problems: list[str] = field(default_factory=list)
-    """v7: what the decidability check still finds (empty for a task decidable from public information)."""
+    """What the decidability check still finds (empty for a task decidable from public information)."""
     phrasing: Phrasing | None = None
     broken: list[str] = field(default_factory=list)
-    """v8: broken forms the text validator finds (``text_check``); a draw with none is always preferred."""
+    """Broken forms the text validator finds (``text_check``); a draw with none is always preferred."""
 
 
 DECIDABLE_TRIES = 6
-"""v7: persona draws tried per task until the decidability check passes (what fails after that is counted)."""
+"""Persona draws tried per task until the decidability check passes (what fails after that is counted)."""
 
 
 def persona_task(
@@ -138,7 +138,7 @@ def persona_task(
 ) -> PersonaTask:
     """Persona + short request for one task; the request is unique (normalised) among ``taken``.
 
-    v7: the pair is checked with :func:`decidable.task_problems` (the reward's own matching) and drawn again
+    The pair is checked with :func:`decidable.task_problems` (the reward's own matching) and drawn again
     until every scored requirement is decided by public evidence; ``PersonaTask.problems`` keeps what is left.
     """
     kept, omitted = _omitted_split(req, rng)
@@ -147,7 +147,7 @@ def persona_task(
         # the use scene (送礼用) must not say an omitted attribute (送礼): the short request takes another scene
         use = next((u for u in draft.leaf.uses if not any(value in u for value in hidden)), "")
         req = dataclasses.replace(req, use=use)
-    with_budget = bool(req.budget.phrase)  # v8: the request states its budget (v7.1 left 4% to a recent search)
+    with_budget = bool(req.budget.phrase)  # the request states its budget itself, never leaving it to a recent search
     best: PersonaTask | None = None
     for _ in range(DECIDABLE_TRIES):
         phrasing = Phrasing(held_out=user.held_out)

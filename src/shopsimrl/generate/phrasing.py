@@ -1,7 +1,7 @@
-"""v7 held-out phrasing: part of every phrase table is reserved for the persona tasks of val/test users.
+"""Held-out phrasing: part of every phrase table is reserved for the persona tasks of val/test users.
 
-Why: in v6.1 every cue, paraphrase and request frame of a test persona also appeared in train personas, so a
-policy trained on train tasks could memorise the tables instead of reading the evidence. A form is held out
+Why: if every cue, paraphrase and request frame of a test persona also appeared in train personas, a policy
+trained on train tasks could memorise the tables instead of reading the evidence. A form is held out
 when a stable hash of its text says so (about one in three, :data:`HELD_OUT_MODULUS`). Train users never draw a
 held-out form (a table left without train forms gives them other evidence), held-out users draw the held-out
 forms of a table when it has any, so a val/test task's held-out phrasing is never seen in a train persona.

@@ -38,7 +38,7 @@ _DOUBLE_HEADS = re.compile(r"(用|装|款|的|码|在|和|选)\1")
 
 
 def no_repeats(text: str) -> str:
-    """A title never says a word twice in a row (新款新款, v8 also 防胀气奶瓶防胀气奶瓶, 家用用) nor one phrase
+    """A title never says a word twice in a row (新款新款, 防胀气奶瓶防胀气奶瓶, 家用用) nor one phrase
     twice (适用卧室 … 适用卧室), which patterns and seller phrases could produce."""
     for _ in range(4):  # a removal can bring two copies together (商务衬衫商务衬衫商务): repeat until stable
         cleaned = _DOUBLE_HEADS.sub(r"\1", _REPEAT.sub(r"\1", text))

@@ -15,18 +15,18 @@ benchmark (``benchmarks/bench_realism.py``), the tests and the README quote the 
   those written once (the long tail; real annotations: 262 of 416).
 - ``request_skeletons``: distinct short requests once the amounts, noun and required values are masked.
 - ``request_openings``: distinct first four characters of those masked requests (the opening frame).
-- ``still_want_joiner_share``: short requests holding ``，还要`` (a joiner that cut noun phrases in v3).
+- ``still_want_joiner_share``: short requests holding ``，还要`` (a joiner that cuts noun phrases apart; real requests: 8.5%).
 - ``persona_incoherent_share``: personas breaking a demographic rule (male 全职妈妈, under-35 退休人员,
-  45+ 学生; v5 also a tag against the gender: male 宝妈).
+  45+ 学生; also a tag against the gender: male 宝妈).
 - ``gold_brand_in_preference_share``: persona tasks whose 品牌偏好 names the gold product's brand.
 - ``mean_recent_search_chars``: mean length of a persona's recent search keyword.
 - ``option_copied_share``: goal option values (the exact SKU strings) of persona tasks that appear verbatim in
-  the short request (v5: seller strings such as ``5斤装【囤货装】`` are named by their plain word or described).
+  the short request (seller strings such as ``5斤装【囤货装】`` are named by their plain word or described).
 - ``attribute_option_conflict_share``: products offering an option value that contradicts one of their attributes
   (``option_conflicts`` in ``vocab/text.json``: 单录款 on a 前后双录 recorder).
 - ``two_sentence_request_share``: short requests with a sentence break inside them (``……不太满意。想换……``).
 - ``omitted_without_verbatim_evidence_share``: requirements left out of a short request whose value appears
-  nowhere in the public persona (v4.1: only a paraphrase of it does; v4: 0).
+  nowhere in the public persona (only a paraphrase or an implied situation points at it).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _option_figures(records: list[dict[str, Any]]) -> dict[str, float]:
                 colour_priced += 1
                 colour_varying += len(set(prices)) > 1
             amounts = [amount_of(entry["value"]) for entry in entries]
-            if axis in SIZE_AXES:  # v7: a size is no amount (real sizes are one price; v6.1 counted 鞋码 here)
+            if axis in SIZE_AXES:  # a size is no amount (real sizes are mostly one price)
                 continue
             if axis in QUANTITY_AXES or all(a is not None for a in amounts):
                 known = [a for a in amounts if a is not None]

@@ -1,8 +1,8 @@
-"""v8.1: confusers priced around their target's budget (issue 41 item 1: "confusers are priced around the budget too").
+"""Confusers priced around their target's budget (issue 41 item 1: "confusers are priced around the budget too").
 
-A confuser is another leaf's product dressed as a rival of the target; up to v8 it kept its own leaf's price, so a
-third of them cost more than the target's ceiling and the budget alone ruled them out (median lowest price over the
-ceiling 0.49, the gold's own about 0.72). Here every SKU of a confuser is scaled so that its own gold SKU sits where
+A confuser is another leaf's product dressed as a rival of the target; at its own leaf's price a third of them
+would cost more than the target's ceiling and the budget alone would rule them out (median lowest price over the
+ceiling 0.49, the gold's own about 0.72). So every SKU of a confuser is scaled so that its own gold SKU sits where
 a target's gold sits under that ceiling: the ceiling over the new price is drawn like ``budgets.near_ceiling`` draws
 a gold's ceiling. The option price structure is kept (the same distinct prices, in the same order, re-rounded as
 shops list them), and the confuser's own task gets a new budget of its kind and a new instruction, so it still

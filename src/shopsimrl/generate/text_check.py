@@ -1,10 +1,10 @@
-"""v8 text validator: the broken forms a reader of generated text finds first, rejected at generation.
+"""Text validator: the broken forms a reader of generated text finds first, rejected at generation.
 
-A review of generator v7.1 found them in ~3–4% of searches and preference lists: doubled characters (``家用用``,
+A review of generated text found them in ~3–4% of searches and preference lists: doubled characters (``家用用``,
 ``的那套的``), dangling particles (a search ending in ``自己``), whole sentences inside a preference list
 (``套餐:["选主机配滤芯的那套"]``), budgets inside recent searches (``最近看吹风枪 价格不超过240元``), repeated
 title phrases (``防胀气奶瓶防胀气奶瓶``) and titles that end with another product (``…汽车坐垫搭档 座垫`` on a car
-vacuum); v8.1: a use joined by 和 to a property (``送礼和压榨的食用油``, :func:`odd_join`, also in full requests). :func:`record_problems` names every one found in an archive record; the generator draws again (persona
+vacuum); a use joined by 和 to a property (``送礼和压榨的食用油``, :func:`odd_join`, also in full requests). :func:`record_problems` names every one found in an archive record; the generator draws again (persona
 text) or never writes the form (titles), and ``tests/test_generate_v8.py`` counts 0 over the whole default catalog.
 """
 
@@ -36,7 +36,7 @@ def doubled(text: str) -> str | None:
 
 
 def odd_join(text: str) -> str | None:
-    """v8.1: a use or audience joined by 和/又/而且 to a property (``送礼和压榨的食用油``), or None."""
+    """A use or audience joined by 和/又/而且 to a property (``送礼和压榨的食用油``), or None."""
     match = odd_join_pattern().search(text)
     return match.group() if match else None
 

@@ -1,9 +1,8 @@
-"""v7 shoppers: the persona fields that belong to the user, fixed across every task they own.
+"""Shoppers: the persona fields that belong to the user, fixed across every task they own.
 
-In v6.1 a repeat user's tags and 平均客单价 changed from task to task and the price fields followed the gold price
-(log correlation 0.947; 价格区间 held the gold in 100% of tasks). Here demographics, region, trading habits
-(平均客单价 from the consumption level), tags (one rule set, ``persona_rules.rule_violations``) and a price level
-within any leaf's range are drawn once per user, before any of their tasks.
+Demographics, region, trading habits (平均客单价 from the ceilings the user states, :func:`spend_level`), tags (one
+rule set, ``persona_rules.rule_violations``) and a price level within any leaf's range are drawn once per user, so
+a repeat user's fields do not change between tasks and the price fields never follow the gold price.
 """
 
 from __future__ import annotations
@@ -32,10 +31,10 @@ class User:
     task_count: int = 0
     domains: list[str] = field(default_factory=list)
     price_level: float = 0.5
-    """v7: where in a leaf's price range this shopper buys (0 cheapest, 1 dearest); fixed per user."""
+    """Where in a leaf's price range this shopper buys (0 cheapest, 1 dearest); fixed per user."""
     price_width: float = 0.3
     held_out: bool = False
-    """v7: the user's tasks fall into the val/test persona split (predicted), so they draw held-out phrasing."""
+    """The user's tasks fall into the val/test persona split (predicted), so they draw held-out phrasing."""
     price_ranges: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -44,12 +43,12 @@ def _pairs(rows: list[list[Any]]) -> list[tuple[float, Any]]:
 
 
 _LEVEL_SPEND = {"低": (60.0, 0.2), "中": (150.0, 0.45), "中高": (320.0, 0.65), "高": (700.0, 0.8)}
-"""v7: consumption level → (typical 平均客单价, price level within a leaf): the user's, never the gold's."""
+"""Consumption level → (typical 平均客单价, price level within a leaf): the user's, never the gold's."""
 _LEVELS = ("低", "中", "中高", "高")
 _LEVEL_LIMITS = (80.0, 250.0, 700.0)
-"""v8: 平均客单价 below 80 is 低, below 250 中, below 700 中高, else 高 (one level off in 15% of users)."""
+"""平均客单价 below 80 is 低, below 250 中, below 700 中高, else 高 (one level off in 15% of users)."""
 SPEND_LOG = (-0.25, 0.3)
-"""v8: 平均客单价 is the geometric mean of the user's stated budgets times ``exp(N(-0.25, 0.3))``: what a person
+"""平均客单价 is the geometric mean of the user's stated budgets times ``exp(N(-0.25, 0.3))``: what a person
 usually pays sits a little below the ceilings they state, across every category they shop in."""
 _LEVEL_TAG = {"低": "low", "中": "mid", "中高": "high", "高": "high"}
 
@@ -60,7 +59,7 @@ def life_tags(vocab: Vocabulary) -> list[str]:
 
 
 def spend_level(levels: list[float], rng: random.Random) -> tuple[float, str]:
-    """v8: (平均客单价, 消费等级) from the budget levels of the user's tasks (their stated ceilings)."""
+    """(平均客单价, 消费等级) from the budget levels of the user's tasks (their stated ceilings)."""
     mean = math.exp(sum(math.log(level) for level in levels) / len(levels))
     spend = round(mean * math.exp(rng.gauss(*SPEND_LOG)), 2)
     rank = sum(spend >= limit for limit in _LEVEL_LIMITS)
@@ -74,8 +73,8 @@ def make_user(
 ) -> User:
     """A shopper: demographics, region, trading habits, price level and tags, all fixed across their tasks.
 
-    v8: ``levels`` (the budget levels of the user's tasks) set 平均客单价 and 消费等级 (v7: drawn at random, so a
-    低 user stated ceilings above 5× their 平均客单价 in 57% of tasks)."""
+    ``levels`` (the budget levels of the user's tasks) set 平均客单价 and 消费等级, so the fields agree with the
+    ceilings the user states; without them both are drawn from the consumption level alone."""
     data = vocab.personas
     province = pick(rng, list(data["regions"]))
     city = pick(rng, data["regions"][province])
@@ -121,7 +120,7 @@ def make_user(
 
 
 RANGE_FROM_CEILING = ((0.35, 1.1), (-0.1, 0.35))
-"""v8: 价格区间 is the stated ceiling over ``exp(U(0.35, 1.1))`` to the ceiling times ``exp(U(-0.1, 0.35))``."""
+"""价格区间 is the stated ceiling over ``exp(U(0.35, 1.1))`` to the ceiling times ``exp(U(-0.1, 0.35))``."""
 
 
 def user_price_range(
@@ -130,9 +129,9 @@ def user_price_range(
 ) -> dict[str, float]:
     """The user's 价格区间 for a leaf, the same for every task of the user in that leaf.
 
-    v8: drawn around the stated ceiling when there is one (the request already says it, so the field tells nothing
-    about the gold beyond it; v7.1 drew it from the leaf's range, so the ceiling exceeded it in 54% of tasks);
-    without a ceiling, the user's price level within the leaf's range (v7)."""
+    Drawn around the stated ceiling when there is one (the request already says it, so the field tells nothing
+    about the gold beyond it and the ceiling does not fall outside it); without a ceiling, the user's price level
+    within the leaf's range."""
     if leaf_name not in user.price_ranges:
         low, high = leaf_range
         span = math.log(high / low)
