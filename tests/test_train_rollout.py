@@ -255,7 +255,8 @@ def test_environment_failure_aborts_and_async_generate_is_awaited(world: ShopWor
     assert traj.status == ABORTED
     error = dict(traj.error or {})  # the runtime's record shape: the traceback names where it was raised
     assert "env went away" in error.pop("traceback")
-    assert error == {"stage": "environment_step_1", "type": "ConnectionError", "message": "env went away"}
+    assert error == {"stage": "environment_step_1", "type": "ConnectionError", "code": None,
+                     "message": "env went away"}  # code: None for an exception that is not a ShopSimError
     ok = _run(world, tokenizer, agenerate)
     assert ok.status == COMPLETED and ok.reward == 1.0
 
