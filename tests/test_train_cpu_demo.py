@@ -324,6 +324,8 @@ def test_dynamic_sampling_keeps_groups_with_spread(rewards: list[list[float | No
     spread = [t for t in rolled if None not in by_task[t] and len(set(by_task[t])) > 1]
     assert counts["sampled"] == len(rolled) == counts["kept"] + counts["zero_spread"] + counts["unscored"]
     assert counts["kept"] == len(spread) and counts["trained"] == min(want, len(spread))
+    # without dynamic sampling the update would hold the step's own groups: those of its first batch with spread
+    assert counts["first_kept"] == sum(1 for t in rolled[:want] if t in spread) <= counts["kept"]
     assert counts["kept"] >= want or counts["sampled"] >= max_groups  # it stops only when done or out of budget
     assert len(out["shop_reward"]) == 2 * want and len(out["prompt_ids"]) == 2 * want
     trained = [str(out["prompt_ids"][i][0]) for i in range(0, 2 * want, 2)]
@@ -348,7 +350,53 @@ def test_device_check_script_runs_the_batched_path_on_cpu(prepared_dir: Path, tm
     assert any(line.startswith("[device-check] grpo step 1:") for line in lines)
     rollouts = (tmp_path / "check" / "model" / "grpo" / "rollouts.jsonl").read_text().splitlines()
     assert json.loads(rollouts[0])["decode_batch_mean"] > 1.0  # concurrent episodes' turns shared batches
-    for row in ("init", "first", "heuristic", "sft", "grpo", "sft-auto"):
+    for row in ("init", "random", "first", "heuristic", "sft", "grpo", "sft-auto"):
         assert any(line.startswith(f"[device-check] eval {row} ") for line in lines), row
     config = json.loads((tmp_path / "check" / "config.json").read_text())
     assert config["batched_decoding"] and config["grpo_concurrency"] == 4
+
+
+def test_group_totals_state_the_counts_without_dynamic_sampling() -> None:
+    """Summed over the steps: the groups trained with dynamic sampling, and the steps' own groups with spread
+    (what the update would have held without it), both in results.json and in the report's sentence."""
+    from shopsimrl.train.cpu_demo_grpo import group_totals
+    from shopsimrl.train.cpu_demo_report import _groups
+
+    rows = [{"groups_sampled_count": s, "groups_kept_count": k, "groups_zero_spread_count": s - k,
+             "groups_unscored_count": 0, "groups_trained_count": min(k, 2), "groups_first_kept_count": f}
+            for s, k, f in ((8, 0, 0), (4, 2, 1), (2, 2, 2), (6, 1, 0))]
+    totals = group_totals(rows)
+    assert totals == {"sampled": 20, "kept": 5, "zero_spread": 15, "unscored": 0, "trained": 5,
+                      "informative_steps": 3, "first_kept": 3, "first_informative_steps": 2}
+    text = " ".join(_groups({"groups": totals, "dynamic": True, "steps": 4, "groups_per_step": 2,
+                             "difficulty": "first,heuristic"}))
+    assert "would have held 3 of 8 groups with reward spread" in text and "on 2 informative steps" in text
+    assert "difficulty tiers first,heuristic" in text
+    assert "would have held" not in " ".join(_groups({"groups": totals, "dynamic": False, "steps": 4}))
+    del rows[0]["groups_first_kept_count"]  # an earlier run's log, without the field: no figure is made up
+    assert "first_kept" not in group_totals(rows)
+
+
+def test_grpo_difficulty_defaults_and_tiers_computed_once(prepared_dir: Path, tmp_path: Path) -> None:
+    """The cpu preset's GRPO stream is the first,heuristic tiers (``--difficulty all``: every train task), and a
+    catalog without tiers gets them computed before the stream is read."""
+    import argparse
+    import shutil
+
+    from shopsimrl.catalog.tiers import TIERS_FILE, split_task_ids
+    from shopsimrl.train.cpu_demo_grpo import ensure_tiers
+
+    def parsed(**kw: Any) -> cpu_demo_config.RecipeConfig:
+        return cpu_demo_run.config_from_args(argparse.Namespace(**{"preset": "cpu", "data": "d", "out": "o", "seed": 0,
+                                                                   "stages": None, **kw}))
+
+    assert parsed().grpo_difficulty == "first,heuristic" and not parsed().eval_init
+    assert parsed(grpo_difficulty="all").grpo_difficulty is None
+    assert parsed(preset="smoke").grpo_difficulty is None and parsed(preset="smoke").eval_init
+    data = tmp_path / "data"
+    shutil.copytree(prepared_dir, data)
+    assert not (data / TIERS_FILE).exists()
+    ensure_tiers(cpu_demo_config.RecipeConfig(data=str(data), out=str(tmp_path / "run")))
+    assert (data / TIERS_FILE).is_file()
+    wanted = split_task_ids(data, "train", difficulty="first,heuristic")
+    assert set(wanted) <= set(split_task_ids(data, "train"))

@@ -52,7 +52,7 @@ def cmd_cpu_demo(args: argparse.Namespace) -> int:
 PRESET_NAMES = ("cpu", "smoke", "gpu")
 # what a None knob means, in a --help default (RecipeConfig's comments)
 NONE_MEANS = {"demo_train_tasks": "all", "eval_tasks": "all", "sft_minutes": "no cap", "grpo_minutes": "no cap",
-              "grpo_max_groups": "4x-groups-per-step", "grpo_difficulty": "all-tiers"}
+              "grpo_max_groups": "4x-groups-per-step", "grpo_difficulty": "all"}
 
 
 def preset_defaults(name: str) -> str:
@@ -115,14 +115,17 @@ def add_train_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
                       help="dynamic sampling (DAPO): update on groups with reward spread only; --no-grpo-dynamic: "
                            f"on the first groups drawn, zero-spread ones included (default: {preset_defaults('grpo_dynamic')})")
     demo.add_argument("--difficulty", dest="grpo_difficulty", default=None,
-                      help="GRPO task stream: train tasks of these difficulty tiers only, e.g. first,heuristic "
-                           f"(needs `shopsimrl data tiers`) (default: {preset_defaults('grpo_difficulty')})")
+                      help="GRPO task stream: train tasks of these difficulty tiers only, e.g. first,heuristic, or all "
+                           f"(computed once if the catalog has none: `shopsimrl data tiers`) (default: {preset_defaults('grpo_difficulty')})")
     demo.add_argument("--batched-decoding", dest="batched_decoding", action=argparse.BooleanOptionalAction,
                       default=None, help="decode concurrent turns as one batch (GRPO rollouts, evaluation server): "
                                          f"the gpu preset's sampler (default: {preset_defaults('batched_decoding')})")
     demo.add_argument("--eval-unconstrained", dest="eval_unconstrained", action=argparse.BooleanOptionalAction,
                       default=None, help="also evaluate the SFT checkpoint with tool_choice auto (row sft-auto), "
                                          f"where protocol errors are possible (default: {preset_defaults('eval_unconstrained')})")
+    demo.add_argument("--eval-init", dest="eval_init", action=argparse.BooleanOptionalAction, default=None,
+                      help="also evaluate the random-init model (row init, about 17 min on 2 cores) beside the "
+                           f"`random` policy row (default: {preset_defaults('eval_init')})")
     demo.set_defaults(func=cmd_cpu_demo)
     from .policy_command import add_policy_command
 

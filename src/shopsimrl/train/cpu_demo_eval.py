@@ -1,7 +1,8 @@
 """The evaluation stage of the CPU recipe: every checkpoint and two built-in baselines on the same val tasks.
 
-Rows (``results.json`` ``eval.checkpoints``, in this order): ``init`` (the random-init model), ``first`` and
-``heuristic`` (the built-in public-information policies: what a trained model should at least match), ``sft``,
+Rows (``results.json`` ``eval.checkpoints``, in this order): ``init`` (the random-init model; only with
+``eval_init``), ``random``, ``first`` and ``heuristic`` (the built-in trivial and public-information policies:
+what a trained model should at least match), ``sft``,
 ``grpo``, and ``sft-auto``: the SFT checkpoint sampled freely (``tool_choice="auto"``). Under the recipe's
 ``tool_choice="required"`` every turn is decoded as one call of the page's tools, so a protocol error cannot
 happen and its 0% says nothing; the free-sampling row's rate is the call format's learning signal. Each
@@ -22,7 +23,7 @@ from ..errors import ConfigError
 if TYPE_CHECKING:
     from .cpu_demo_config import RecipeConfig
 
-BASELINES = ("first", "heuristic")
+BASELINES = ("random", "first", "heuristic")
 AUTO = "sft-auto"  # the SFT checkpoint with tool_choice="auto"
 
 
@@ -75,7 +76,7 @@ def stage_eval(cfg: RecipeConfig) -> dict[str, Any]:
     paths = _paths(Path(cfg.out))
     runs = paths["eval"]
     jobs: list[tuple[str, Any]] = [
-        ("init", lambda: evaluate_checkpoint(cfg, "init", paths["init"], runs / "init")),
+        *([("init", lambda: evaluate_checkpoint(cfg, "init", paths["init"], runs / "init"))] if cfg.eval_init else []),
         *((p, lambda p=p: evaluate_policy(cfg, p, runs / p)) for p in BASELINES),
         ("sft", lambda: evaluate_checkpoint(cfg, "sft", paths["sft"], runs / "sft")),
         ("grpo", lambda: evaluate_checkpoint(cfg, "grpo", paths["grpo"], runs / "grpo"))]

@@ -85,6 +85,8 @@ def dynamic_rollout(roll: Callable[[list[str]], dict[str, Any]], prompts: list[s
             counts["sampled"] += 1
             counts[{KEEP: "kept", DROP_ZERO_SPREAD: "zero_spread"}.get(decision, "unscored")] += 1
             (kept if decision == KEEP else others).append(group)
+        # the step's own groups with spread: what the update would hold without dynamic sampling
+        counts.setdefault("first_kept", counts["kept"])
         more = min(want - len(kept), max_groups - counts["sampled"])
         if more <= 0:
             break
@@ -104,7 +106,7 @@ def sample_step(cfg: RecipeConfig, roll: Callable[[list[str]], dict[str, Any]], 
     decisions = [_decision(g) for g in group_outputs(out, cfg.group_size)]
     return out, {"sampled": len(decisions), "kept": decisions.count(KEEP),
                  "zero_spread": decisions.count(DROP_ZERO_SPREAD), "unscored": decisions.count(DROP_UNSCORED),
-                 "trained": decisions.count(KEEP)}
+                 "trained": decisions.count(KEEP), "first_kept": decisions.count(KEEP)}
 
 
 def curve_row(cfg: RecipeConfig, out: Mapping[str, Any], sampled: list[tuple[dict[str, Any], list[Any]]],
@@ -141,6 +143,7 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
     from .local_lm import CachedGenerate, accelerated, time_budget
 
     world = ShopWorld.from_data_dir(cfg.data)
+    ensure_tiers(cfg)
     ids = split_task_ids(cfg.data, "train", difficulty=cfg.grpo_difficulty)
     random.Random(cfg.seed).shuffle(ids)
     batch = cfg.group_size * cfg.groups_per_step
@@ -203,7 +206,8 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
     tokenizer.save_pretrained(target)
     _write_logs(target, trainer.state.log_history, curve)
     return {"steps": trainer.state.global_step, "episodes": sum(r["episodes"] for r in curve),
-            "train_s": round(wall, 1), "tasks": len(ids), "dynamic": cfg.grpo_dynamic, "groups": group_totals(curve)}
+            "train_s": round(wall, 1), "tasks": len(ids), "dynamic": cfg.grpo_dynamic,
+            "groups_per_step": cfg.groups_per_step, "difficulty": cfg.grpo_difficulty, "groups": group_totals(curve)}
 
 
 def _write_logs(target: Path, logs: list[dict[str, Any]], curve: list[dict[str, Any]]) -> None:
@@ -213,9 +217,26 @@ def _write_logs(target: Path, logs: list[dict[str, Any]], curve: list[dict[str, 
                                            encoding="utf-8")
 
 
+def ensure_tiers(cfg: RecipeConfig) -> None:
+    """A ``grpo_difficulty`` stream needs the catalog's tiers: computed once here if missing (a few minutes)."""
+    from ..catalog.tiers import stored_tiers
+
+    if cfg.grpo_difficulty is None or stored_tiers(cfg.data) is not None:
+        return
+    from ..agent.tier_cascade import compute_tiers
+
+    print(f"[cpu-demo] {cfg.data} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
+          flush=True)
+    compute_tiers(cfg.data)
+
+
 def group_totals(curve: list[dict[str, Any]]) -> dict[str, int]:
-    """The groups of every step summed, and the steps whose update held at least one group with spread."""
+    """The groups of every step summed, and the steps whose update held at least one group with spread; with
+    ``first_kept`` (the step's own groups with spread) the same two figures without dynamic sampling."""
     totals = {k: sum(int(r[f"groups_{k}_count"]) for r in curve)
               for k in ("sampled", "kept", "zero_spread", "unscored", "trained")}
     totals["informative_steps"] = sum(1 for r in curve if r["groups_trained_count"] > 0)
+    if curve and all("groups_first_kept_count" in r for r in curve):
+        totals["first_kept"] = sum(int(r["groups_first_kept_count"]) for r in curve)
+        totals["first_informative_steps"] = sum(1 for r in curve if r["groups_first_kept_count"] > 0)
     return totals

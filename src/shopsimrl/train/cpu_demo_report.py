@@ -82,7 +82,7 @@ def _phase_steps(sft: Mapping[str, Any]) -> str:
     return f": {' + '.join(parts)}" if parts else ""
 
 
-ROW_LABELS = {"init": "random init", "first": "`first` policy", "heuristic": "`heuristic` policy", "sft": "SFT",
+ROW_LABELS = {"init": "random init", "random": "`random` policy", "first": "`first` policy", "heuristic": "`heuristic` policy", "sft": "SFT",
               "grpo": "GRPO", "sft-auto": "SFT, `tool_choice` auto"}
 
 
@@ -109,10 +109,23 @@ def _groups(grpo: Mapping[str, Any]) -> list[str]:
     if not isinstance(groups, Mapping):
         return []
     mode = "dynamic sampling (groups with reward spread only)" if grpo.get("dynamic") else "no dynamic sampling"
+    if grpo.get("difficulty"):
+        mode += f"; train tasks of difficulty tiers {grpo['difficulty']}"
     return [f"GRPO groups ({mode}): {groups.get('sampled')} sampled, {groups.get('kept')} with reward spread, "
             f"{groups.get('zero_spread')} zero-spread, {groups.get('unscored')} unscored; "
             f"{groups.get('trained')} trained on over {grpo.get('steps')} steps "
-            f"({groups.get('informative_steps')} steps with at least one group with spread).", ""]
+            f"({groups.get('informative_steps')} steps with at least one group with spread).", *_undynamic(grpo), ""]
+
+
+def _undynamic(grpo: Mapping[str, Any]) -> list[str]:
+    """What the same steps would have trained on without dynamic sampling (their own groups only)."""
+    groups = grpo.get("groups") or {}
+    if not grpo.get("dynamic") or "first_kept" not in groups:
+        return []
+    drawn = int(grpo.get("steps") or 0) * int(grpo.get("groups_per_step") or 0)
+    of = f" of {drawn}" if drawn else ""
+    return [f"Without dynamic sampling the updates would have held {groups['first_kept']}{of} groups with reward "
+            f"spread (the steps' own groups), on {groups.get('first_informative_steps')} informative steps."]
 
 
 def _stage_notes() -> dict[str, Callable[[Mapping[str, Any]], str]]:

@@ -114,6 +114,8 @@ def config_from_args(args: Any) -> RecipeConfig:
     cfg = RecipeConfig(data=args.data, out=args.out, seed=args.seed, **preset)
     overrides = {k: v for k, v in vars(args).items()
                  if k in RecipeConfig.__dataclass_fields__ and v is not None and k not in ("data", "out", "seed", "preset")}
+    if overrides.get("grpo_difficulty") == "all":  # --difficulty all: every train task, no tier filter
+        overrides["grpo_difficulty"] = None
     if args.stages:
         overrides["stages"] = tuple(s.strip() for s in args.stages.split(",") if s.strip())
     return replace(cfg, **overrides)
