@@ -136,16 +136,13 @@ def run_grpo(cfg: RecipeConfig, model: Any, tokenizer: Any, target: Path, *,
     trl: Any = importlib.import_module("trl")
 
     from ..agent import InProcessEnvironment
-    from ..catalog.tiers import split_task_ids
     from ..env import ShopWorld
     from . import trl as trl_adapter
     from .batched_generate import BatchedGenerate
     from .local_lm import CachedGenerate, accelerated, time_budget
 
     world = ShopWorld.from_data_dir(cfg.data)
-    ensure_tiers(cfg)
-    ids = split_task_ids(cfg.data, "train", difficulty=cfg.grpo_difficulty)
-    random.Random(cfg.seed).shuffle(ids)
+    ids = train_task_ids(cfg)
     batch = cfg.group_size * cfg.groups_per_step
     head = max(cfg.groups_per_step, cfg.grpo_steps * cfg.groups_per_step)
     # the dynamic sampler's extra groups: the train tasks the dataset does not hold, then the rest again
@@ -215,6 +212,16 @@ def _write_logs(target: Path, logs: list[dict[str, Any]], curve: list[dict[str, 
     (target / "log.jsonl").write_text("".join(json.dumps(h, sort_keys=True) + "\n" for h in logs), encoding="utf-8")
     (target / "rollouts.jsonl").write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in curve),
                                            encoding="utf-8")
+
+
+def train_task_ids(cfg: RecipeConfig) -> list[int]:
+    """The GRPO task stream: the train split (of ``grpo_difficulty``'s tiers), in the seed's order."""
+    from ..catalog.tiers import split_task_ids
+
+    ensure_tiers(cfg)
+    ids = split_task_ids(cfg.data, "train", difficulty=cfg.grpo_difficulty)
+    random.Random(cfg.seed).shuffle(ids)
+    return ids
 
 
 def ensure_tiers(cfg: RecipeConfig) -> None:
