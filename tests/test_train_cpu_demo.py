@@ -381,10 +381,11 @@ def test_grpo_difficulty_defaults_and_tiers_computed_once(prepared_dir: Path, tm
     """The cpu preset's GRPO stream is the first,heuristic tiers (``--difficulty all``: every train task), and a
     catalog without tiers gets them computed before the stream is read."""
     import argparse
+    import dataclasses
     import shutil
 
-    from shopsimrl.catalog.tiers import TIERS_FILE, split_task_ids
-    from shopsimrl.train.cpu_demo_grpo import ensure_tiers
+    from shopsimrl.catalog.tiers import TIERS_FILE, read_tiers, split_task_ids
+    from shopsimrl.train.cpu_demo_grpo import train_task_ids
 
     def parsed(**kw: Any) -> cpu_demo_config.RecipeConfig:
         return cpu_demo_run.config_from_args(argparse.Namespace(**{"preset": "cpu", "data": "d", "out": "o", "seed": 0,
@@ -396,7 +397,11 @@ def test_grpo_difficulty_defaults_and_tiers_computed_once(prepared_dir: Path, tm
     data = tmp_path / "data"
     shutil.copytree(prepared_dir, data)
     assert not (data / TIERS_FILE).exists()
-    ensure_tiers(cpu_demo_config.RecipeConfig(data=str(data), out=str(tmp_path / "run")))
-    assert (data / TIERS_FILE).is_file()
-    wanted = split_task_ids(data, "train", difficulty="first,heuristic")
-    assert set(wanted) <= set(split_task_ids(data, "train"))
+    cfg = cpu_demo_config.RecipeConfig(data=str(data), out=str(tmp_path / "run"))
+    ids = train_task_ids(cfg)  # the tiers are computed first, then the stream is those tiers' train tasks
+    stored = (data / TIERS_FILE).stat().st_mtime_ns
+    tiers = read_tiers(data)
+    assert ids and sorted(ids) == sorted(t for t in split_task_ids(data, "train") if tiers[t] in ("first", "heuristic"))
+    assert train_task_ids(cfg) == ids and (data / TIERS_FILE).stat().st_mtime_ns == stored  # once, same order
+    every = train_task_ids(dataclasses.replace(cfg, grpo_difficulty=None))
+    assert sorted(every) == sorted(split_task_ids(data, "train"))

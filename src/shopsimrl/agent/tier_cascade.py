@@ -10,6 +10,7 @@ bytes and a reader never sees half a file.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,3 +53,14 @@ def compute_tiers(
                 "counts": {t: len(tiers[t]) for t in TIERS}}
     atomic_write_bytes(Path(data_dir) / TIERS_FILE, dump_json_file_bytes(document))
     return document
+
+
+def ensure_tiers(data_dir: str | os.PathLike[str], *,
+                 progress: Callable[[str, int, int], None] | None = None) -> None:
+    """The catalog's tiers, computed once (saying so on stderr) where none are stored or they are stale: what a
+    ``--difficulty`` filter (eval, the CPU recipe) needs before it reads them."""
+    if stored_tiers(data_dir) is not None:
+        return
+    print(f"[shopsimrl] {data_dir} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
+          file=sys.stderr, flush=True)
+    compute_tiers(data_dir, progress=progress)

@@ -103,11 +103,10 @@ def _difficulty(args: argparse.Namespace) -> tuple[str, ...] | None:
 
     wanted = parse_difficulty(args.difficulty)
     if wanted is not None and stored_tiers(args.data) is None:
-        from ..agent.tier_cascade import compute_tiers
-        print(f"[shopsimrl] {args.data} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
-              file=sys.stderr, flush=True)
+        from ..agent.tier_cascade import ensure_tiers
+
         with episode_bars(False) as progress:
-            compute_tiers(args.data, progress=progress)
+            ensure_tiers(args.data, progress=progress)
     return wanted
 
 

@@ -216,25 +216,14 @@ def _write_logs(target: Path, logs: list[dict[str, Any]], curve: list[dict[str, 
 
 def train_task_ids(cfg: RecipeConfig) -> list[int]:
     """The GRPO task stream: the train split (of ``grpo_difficulty``'s tiers), in the seed's order."""
+    from ..agent.tier_cascade import ensure_tiers
     from ..catalog.tiers import split_task_ids
 
-    ensure_tiers(cfg)
+    if cfg.grpo_difficulty is not None:
+        ensure_tiers(cfg.data)  # a fresh catalog: computed once (~1 min on 2 cores)
     ids = split_task_ids(cfg.data, "train", difficulty=cfg.grpo_difficulty)
     random.Random(cfg.seed).shuffle(ids)
     return ids
-
-
-def ensure_tiers(cfg: RecipeConfig) -> None:
-    """A ``grpo_difficulty`` stream needs the catalog's tiers: computed once here if missing (a few minutes)."""
-    from ..catalog.tiers import stored_tiers
-
-    if cfg.grpo_difficulty is None or stored_tiers(cfg.data) is not None:
-        return
-    from ..agent.tier_cascade import compute_tiers
-
-    print(f"[cpu-demo] {cfg.data} has no difficulty tiers yet: computing them once (`shopsimrl data tiers`)",
-          flush=True)
-    compute_tiers(cfg.data)
 
 
 def group_totals(curve: list[dict[str, Any]]) -> dict[str, int]:
